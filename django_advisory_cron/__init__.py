@@ -1,0 +1,33 @@
+"""Run scheduled Django jobs once across many replicas, with PostgreSQL advisory locks."""
+
+from .exceptions import (
+    AdvisoryCronError,
+    DatabaseUnavailable,
+    LockDatabaseError,
+    LockNotAcquired,
+    LockScopeError,
+    UnknownJob,
+)
+from .jobs import SKIPPED, Job, locked_task, registry
+from .keys import LockKey, job_key
+from .locks import AdvisoryLock, advisory_lock
+from .schedule import InvalidSchedule, Schedule
+
+__all__ = [
+    "SKIPPED",
+    "AdvisoryCronError",
+    "AdvisoryLock",
+    "DatabaseUnavailable",
+    "InvalidSchedule",
+    "Job",
+    "LockDatabaseError",
+    "LockKey",
+    "LockNotAcquired",
+    "LockScopeError",
+    "Schedule",
+    "UnknownJob",
+    "advisory_lock",
+    "job_key",
+    "locked_task",
+    "registry",
+]

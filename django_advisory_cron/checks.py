@@ -1,0 +1,92 @@
+"""System checks: settings, the lock database, job names, keys and schedules."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from . import conf
+from .jobs import registry
+from .schedule import validate
+
+APP = "django_advisory_cron"
+
+
+def register() -> None:
+    """Register the checks (called from ``AppConfig.ready``)."""
+    checks.register(check_settings)
+    checks.register(check_lock_database)
+    checks.register(check_jobs)
+
+
+def check_settings(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    return [
+        checks.Error(
+            f"ADVISORY_CRON[{key!r}] {message}",
+            hint="See the settings reference in the django-advisory-cron docs.",
+            id=f"{APP}.E001",
+        )
+        for key, message in conf.problems()
+    ]
+
+
+def check_lock_database(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    alias = conf.lock_database()
+    if alias not in settings.DATABASES:
+        return []  # reported by check_settings
+    engine = settings.DATABASES[alias].get("ENGINE", "")
+    if "postgresql" in engine or "postgis" in engine:
+        return []
+    return [
+        checks.Error(
+            f"The lock database {alias!r} uses {engine!r}; advisory locks need PostgreSQL.",
+            hint="Point ADVISORY_CRON['LOCK_DATABASE'] at a PostgreSQL alias.",
+            id=f"{APP}.E002",
+        )
+    ]
+
+
+def check_jobs(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    for first, second in registry.clashes:
+        errors.append(
+            checks.Error(
+                f"Two jobs are named {first.name!r}: {first.origin} and {second.origin}.",
+                hint="Give one of them another name=... in @locked_task.",
+                id=f"{APP}.E003",
+            )
+        )
+    by_key: defaultdict[object, list[str]] = defaultdict(list)
+    for job in registry.all():
+        # hashtext keys are only known to the server; distinct names are assumed distinct.
+        by_key[job.key.pg_locks_ids or ("hashtext", job.name)].append(job.name)
+    for names in by_key.values():
+        if len(names) > 1:
+            errors.append(
+                checks.Error(
+                    f"Jobs {', '.join(map(repr, names))} hash to the same advisory lock key.",
+                    hint="Rename one of them; the key is derived from the job name.",
+                    id=f"{APP}.E004",
+                )
+            )
+    for job in registry.all():
+        problem = validate(job.cron) if job.cron is not None else None
+        if problem:
+            errors.append(
+                checks.Error(
+                    f"Job {job.name!r} has an invalid schedule: {problem}",
+                    hint="Use a five-field cron expression such as '0 2 * * *'.",
+                    id=f"{APP}.E005",
+                )
+            )
+    return errors

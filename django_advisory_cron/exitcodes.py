@@ -1,0 +1,10 @@
+"""Exit codes of ``manage.py runlocked`` (sysexits.h values where one fits)."""
+
+OK = 0  # the job ran, or was skipped (another replica has it, or its tick already ran)
+JOB_FAILED = 1  # the job raised; the run is recorded as failed and the traceback logged
+USAGE = 2  # bad arguments, unknown job, invalid schedule
+DATABASE_UNAVAILABLE = 69  # EX_UNAVAILABLE: the lock database cannot be reached
+LOCK_LOST = 75  # EX_TEMPFAIL: the lock's connection died while the job ran
+CONFIG = 78  # EX_CONFIG: the lock database is not PostgreSQL, or a transaction-scope misuse
+SIGINT = 130  # interrupted by SIGINT (run recorded as interrupted, lock released)
+SIGTERM = 143  # interrupted by SIGTERM (run recorded as interrupted, lock released)

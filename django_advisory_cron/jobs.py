@@ -1,0 +1,212 @@
+"""``@locked_task``, :class:`Job` and the registry of jobs."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+
+from .exceptions import LockNotAcquired, UnknownJob
+from .keys import KEY_MODES, KeyMode, LockKey, job_key
+from .locks import SCOPES, Scope
+from .schedule import Schedule
+
+if TYPE_CHECKING:
+    from .runner import RunResult
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+OnLocked = Literal["skip", "raise"]
+
+
+class _Skipped:
+    """The value a job call returns when it did not run (falsy)."""
+
+    _instance: _Skipped | None = None
+
+    def __new__(cls) -> _Skipped:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "SKIPPED"
+
+
+#: Returned by calling a job that was skipped (locked elsewhere, or its tick already ran).
+SKIPPED = _Skipped()
+
+
+@dataclass(eq=False)
+class Job(Generic[P, R]):
+    """A function that runs under its own advisory lock."""
+
+    func: Callable[P, R]
+    name: str
+    cron: str | None = None
+    scope: Scope = "auto"
+    wait: float = 0
+    max_runtime: float | None = None
+    on_locked: OnLocked = "skip"
+    key_mode: KeyMode = "sha256"
+    using: str | None = None
+    description: str = field(default="")
+
+    def __post_init__(self) -> None:
+        functools.update_wrapper(self, self.func)
+        if not self.description:
+            self.description = (self.func.__doc__ or "").strip().split("\n")[0]
+
+    @functools.cached_property
+    def schedule(self) -> Schedule | None:
+        """The parsed ``cron`` expression; raises :class:`InvalidSchedule` when it is bad."""
+        return None if self.cron is None else Schedule(self.cron)
+
+    @property
+    def key(self) -> LockKey:
+        """The job's advisory lock key (computed from the configured namespace)."""
+        return job_key(self.name, self.key_mode)
+
+    @property
+    def origin(self) -> str:
+        """``module.qualname`` of the function, to tell registrations apart."""
+        return f"{self.func.__module__}.{self.func.__qualname__}"
+
+    def run(
+        self,
+        *args: Any,
+        now: datetime | None = None,
+        scope: Scope | None = None,
+        wait: float | None = None,
+        using: str | None = None,
+        **kwargs: Any,
+    ) -> RunResult:
+        """Run under the lock and return a :class:`~.runner.RunResult` (re-raises failures).
+
+        Raises :class:`InvalidSchedule` for a bad ``cron`` expression.
+        """
+        from .runner import run_job
+
+        return run_job(self, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | _Skipped:
+        from .runner import run_job
+
+        result = run_job(self, args=args, kwargs=kwargs)
+        if result.ran:
+            value: R = result.value
+            return value
+        if self.on_locked == "raise":
+            raise LockNotAcquired(f"job {self.name!r} skipped: {result.status_label}")
+        return SKIPPED
+
+    def __repr__(self) -> str:
+        return f"<Job {self.name}>"
+
+
+class Registry:
+    """All jobs by name, remembering clashes for the system checks."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job[Any, Any]] = {}
+        self.clashes: list[tuple[Job[Any, Any], Job[Any, Any]]] = []
+
+    def register(self, job: Job[Any, Any]) -> None:
+        existing = self._jobs.get(job.name)
+        if existing is not None and existing.origin != job.origin:
+            self.clashes.append((existing, job))
+            return
+        self._jobs[job.name] = job
+
+    def unregister(self, name: str) -> None:
+        self._jobs.pop(name, None)
+        self.clashes = [pair for pair in self.clashes if pair[0].name != name]
+
+    def get(self, name: str) -> Job[Any, Any]:
+        try:
+            return self._jobs[name]
+        except KeyError:
+            raise UnknownJob(name) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._jobs
+
+    def all(self) -> list[Job[Any, Any]]:
+        return sorted(self._jobs.values(), key=lambda job: job.name)
+
+
+registry = Registry()
+
+
+@overload
+def locked_task(func: Callable[P, R], /) -> Job[P, R]: ...
+
+
+@overload
+def locked_task(
+    *,
+    name: str | None = None,
+    schedule: str | None = None,
+    scope: Scope = "auto",
+    wait: float = 0,
+    max_runtime: float | None = None,
+    on_locked: OnLocked = "skip",
+    key: KeyMode = "sha256",
+    using: str | None = None,
+) -> Callable[[Callable[P, R]], Job[P, R]]: ...
+
+
+def locked_task(
+    func: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    schedule: str | None = None,
+    scope: Scope = "auto",
+    wait: float = 0,
+    max_runtime: float | None = None,
+    on_locked: OnLocked = "skip",
+    key: KeyMode = "sha256",
+    using: str | None = None,
+) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
+    """Register a function as a job that runs once across all replicas.
+
+    ``name`` defaults to the function's ``__name__``. ``schedule`` is a cron expression; with
+    one, a run also records its tick and a tick runs at most once. ``scope`` is ``"session"``,
+    ``"transaction"`` or ``"auto"``; ``wait`` seconds are spent waiting for the lock;
+    ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
+    :class:`LockNotAcquired` instead of returning :data:`SKIPPED`; ``key="hashtext"`` shares
+    the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``.
+    """
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
+    if on_locked not in ("skip", "raise"):
+        raise ValueError(f"on_locked must be 'skip' or 'raise', not {on_locked!r}")
+    if key not in KEY_MODES:
+        raise ValueError(f"key must be one of {KEY_MODES}, not {key!r}")
+    if wait < 0 or (max_runtime is not None and max_runtime <= 0):
+        raise ValueError("wait must be >= 0 and max_runtime > 0 seconds")
+
+    def decorate(function: Callable[P, R]) -> Job[P, R]:
+        job_name = name or function.__name__
+        job = Job(
+            func=function,
+            name=job_name,
+            cron=schedule,
+            scope=scope,
+            wait=wait,
+            max_runtime=max_runtime,
+            on_locked=on_locked,
+            key_mode=key,
+            using=using,
+        )
+        registry.register(job)
+        return job
+
+    return decorate(func) if func is not None else decorate

@@ -1,0 +1,75 @@
+"""Job name -> advisory lock key.
+
+The default key is the two-int form ``(namespace, objid)``: ``objid`` is the first four bytes of
+the SHA-256 digest of the UTF-8 job name, read big-endian as a signed 32-bit integer. It is
+computed in Python, so it is the same on every machine and every PostgreSQL version, and
+``pg_locks`` rows with our ``classid`` and ``objsubid = 2`` are ours.
+
+``hashtext`` mode reproduces the widely copied ``pg_try_advisory_lock(hashtext(name))`` so that a
+job can share its lock with existing SQL scripts. ``hashtext`` is internal to PostgreSQL and
+not promised stable across major versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+from . import conf
+
+KeyMode = Literal["sha256", "hashtext"]
+KEY_MODES: tuple[KeyMode, ...] = ("sha256", "hashtext")
+
+
+def name_hash(name: str) -> int:
+    """The signed 32-bit hash of a job name used as ``objid``."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "big", signed=True)
+
+
+@dataclass(frozen=True)
+class LockKey:
+    """An advisory lock key, able to render itself as SQL function arguments."""
+
+    name: str
+    mode: KeyMode = "sha256"
+    namespace: int = conf.DEFAULT_NAMESPACE
+
+    @property
+    def objid(self) -> int:
+        """The second key (signed) in ``sha256`` mode."""
+        return name_hash(self.name)
+
+    @property
+    def sql(self) -> str:
+        """Arguments for ``pg_*advisory*lock(...)``, with named placeholders."""
+        return "%(lock_ns)s, %(lock_id)s" if self.mode == "sha256" else "hashtext(%(lock_name)s)"
+
+    @property
+    def params(self) -> dict[str, int | str]:
+        """Parameters for :attr:`sql`."""
+        if self.mode == "sha256":
+            return {"lock_ns": self.namespace, "lock_id": self.objid}
+        return {"lock_name": self.name}
+
+    @property
+    def pg_locks_ids(self) -> tuple[int, int, int] | None:
+        """``(classid, objid, objsubid)`` as ``pg_locks`` shows them (oids are unsigned).
+
+        ``None`` in ``hashtext`` mode: the value is only known to the server.
+        """
+        if self.mode != "sha256":
+            return None
+        return (self.namespace & 0xFFFFFFFF, self.objid & 0xFFFFFFFF, 2)
+
+    def __str__(self) -> str:
+        if self.mode == "sha256":
+            return f"({self.namespace}, {self.objid})"
+        return f"hashtext({self.name!r})"
+
+
+def job_key(name: str, mode: KeyMode = "sha256", namespace: int | None = None) -> LockKey:
+    """The lock key of a job name under the configured namespace."""
+    if mode not in KEY_MODES:
+        raise ValueError(f"key mode must be one of {KEY_MODES}, not {mode!r}")
+    return LockKey(name, mode, conf.get("NAMESPACE") if namespace is None else namespace)

@@ -1,0 +1,46 @@
+"""Jobs used by the test suite, registered through autodiscovery like a user's ``tasks.py``.
+
+They write what they did into the ``Marker`` table, so tests (and subprocesses) count runs in
+the database rather than in memory.
+"""
+
+import os
+import time
+
+from django_advisory_cron import locked_task
+
+from .models import Marker
+
+
+def _mark(job: str, note: str = "") -> None:
+    Marker.objects.create(job=job, pid=os.getpid(), note=note)
+
+
+@locked_task
+def sleepy(seconds: str = "1") -> str:
+    """Sleeps while holding its lock, so racing replicas must skip."""
+    _mark("sleepy")
+    time.sleep(float(seconds))
+    return "slept"
+
+
+@locked_task(name="quick_scheduled", schedule="*/5 * * * *")
+def quick_scheduled() -> str:
+    """A fast scheduled job: finishes long before a late replica gets the lock."""
+    _mark("quick_scheduled")
+    return "done"
+
+
+@locked_task(name="transactional", scope="transaction")
+def transactional(seconds: str = "0") -> str:
+    """Runs inside the lock's transaction."""
+    _mark("transactional")
+    time.sleep(float(seconds))
+    return "committed"
+
+
+@locked_task(name="failing", schedule="0 * * * *")
+def failing() -> None:
+    """Always fails, after writing a marker that must be rolled back in transaction scope."""
+    _mark("failing")
+    raise RuntimeError("boom")

@@ -1,0 +1,64 @@
+"""Settings for the test suite: a real PostgreSQL, from DATABASE_URL or a throwaway cluster.
+
+Subprocesses started by the tests (``manage.py runlocked``) import these settings too; they
+inherit ``DATABASE_URL`` from the test process, so only the first process starts a server.
+"""
+
+import os
+
+from django_advisory_cron.testing import parse_database_url, start_postgres
+
+if not os.environ.get("DATABASE_URL"):
+    os.environ["DATABASE_URL"] = start_postgres().url("postgres")
+
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ALLOWED_HOSTS = ["*"]
+ROOT_URLCONF = "tests.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DATABASES = {
+    "default": parse_database_url(os.environ["DATABASE_URL"]),
+    "sqlite": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
+}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_advisory_cron",
+    "tests.jobsapp",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_advisory_cron": {"handlers": ["console"], "level": "INFO"}},
+}

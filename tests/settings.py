@@ -6,10 +6,13 @@ inherit ``DATABASE_URL`` from the test process, so only the first process starts
 
 import os
 
-from django_advisory_cron.testing import parse_database_url, start_postgres
+from django_advisory_cron.testing import PostgresServer, parse_database_url, start_postgres
 
+#: The cluster this process started, if any (tests that restart PostgreSQL need it).
+THROWAWAY: PostgresServer | None = None
 if not os.environ.get("DATABASE_URL"):
-    os.environ["DATABASE_URL"] = start_postgres().url("postgres")
+    THROWAWAY = start_postgres()
+    os.environ["DATABASE_URL"] = THROWAWAY.url("postgres")
 
 SECRET_KEY = "tests-only-not-secret"
 DEBUG = False

@@ -17,11 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from .postgres import (
     ENGINE,
-    PostgresServer,
     free_port,
     log_tail,
     make_workdir,
@@ -50,6 +49,19 @@ def pgbouncer_version(binary: str | None = None) -> str | None:
     out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     first = out.splitlines()[0] if out else ""
     return first.removeprefix("PgBouncer ").strip() or None
+
+
+class Upstream(Protocol):
+    """Where PgBouncer forwards to: a :class:`PostgresServer` or any server's address."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def dbname(self) -> str: ...
 
 
 @dataclass
@@ -153,7 +165,7 @@ def _alive(pid: int) -> bool:
 
 
 def start_pgbouncer(
-    server: PostgresServer,
+    server: Upstream,
     pool_mode: str = "transaction",
     pool_size: int = 5,
     server_reset_query: str | None = None,

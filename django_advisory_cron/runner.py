@@ -268,7 +268,7 @@ def run_job(
             logger.info("job %s skipped: tick %s already ran", job.name, lock.tick)
             signals.job_skipped.send(sender=job, run=result)
             return result
-        result.run_id = lock.run_id
+        result.run_id, result.status = lock.run_id, RunStatus.RUNNING
         _execute(job, lock, result, args, dict(kwargs or {}))
     return result
 

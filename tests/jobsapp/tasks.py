@@ -44,3 +44,15 @@ def failing() -> None:
     """Always fails, after writing a marker that must be rolled back in transaction scope."""
     _mark("failing")
     raise RuntimeError("boom")
+
+
+@locked_task(name="hold_until")
+def hold_until(path: str, timeout: str = "60") -> str:
+    """Holds its lock until ``path`` exists, so a test decides when the winner finishes."""
+    _mark("hold_until")
+    deadline = time.monotonic() + float(timeout)
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.02)
+    return "released"

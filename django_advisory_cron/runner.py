@@ -45,7 +45,7 @@ class RunResult:
     value: Any = None
     error: BaseException | None = field(default=None, repr=False)
     interrupted_runs: int = 0
-    lock: AdvisoryLock | None = field(default=None, repr=False)
+    lock: RunLock | None = field(default=None, repr=False)
 
     @property
     def ran(self) -> bool:

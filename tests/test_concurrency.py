@@ -6,11 +6,13 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 from django.db import connection
 
 from django_advisory_cron import locked_task
+from django_advisory_cron.locks import Scope
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 
@@ -28,7 +30,7 @@ def test_threads_race_one_job(scope: str) -> None:
     runs: list[int] = []
     losers_done = threading.Semaphore(0)
 
-    @locked_task(name=f"threaded_{scope}", scope=scope)
+    @locked_task(name=f"threaded_{scope}", scope=cast(Scope, scope))
     def threaded(round_number: int) -> None:
         runs.append(round_number)
         for _ in range(RACERS - 1):
@@ -38,7 +40,11 @@ def test_threads_race_one_job(scope: str) -> None:
         barrier = threading.Barrier(RACERS)
         statuses: list[str] = []
 
-        def racer(round_number: int = round_number, barrier: threading.Barrier = barrier) -> None:
+        def racer(
+            round_number: int = round_number,
+            barrier: threading.Barrier = barrier,
+            statuses: list[str] = statuses,
+        ) -> None:
             try:
                 barrier.wait()
                 result = threaded.run(round_number)

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 
 from django_advisory_cron import LockDatabaseError, LockScopeError, advisory_lock
 from django_advisory_cron.keys import LockKey
+from django_advisory_cron.locks import Scope
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -26,7 +27,7 @@ def held(observer, name: str) -> int:
 
 
 @pytest.mark.parametrize("scope", ["session", "transaction"])
-def test_second_taker_is_refused_until_release(raw_connect, scope: str) -> None:
+def test_second_taker_is_refused_until_release(raw_connect, scope: Scope) -> None:
     observer = raw_connect()
     with advisory_lock("job-a", scope=scope) as first:
         assert first.acquired and bool(first)
@@ -66,21 +67,31 @@ def test_transaction_scope_runs_the_body_in_the_lock_transaction() -> None:
 
 
 def test_transaction_scope_refuses_an_outer_atomic_block() -> None:
-    with transaction.atomic(), pytest.raises(LockScopeError, match="outer atomic"):
-        with advisory_lock("job-d", scope="transaction"):
-            pass
+    with (
+        transaction.atomic(),
+        pytest.raises(LockScopeError, match="outer atomic"),
+        advisory_lock("job-d", scope="transaction"),
+    ):
+        pass
 
 
 def test_transaction_lock_released_on_rollback(raw_connect) -> None:
     observer = raw_connect()
-    with pytest.raises(ZeroDivisionError), advisory_lock("job-e", scope="transaction"):
-        assert held(observer, "job-e") == 1
-        1 / 0  # noqa: B018
+    seen_while_held: list[int] = []
+    with pytest.raises(ZeroDivisionError):
+        failing_body(observer, seen_while_held)
+    assert seen_while_held == [1]
     assert held(observer, "job-e") == 0
 
 
+def failing_body(observer, seen: list[int]) -> None:
+    with advisory_lock("job-e", scope="transaction"):
+        seen.append(held(observer, "job-e"))
+        raise ZeroDivisionError
+
+
 @pytest.mark.parametrize("scope", ["session", "transaction"])
-def test_wait_acquires_once_the_holder_finishes(raw_connect, scope: str) -> None:
+def test_wait_acquires_once_the_holder_finishes(raw_connect, scope: Scope) -> None:
     holder = raw_connect()
     ids = LockKey("job-f").params
     holder.execute("SELECT pg_advisory_lock(%(lock_ns)s, %(lock_id)s)", ids)
@@ -106,9 +117,11 @@ def test_wait_gives_up_after_the_deadline(raw_connect) -> None:
 
 
 def test_non_postgresql_alias_is_refused() -> None:
-    with pytest.raises(LockDatabaseError, match="need PostgreSQL"):
-        with advisory_lock("job-h", scope="session", using="sqlite"):
-            pass
+    with (
+        pytest.raises(LockDatabaseError, match="need PostgreSQL"),
+        advisory_lock("job-h", scope="session", using="sqlite"),
+    ):
+        pass
 
 
 def test_bad_arguments() -> None:

@@ -9,6 +9,7 @@ from django.test import override_settings
 
 from django_advisory_cron import SKIPPED, LockNotAcquired, locked_task, registry, signals
 from django_advisory_cron.keys import LockKey
+from django_advisory_cron.locks import Scope
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 
@@ -86,11 +87,12 @@ def test_transaction_scope_success_commits_job_and_record_together() -> None:
     result = registry.get("transactional").run()
     assert result.status == RunStatus.SUCCEEDED and result.value == "committed"
     assert Marker.objects.filter(job="transactional").count() == 1
+    assert result.run_id is not None
     assert JobRun.objects.get(id=result.run_id).status == RunStatus.SUCCEEDED
 
 
 @pytest.mark.parametrize("scope", ["session", "transaction"])
-def test_interruption_is_recorded_and_gives_the_tick_back(scope: str) -> None:
+def test_interruption_is_recorded_and_gives_the_tick_back(scope: Scope) -> None:
     @locked_task(name="interrupted_job", schedule="0 * * * *", scope=scope)
     def interrupted_job() -> None:
         raise KeyboardInterrupt
@@ -164,13 +166,15 @@ def test_signals_are_sent() -> None:
 
         return handle
 
-    handlers = {
-        name: receiver(name) for name in ("job_started", "job_finished", "job_skipped")
-    }
+    handlers = {name: receiver(name) for name in ("job_started", "job_finished", "job_skipped")}
     for name, handler in handlers.items():
         getattr(signals, name).connect(handler)
     failed: list[BaseException] = []
-    signals.job_failed.connect(on_failed := lambda sender, exception, **kw: failed.append(exception))
+
+    def on_failed(sender, exception, **kwargs) -> None:
+        failed.append(exception)
+
+    signals.job_failed.connect(on_failed)
     try:
         registry.get("quick_scheduled").run(now=at(0))
         registry.get("quick_scheduled").run(now=at(1))

@@ -63,15 +63,23 @@ class Terminated(BaseException):
 
 
 @contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
+def _signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks.
+
+    SIGINT is installed explicitly: a process started in the background by a shell inherits
+    SIGINT ignored, and Python then never raises ``KeyboardInterrupt``.
+    """
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
         raise Terminated()
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous_term = signal.signal(signal.SIGTERM, terminate)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _command_job(command: str, arguments: list[str]) -> Job[[], Any]:
@@ -175,7 +183,7 @@ class Command(BaseCommand):
     def _run(self, found: tuple[Job[Any, Any], list[str]], options: dict[str, Any]) -> None:
         job, arguments = found
         try:
-            with _sigterm_unwinds():
+            with _signals_unwind():
                 result = job.run(
                     *arguments,
                     scope=options["scope"],

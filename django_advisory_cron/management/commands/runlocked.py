@@ -231,4 +231,5 @@ class Command(BaseCommand):
                 exitcodes.LOCK_LOST,
             )
         elif verbose:
-            self.stdout.write(f"{job.name}: ran (run {result.run_id}, tick {result.tick})")
+            tick = f"tick {result.tick}" if result.tick else "no tick"
+            self.stdout.write(f"{job.name}: ran (run {result.run_id}, {tick})")

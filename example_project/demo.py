@@ -1,0 +1,352 @@
+#!/usr/bin/env python
+"""The demo: several replicas run one cron job at the same moment, and exactly one runs it.
+
+    python example_project/demo.py [--replicas N]
+
+Starts a throwaway PostgreSQL cluster (unless ``DATABASE_URL`` is set), migrates the example
+site, creates a few users, then starts N real ``manage.py runlocked send_daily_digest``
+processes at once, as N replicas' crontabs would at 02:00. It reads their output, the ``JobRun``
+history and the digests table, and checks that exactly one replica ran and each user got one
+digest. Then N replicas run a fast every-minute job one after another within one tick: it runs
+once, and the later replicas skip with "already ran this tick".
+
+Exits 0 when both guarantees held and 1 when one was broken, so it doubles as a smoke test
+(69 when there is no PostgreSQL to run against, 2 for bad arguments).
+With ``DATABASE_URL`` set, it empties the example's own tables and the history of its two jobs
+in that database first; point it at a scratch database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+MANAGE = HERE / "manage.py"
+SETTINGS = "example.settings"
+USERS = ("alice", "bob", "carol", "dave", "erin")
+DIGEST_JOB = "send_daily_digest"
+TICK_JOB = "refresh_digest_stats"
+# How long the winner spends "sending": long enough that every replica, all started together,
+# tries the lock while it is held (starting a Django process takes a fraction of a second, and
+# more when many start at once).
+DIGEST_SECONDS = 1.5
+DIGEST_SECONDS_PER_REPLICA = 0.25
+PROCESS_TIMEOUT = 60.0
+UNAVAILABLE = 69  # EX_UNAVAILABLE, as runlocked uses for an unreachable database
+
+
+@dataclass
+class Replica:
+    """One finished ``runlocked`` process."""
+
+    name: str
+    pid: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def said(self) -> str:
+        """Its last line of output (its report), or of errors when it printed nothing."""
+        for text in (self.stdout, self.stderr):
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            if lines:
+                return lines[-1]
+        return "(no output)"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Run the example's cron jobs on several replicas at once and check that "
+        "exactly one of them runs each job.",
+        epilog="Without DATABASE_URL a throwaway PostgreSQL cluster is started and deleted. "
+        "With it, the example's tables and its jobs' history there are emptied first.",
+    )
+    parser.add_argument(
+        "--replicas", type=int, default=3, metavar="N", help="how many replicas (default 3)"
+    )
+    args = parser.parse_args(argv)
+    if not 2 <= args.replicas <= 20:
+        parser.error("--replicas must be between 2 and 20")
+    return args
+
+
+def setup_django() -> None:
+    """Configure Django in this process; the settings start the throwaway server if needed."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    import django
+
+    django.setup()
+
+
+def replica_names(count: int) -> list[str]:
+    return [f"replica-{number}" for number in range(1, count + 1)]
+
+
+def start_replica(name: str, job: str, **extra_env: str) -> subprocess.Popen[str]:
+    """Start ``manage.py runlocked JOB`` as its own OS process, as one replica's cron would."""
+    env = {
+        **os.environ,  # carries DATABASE_URL, so every replica uses the same server
+        "DJANGO_SETTINGS_MODULE": SETTINGS,
+        "REPLICA": name,
+        "PYTHONUNBUFFERED": "1",
+        **extra_env,
+    }
+    return subprocess.Popen(
+        [sys.executable, str(MANAGE), "runlocked", job],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(name: str, process: subprocess.Popen[str]) -> Replica:
+    try:
+        stdout, stderr = process.communicate(timeout=PROCESS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        stderr += f"\n(killed after {PROCESS_TIMEOUT:g} s)"
+    return Replica(name, process.pid, process.returncode, stdout, stderr)
+
+
+def show(replicas: Sequence[Replica]) -> None:
+    for replica in replicas:
+        print(f"   {replica.name:<10}  exit {replica.returncode}  {replica.said}")
+
+
+def check_exit_codes(replicas: Sequence[Replica], problems: list[str]) -> None:
+    for replica in replicas:
+        if replica.returncode != 0:
+            problems.append(f"{replica.name} exited with {replica.returncode}")
+            print(f"\n   {replica.name} stderr:\n{replica.stderr.rstrip()}\n")
+
+
+def reset_demo_data() -> None:
+    from digest.models import DigestEmail, DigestStats
+    from django.contrib.auth import get_user_model
+
+    from django_advisory_cron.models import JobRun
+
+    JobRun.objects.filter(job__in=[DIGEST_JOB, TICK_JOB]).delete()
+    DigestEmail.objects.all().delete()
+    DigestStats.objects.all().delete()
+    user_model = get_user_model()
+    for username in USERS:
+        user_model.objects.get_or_create(
+            username=username, defaults={"email": f"{username}@example.com"}
+        )
+
+
+def runs_of(job: str, replicas: Sequence[Replica]) -> list[Any]:
+    """The ``JobRun`` rows these replica processes wrote, oldest first."""
+    from django_advisory_cron.models import JobRun
+
+    pids = [replica.pid for replica in replicas]
+    return list(JobRun.objects.filter(job=job, pid__in=pids).order_by("started", "id"))
+
+
+def db_clock() -> float:
+    """The database server's clock, in epoch seconds: the clock the ticks are computed on."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extract(epoch FROM clock_timestamp())")
+        row = cursor.fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+def concurrent_replicas(count: int, problems: list[str]) -> float:
+    """Part 1; returns how long a replica took to reach the lock (seconds, database clock)."""
+    from digest.models import DigestEmail
+    from django.contrib.auth import get_user_model
+
+    print(f"\n1. {count} replicas start `manage.py runlocked {DIGEST_JOB}` at the same moment")
+    delay = f"{(DIGEST_SECONDS + DIGEST_SECONDS_PER_REPLICA * count) / len(USERS):.3f}"
+    names = replica_names(count)
+    launched = db_clock()
+    processes = [start_replica(name, DIGEST_JOB, DIGEST_SEND_DELAY=delay) for name in names]
+    replicas = [wait_for(name, process) for name, process in zip(names, processes, strict=True)]
+    show(replicas)
+    check_exit_codes(replicas, problems)
+
+    by_pid = {replica.pid: replica.name for replica in replicas}
+    runs = runs_of(DIGEST_JOB, replicas)
+    ran = [run for run in runs if run.status != "skipped_locked"]
+    skipped = [run for run in runs if run.status == "skipped_locked"]
+    if len(ran) == 1 and ran[0].status == "succeeded" and len(skipped) == count - 1:
+        winner = ran[0]
+        offsets = [(run.started - winner.started).total_seconds() for run in skipped]
+        held = all(run.started <= winner.finished for run in skipped)
+        print(
+            f"   JobRun:     {by_pid[winner.pid]} succeeded ({winner.duration:.2f} s); "
+            f"{len(skipped)} skipped_locked{' while it held the lock' if held else ''} "
+            f"({min(offsets):+.2f} to {max(offsets):+.2f} s)"
+        )
+        if winner.tick is None:
+            print(
+                "               (it is not 02:00, so this run has no tick: the lock alone did it)"
+            )
+    else:
+        listing = "; ".join(f"{by_pid.get(run.pid, run.pid)} {run.status}" for run in runs)
+        problems.append(f"expected 1 run and {count - 1} skips of {DIGEST_JOB}, got: {listing}")
+        _explain_late_start(ran, by_pid)
+
+    per_user = Counter(DigestEmail.objects.values_list("user__username", flat=True))
+    senders = sorted(set(DigestEmail.objects.values_list("replica", flat=True)))
+    users = get_user_model().objects.filter(is_active=True).count()
+    duplicated = sorted(name for name, sent in per_user.items() if sent != 1)
+    missing = users - len(per_user)
+    verdict = "one per user" if not duplicated and not missing else "NOT one per user"
+    print(
+        f"   digests:    {users} users, {sum(per_user.values())} DigestEmail rows, "
+        f"from {', '.join(senders) or 'nobody'}: {verdict}"
+    )
+    if duplicated:
+        problems.append(f"users with more than one digest: {', '.join(duplicated)}")
+    if missing:
+        problems.append(f"{missing} user(s) got no digest")
+    if len(senders) > 1:
+        problems.append(f"digests were sent by {len(senders)} replicas: {', '.join(senders)}")
+    return max((run.started.timestamp() - launched for run in runs), default=1.0)
+
+
+def _explain_late_start(ran: Sequence[Any], by_pid: dict[int, str]) -> None:
+    """Say whether two runs overlapped (the lock failed) or merely followed each other."""
+    finished = [run for run in ran if run.finished is not None]
+    for first, second in itertools.pairwise(finished):
+        if second.started >= first.finished:
+            print(
+                f"   note: {by_pid.get(second.pid)} started after {by_pid.get(first.pid)} had "
+                "finished, so the lock was free; the replicas did not start together (is the "
+                "machine very busy?). Outside its tick, only the lock guards this job."
+            )
+        else:
+            print(f"   {by_pid.get(first.pid)} and {by_pid.get(second.pid)} ran AT THE SAME TIME")
+
+
+def seconds_before_tick_boundary() -> float:
+    """Seconds until the database clock crosses hh:mm:30, where the nearest minute tick changes."""
+    return (30.0 - db_clock() % 60.0) % 60.0
+
+
+def one_tick(count: int, problems: list[str], startup: float) -> None:
+    """Part 2: ``count`` replicas run the every-minute job in turn; ``startup`` is part 1's."""
+    from digest.models import DigestStats
+
+    print(
+        f"\n2. {count} replicas run the every-minute job `{TICK_JOB}` one after another, "
+        "within one tick"
+    )
+    # Ticks are a minute apart and a run belongs to the nearest one, so the tick changes at
+    # hh:mm:30 on the database clock. Start far enough from that moment for all the runs, each
+    # of which costs about a replica's start-up (measured in part 1), with a wide margin.
+    needed = 1.0 + 2.0 * count * (max(startup, 0.2) + 0.2)
+    remaining = seconds_before_tick_boundary()
+    if remaining < needed:
+        print(f"   (waiting {remaining + 0.5:.1f} s so that all the runs fall in one tick)")
+        time.sleep(remaining + 0.5)
+    names = replica_names(count)
+    replicas = [wait_for(name, start_replica(name, TICK_JOB)) for name in names]
+    show(replicas)
+    check_exit_codes(replicas, problems)
+
+    by_pid = {replica.pid: replica.name for replica in replicas}
+    runs = runs_of(TICK_JOB, replicas)
+    by_tick: dict[datetime | None, list[Any]] = {}
+    for run in runs:
+        by_tick.setdefault(run.tick, []).append(run)
+    stats = DigestStats.objects.count()
+    for tick, tick_runs in by_tick.items():
+        ran = [run for run in tick_runs if run.status == "succeeded"]
+        skipped = [run for run in tick_runs if run.status == "skipped_tick"]
+        if tick is not None and len(ran) == 1 and len(ran) + len(skipped) == len(tick_runs):
+            print(
+                f"   JobRun:     tick {tick:%H:%M}: {by_pid[ran[0].pid]} succeeded; "
+                f"{len(skipped)} skipped_tick (already ran this tick)"
+            )
+        else:
+            listing = "; ".join(f"{by_pid.get(run.pid, run.pid)} {run.status}" for run in tick_runs)
+            problems.append(f"tick {tick}: expected 1 run, the rest 'already ran'; got {listing}")
+    if len(runs) != count:
+        problems.append(f"{count} replicas ran {TICK_JOB} but {len(runs)} runs were recorded")
+    if stats != len(by_tick):
+        problems.append(f"{TICK_JOB} wrote {stats} stats rows for {len(by_tick)} tick(s)")
+    if len(by_tick) > 1:
+        print("   note: the runs straddled two ticks (the machine is slow); each tick ran once")
+
+
+def describe_database() -> str:
+    from django.conf import settings
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        (version,) = cursor.fetchone() or ("?",)
+    db = settings.DATABASES["default"]
+    where = f"{db['HOST'] or 'local socket'}:{db['PORT'] or 5432}"
+    throwaway = getattr(settings, "THROWAWAY", None)
+    if throwaway is not None:
+        return f"throwaway PostgreSQL {version.split()[0]} on {where}"
+    return f"PostgreSQL {version.split()[0]} from DATABASE_URL ({where}/{db['NAME']})"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    began = time.monotonic()
+    sys.path[:0] = [str(HERE), str(HERE.parent)]
+    from django_advisory_cron.testing import PostgresNotFound
+
+    try:
+        setup_django()
+    except PostgresNotFound as error:
+        print(f"demo: {error}", file=sys.stderr)
+        return UNAVAILABLE
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import OperationalError, connections
+
+    problems: list[str] = []
+    try:
+        print(f"django-advisory-cron demo: {args.replicas} replicas, {describe_database()}")
+        call_command("migrate", verbosity=0)
+        reset_demo_data()
+        startup = concurrent_replicas(args.replicas, problems)
+        one_tick(args.replicas, problems, startup)
+    except OperationalError as error:
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"demo: cannot use the database: {first_line}", file=sys.stderr)
+        return UNAVAILABLE
+    finally:
+        connections.close_all()
+        throwaway = getattr(settings, "THROWAWAY", None)
+        if throwaway is not None:
+            throwaway.stop()
+            print("\nStopped the throwaway PostgreSQL and deleted its data.")
+    elapsed = time.monotonic() - began
+    if problems:
+        print("\nFAILED: the guarantee was broken:")
+        for problem in problems:
+            print(f"  - {problem}")
+        return 1
+    print(
+        f"\nOK: one replica ran the job, one digest per user, one run per tick ({elapsed:.1f} s)."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

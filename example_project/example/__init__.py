@@ -1,0 +1,1 @@
+"""The example site's project package (settings, URLs, WSGI)."""

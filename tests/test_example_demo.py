@@ -1,0 +1,145 @@
+"""The README's demo, run for real: ``python example_project/demo.py`` as a subprocess.
+
+The demo starts real ``manage.py runlocked`` processes against one PostgreSQL; these tests check
+its exit code and report, and then read the database it used to confirm the report is true.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from django_advisory_cron.models import JobRun
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "example_project" / "demo.py"
+
+
+def run_demo(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(DEMO), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def demo_env(**extra: str) -> dict[str, str]:
+    """The test's environment without its Django settings or database, plus ``extra``."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.pop("DATABASE_URL", None)
+    return {**env, **extra}
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{dbname}"))
+
+
+@pytest.fixture
+def scratch_database_url() -> Iterator[str]:
+    """A new, empty database on the test server (the demo empties tables in the one it gets)."""
+    server_url = os.environ["DATABASE_URL"]  # exported by tests/settings.py
+    name = f"demo_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield with_dbname(server_url, name)
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> None:
+    result = run_demo("--replicas", "5", env=demo_env(DATABASE_URL=scratch_database_url))
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "5 replicas, PostgreSQL" in out
+    assert "from DATABASE_URL" in out
+    assert len(re.findall(r"exit 0  send_daily_digest: ran \(run \d+", out)) == 1
+    assert out.count("send_daily_digest: skipped, locked by another process") == 4
+    assert len(re.findall(r"exit 0  refresh_digest_stats: ran \(run \d+, tick 20", out)) == 1
+    assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == 4
+    assert "5 users, 5 DigestEmail rows" in out
+    assert "one per user" in out
+    assert "4 skipped_tick (already ran this tick)" in out
+    assert out.rstrip().splitlines()[-1].startswith("OK: one replica ran the job")
+    assert "throwaway" not in out  # it used the database it was given
+
+    # The report is backed by what the replicas wrote.
+    jobrun = sql.Identifier(JobRun._meta.db_table)
+    with psycopg.connect(scratch_database_url) as conn:
+        per_user = conn.execute(
+            "SELECT user_id, count(*) FROM digest_digestemail GROUP BY user_id"
+        ).fetchall()
+        senders = conn.execute("SELECT DISTINCT replica FROM digest_digestemail").fetchall()
+        statuses = conn.execute(
+            sql.SQL("SELECT job, status, count(*) FROM {} GROUP BY job, status").format(jobrun)
+        ).fetchall()
+        ticks = conn.execute(
+            sql.SQL(
+                "SELECT count(DISTINCT tick) FROM {} WHERE job = 'refresh_digest_stats'"
+            ).format(jobrun)
+        ).fetchone()
+        stats_rows = conn.execute("SELECT count(*) FROM digest_digeststats").fetchone()
+    assert len(per_user) == 5
+    assert all(count == 1 for _, count in per_user)
+    assert len(senders) == 1
+    assert senders[0][0].startswith("replica-")
+    assert sorted(statuses) == [
+        ("refresh_digest_stats", "skipped_tick", 4),
+        ("refresh_digest_stats", "succeeded", 1),
+        ("send_daily_digest", "skipped_locked", 4),
+        ("send_daily_digest", "succeeded", 1),
+    ]
+    assert ticks == (1,)
+    assert stats_rows == (1,)
+
+
+def test_readme_command_starts_and_stops_its_own_postgres() -> None:
+    result = run_demo(env=demo_env())
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    match = re.search(r"3 replicas, throwaway PostgreSQL [\d.]+ on ([\d.]+):(\d+)", out)
+    assert match, out
+    assert out.count("send_daily_digest: skipped, locked by another process") == 2
+    assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == 2
+    assert "2 skipped_tick (already ran this tick)" in out
+    assert "Stopped the throwaway PostgreSQL and deleted its data." in out
+    # Stopped means stopped: nothing listens on its port any more.
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(
+            f"postgresql://postgres@{match[1]}:{match[2]}/postgres", connect_timeout=3
+        ).close()
+
+
+def test_demo_refuses_a_single_replica() -> None:
+    result = run_demo("--replicas", "1", env=demo_env(DATABASE_URL="postgresql://unused@h/x"))
+    assert result.returncode == 2
+    assert "--replicas must be between 2 and 20" in result.stderr
+    assert result.stdout == ""
+
+
+def test_demo_reports_an_unreachable_database() -> None:
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        result = run_demo(env=demo_env(DATABASE_URL=f"postgresql://postgres@127.0.0.1:{port}/x"))
+    assert result.returncode == 69
+    assert result.stderr.startswith("demo: cannot use the database: connection failed")
+    assert "Traceback" not in result.stderr

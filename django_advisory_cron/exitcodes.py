@@ -8,3 +8,6 @@ LOCK_LOST = 75  # EX_TEMPFAIL: the lock's connection died while the job ran
 CONFIG = 78  # EX_CONFIG: the lock database is not PostgreSQL, or a transaction-scope misuse
 SIGINT = 130  # interrupted by SIGINT (run recorded as interrupted, lock released)
 SIGTERM = 143  # interrupted by SIGTERM (run recorded as interrupted, lock released)
+
+# ``manage.py cronstatus`` (also 0 = healthy, 2 = usage, 69 = database unavailable):
+UNHEALTHY = 3  # at least one job is overdue, stuck (stale lock) or failing

@@ -53,3 +53,73 @@ class JobRun(models.Model):
         if self.finished is None:
             return None
         return (self.finished - self.started).total_seconds()
+
+
+class HeldLockManager(models.Manager["HeldLock"]):
+    """Every query on held locks gets job names, hold times and stale flags, in SQL."""
+
+    def get_queryset(self) -> models.QuerySet[HeldLock]:
+        from . import conf
+        from .heldlocks import annotate
+
+        return annotate(super().get_queryset().using(conf.lock_database()))
+
+
+class HeldLock(models.Model):
+    """One advisory lock row of ``pg_locks`` in the current database, with its backend.
+
+    Read-only: backed by the ``django_advisory_cron_heldlock`` view (see migration 0002).
+    """
+
+    id = models.TextField(primary_key=True)
+    pid = models.IntegerField(_("pid"))
+    granted = models.BooleanField(_("granted"))
+    mode = models.TextField(_("mode"))
+    classid = models.BigIntegerField(_("classid"))
+    objid = models.BigIntegerField(_("objid"))
+    objsubid = models.SmallIntegerField(_("objsubid"))
+    key1 = models.IntegerField(_("key 1"), null=True)
+    key2 = models.IntegerField(_("key 2"), null=True)
+    bigkey = models.BigIntegerField(_("bigint key"), null=True)
+    waitstart = models.DateTimeField(_("waiting since"), null=True)
+    usename = models.TextField(_("user"), blank=True)
+    application_name = models.TextField(_("application name"), blank=True)
+    client_addr = models.GenericIPAddressField(_("client address"), null=True)
+    backend_start = models.DateTimeField(_("connection started"), null=True)
+    xact_start = models.DateTimeField(_("transaction started"), null=True)
+    query_start = models.DateTimeField(_("query started"), null=True)
+    state = models.TextField(_("state"), blank=True)
+    wait_event = models.TextField(_("wait event"), blank=True)
+    query = models.TextField(_("current query"), blank=True)
+
+    objects = HeldLockManager()
+
+    class Meta:
+        managed = False
+        db_table = "django_advisory_cron_heldlock"
+        verbose_name = _("held lock")
+        verbose_name_plural = _("held locks")
+        default_permissions = ("view",)
+        permissions = [("terminate_backend", _("Can terminate a backend holding an advisory lock"))]
+        ordering = ["pid"]
+
+    def __str__(self) -> str:
+        held = "held" if self.granted else "waiting"
+        return f"{self.mode} advisory lock {self.keys} ({held}, pid {self.pid})"
+
+    @property
+    def keys(self) -> str:
+        """The key as it was passed to ``pg_advisory_lock``: ``(int, int)`` or one bigint."""
+        if self.objsubid == 2:
+            return f"({self.key1}, {self.key2})"
+        return str(self.bigkey)
+
+
+class RegisteredJob(JobRun):
+    """The "Jobs" admin page: registered jobs live in code, not in a table of their own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
+        default_permissions = ("view",)

@@ -1,0 +1,414 @@
+"""Admin pages: held locks (with a guarded terminate action), registered jobs, run history.
+
+Nothing here is editable. The held-locks list costs one query per page: rows, total count
+(a window function) and every computed column come back together, so 5,000 locks cost one
+scan of ``pg_locks`` rather than one per count, page and row.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, DurationField, ExpressionWrapper, F, QuerySet, Window
+from django.db.models.expressions import Combinable
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
+from . import conf, heldlocks, status
+from .models import HeldLock, JobRun, RegisteredJob, RunStatus
+
+logger = logging.getLogger("django_advisory_cron")
+
+BADGE = (
+    '<span style="display:inline-block;padding:1px 6px;border-radius:4px;font-weight:bold;'
+    'color:#fff;background:{};">{}</span>'
+)
+RED, GREEN, GREY, AMBER = "#ba2121", "#417505", "#666", "#b26b00"
+STATUS_COLOURS = {
+    RunStatus.SUCCEEDED: GREEN,
+    RunStatus.FAILED: RED,
+    RunStatus.LOCK_LOST: RED,
+    RunStatus.INTERRUPTED: AMBER,
+    RunStatus.RUNNING: "#205067",
+}
+
+
+def badge(colour: str, text: Any) -> str:
+    return format_html(BADGE, colour, text)
+
+
+def human_duration(value: timedelta | float | None) -> str:
+    """``3 h 02 min``, ``4 min 05 s``, ``12.3 s``."""
+    if value is None:
+        return "—"
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 60:
+        return f"{max(seconds, 0):.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s"
+
+
+class _ChoiceFilter(admin.SimpleListFilter):
+    """A filter with fixed choices: the URL value is compared in Python, never sent to SQL."""
+
+    options: dict[str, tuple[StrOrPromise, dict[str, Any]]] = {}
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, str(label)) for value, (label, _lookup) in self.options.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        choice = self.options.get(self.value() or "")
+        return queryset if choice is None else queryset.filter(**choice[1])
+
+
+class OursFilter(_ChoiceFilter):
+    title = _("owner")
+    parameter_name = "ours"
+    options = {
+        "yes": (_("this app's locks"), {"ours": True}),
+        "no": (_("other advisory locks"), {"ours": False}),
+    }
+
+
+class GrantedFilter(_ChoiceFilter):
+    title = _("granted")
+    parameter_name = "granted"
+    options = {
+        "held": (_("held"), {"granted": True}),
+        "waiting": (_("waiting"), {"granted": False}),
+    }
+
+
+class StaleFilter(_ChoiceFilter):
+    title = _("stale")
+    parameter_name = "stale"
+    options = {
+        "yes": (_("stale"), {"stale": True}),
+        "no": (_("not stale"), {"stale": False}),
+    }
+
+
+class OneQueryChangeList(ChangeList):
+    """Fetch a page and the total row count in a single query (``count(*) OVER ()``)."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        per_page = self.list_per_page
+        page = int(self.page_num)
+        if page < 1 and not self.show_all:
+            raise IncorrectLookupParameters
+        counted = self.queryset.annotate(total_rows=Window(Count("*")))
+        if self.show_all:
+            rows = list(counted[: self.list_max_show_all + 1])
+        else:
+            rows = list(counted[(page - 1) * per_page : page * per_page])
+        if not rows and page > 1:
+            raise IncorrectLookupParameters
+        total = int(rows[0].total_rows) if rows else 0
+        can_show_all = total <= self.list_max_show_all
+        multi_page = total > per_page
+        if self.show_all and not can_show_all:
+            rows = rows[:per_page]
+        paginator = self.model_admin.get_paginator(request, self.queryset, per_page)
+        paginator.__dict__["count"] = total  # known already: no COUNT query
+        self.result_count = total
+        self.show_full_result_count = False
+        self.show_admin_actions = True
+        self.full_result_count = None
+        self.result_list = rows
+        self.can_show_all = can_show_all
+        self.multi_page = multi_page
+        self.paginator = paginator
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Viewing needs the model's view permission; nobody may add, change or delete."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(HeldLock)
+class HeldLockAdmin(ReadOnlyAdmin):
+    list_display = (
+        "pid",
+        "granted_badge",
+        "mode",
+        "keys_display",
+        "job_name",
+        "stale_badge",
+        "held_for_display",
+        "run_display",
+        "application_name",
+        "client_addr",
+        "state",
+        "query_short",
+    )
+    list_filter = (OursFilter, GrantedFilter, StaleFilter)
+    search_fields = ("job", "application_name", "usename", "query")
+    list_per_page = 100
+    list_max_show_all = 500
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    actions = ["terminate_backends"]
+    readonly_fields = ("keys_display", "job_name", "stale_badge", "held_for_display", "run_display")
+    fields = (
+        "pid",
+        "granted",
+        "mode",
+        "keys_display",
+        "job_name",
+        "stale_badge",
+        "held_for_display",
+        "run_display",
+        "waitstart",
+        "usename",
+        "application_name",
+        "client_addr",
+        "backend_start",
+        "xact_start",
+        "query_start",
+        "state",
+        "wait_event",
+        "query",
+    )
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return OneQueryChangeList
+
+    def get_ordering(self, request: HttpRequest) -> list[str | Combinable]:
+        return ["-stale", "-held_for", "pid"]
+
+    def has_terminate_permission(self, request: HttpRequest) -> bool:
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.terminate_backend")
+
+    @admin.display(description=_("status"), ordering="granted")
+    def granted_badge(self, obj: HeldLock) -> str:
+        return badge(GREEN, _("held")) if obj.granted else badge(AMBER, _("waiting"))
+
+    @admin.display(description=_("key"), ordering="objid")
+    def keys_display(self, obj: HeldLock) -> str:
+        return obj.keys
+
+    @admin.display(description=_("job"), ordering="job")
+    def job_name(self, obj: HeldLock) -> str:
+        job: str | None = getattr(obj, "job", None)
+        if job:
+            return job
+        if getattr(obj, "ours", False):
+            return str(_("unknown job (not registered here)"))
+        return "—"
+
+    @admin.display(description=_("stale"), ordering="stale")
+    def stale_badge(self, obj: HeldLock) -> str:
+        if getattr(obj, "stale", False):
+            limit = human_duration(getattr(obj, "limit", None))
+            return badge(RED, _("STALE (limit %(limit)s)") % {"limit": limit})
+        return ""
+
+    @admin.display(description=_("held / waiting for"), ordering="held_for")
+    def held_for_display(self, obj: HeldLock) -> str:
+        since = getattr(obj, "since", None)
+        return format_html(
+            '<span title="{}">{}</span>',
+            _("since %(since)s") % {"since": since} if since else "",
+            human_duration(getattr(obj, "held_for", None)),
+        )
+
+    @admin.display(description=_("run"), ordering="run_host")
+    def run_display(self, obj: HeldLock) -> str:
+        host = getattr(obj, "run_host", None)
+        return f"{host} pid {getattr(obj, 'run_pid', '')}" if host else "—"
+
+    @admin.display(description=_("current query"))
+    def query_short(self, obj: HeldLock) -> str:
+        query = obj.query or ""
+        return format_html('<span title="{}">{}</span>', query, Truncator(query).chars(60))
+
+    @admin.action(
+        permissions=["terminate"],
+        description=_("Terminate the backends holding the selected locks"),
+    )
+    def terminate_backends(
+        self, request: HttpRequest, queryset: QuerySet[HeldLock]
+    ) -> HttpResponse | None:
+        if not self.has_terminate_permission(request):
+            raise PermissionDenied
+        locks = list(queryset)
+        selected = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+        if request.POST.get("post") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "title": _("Terminate backends?"),
+                "opts": self.opts,
+                "locks": locks,
+                "pids": sorted({lock.pid for lock in locks}),
+                "gone": max(selected - len(locks), 0),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "select_across": request.POST.get("select_across", "0"),
+            }
+            return TemplateResponse(
+                request, "admin/django_advisory_cron/heldlock/terminate_confirmation.html", context
+            )
+        self._terminate(request, locks, selected)
+        return None
+
+    def _terminate(self, request: HttpRequest, locks: list[HeldLock], selected: int) -> None:
+        done, refused = heldlocks.terminate(sorted({lock.pid for lock in locks}))
+        user = request.user.get_username()
+        for lock in locks:
+            if lock.pid in done:
+                job = getattr(lock, "job", None) or "-"
+                message = f"Terminated backend pid {lock.pid} holding {lock.keys} (job {job})"
+                self.log_change(request, lock, message)
+                logger.warning("%s (by user %s)", message, user)
+        if done:
+            self.message_user(
+                request,
+                ngettext(
+                    "Terminated backend %(pids)s.",
+                    "Terminated backends %(pids)s.",
+                    len(done),
+                )
+                % {"pids": ", ".join(map(str, done))},
+                messages.SUCCESS,
+            )
+        if refused:
+            logger.warning("user %s: refused to terminate pids %s (no lock held)", user, refused)
+            self.message_user(
+                request,
+                _("Refused pids %(pids)s: they hold no advisory lock any more.")
+                % {"pids": ", ".join(map(str, refused))},
+                messages.WARNING,
+            )
+        if selected > len(locks):
+            self.message_user(
+                request,
+                _("%(count)d selected lock(s) had already been released.")
+                % {"count": selected - len(locks)},
+                messages.INFO,
+            )
+
+
+@admin.register(JobRun)
+class JobRunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "job",
+        "status_badge",
+        "tick",
+        "started",
+        "finished",
+        "duration_display",
+        "host",
+        "pid",
+        "error_short",
+    )
+    list_filter = (("job", admin.AllValuesFieldListFilter), "status", "started")
+    search_fields = ("job", "host", "error")
+    date_hierarchy = "started"
+    list_per_page = 100
+    fields = ("job", "status", "tick", "started", "finished", "duration_display", "host", "pid")
+    readonly_fields = ("duration_display", "error_text")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [*self.fields, "error_text"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JobRun]:
+        duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
+        queryset: QuerySet[JobRun] = super().get_queryset(request)
+        return queryset.using(conf.lock_database()).annotate(elapsed=duration)
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, obj: JobRun) -> str:
+        return badge(STATUS_COLOURS.get(RunStatus(obj.status), GREY), obj.get_status_display())
+
+    @admin.display(description=_("duration"), ordering="elapsed")
+    def duration_display(self, obj: JobRun) -> str:
+        return human_duration(obj.duration)
+
+    @admin.display(description=_("error"))
+    def error_short(self, obj: JobRun) -> str:
+        last_line = (obj.error.strip().splitlines() or [""])[-1]
+        return str(Truncator(last_line).chars(80))
+
+    @admin.display(description=_("error"))
+    def error_text(self, obj: JobRun) -> str:
+        if not obj.error:
+            return "—"
+        return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', obj.error)
+
+
+@admin.register(RegisteredJob)
+class RegisteredJobAdmin(ReadOnlyAdmin):
+    """The "Jobs" page: registered jobs come from code, their state from the database."""
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        view = self.admin_site.admin_view(self.changelist_view)
+        return [path("", view, name="{}_{}_changelist".format(*info))]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        runs_url = reverse("admin:django_advisory_cron_jobrun_changelist")
+        locks_url = reverse("admin:django_advisory_cron_heldlock_changelist")
+        statuses = status.job_statuses()
+        rows = [
+            {
+                "status": item,
+                "runs_url": f"{runs_url}?{urlencode({'job': item.name})}",
+                "locks_url": f"{locks_url}?{urlencode({'q': item.name})}",
+                "max_runtime": human_duration(item.job.max_runtime)
+                if item.job.max_runtime
+                else "—",
+                # Plain values only: a Job is callable, and templates call callables.
+                "key": str(item.job.key),
+                "cron": item.job.cron or "",
+                "scope": item.job.scope,
+                "description": item.job.description,
+            }
+            for item in statuses
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Jobs"),
+            "subtitle": None,
+            "opts": self.opts,
+            "rows": rows,
+            "problems": sum(1 for item in statuses if item.problems),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(
+            request, "admin/django_advisory_cron/registeredjob/change_list.html", context
+        )

@@ -1,0 +1,173 @@
+"""Held advisory locks: the SQL view's rows, annotated with what only Python knows.
+
+The view (migration 0002) joins ``pg_locks`` with ``pg_stat_activity``. Job names, their
+``max_runtime`` and the namespace live in the registry and the settings, so they are added here
+as ``CASE`` expressions whose values are query parameters: one query returns each lock with its
+job name, how long it has been held and whether it is stale, and the admin can filter, sort and
+paginate on those columns in SQL.
+
+How long a lock has been held: PostgreSQL records when a lock was *requested*
+(``waitstart``, while waiting) but not when it was granted. For a lock taken by our runner the
+``running`` history row is inserted by the very statement that takes the lock, so its
+``started`` is exact; for any other lock we use the connection's start, an upper bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connections
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, Now
+
+from . import conf
+from .jobs import Job, registry
+from .models import HeldLock, JobRun, RunStatus
+
+
+class ArrayMap(Func):
+    """``(values)[array_position(keys, expression)]``: a dictionary lookup done in SQL.
+
+    Keys and values travel as two array parameters, so the SQL text stays the same size
+    whatever the number of jobs (a ``CASE`` per job grew it with every job, and Django repeats
+    an annotation's SQL wherever another annotation, a filter or the ordering uses it).
+    """
+
+    def __init__(
+        self,
+        expression: Any,
+        keys: list[Any],
+        values: list[Any],
+        key_type: str,
+        value_type: str,
+        output_field: Any,
+    ) -> None:
+        super().__init__(expression, output_field=output_field)
+        self.keys, self.values = keys, values
+        self.key_type, self.value_type = key_type, value_type
+
+    def as_sql(  # type: ignore[override]  # the array parameters are lists
+        self, compiler: Any, connection: Any, *args: Any, **kwargs: Any
+    ) -> tuple[str, list[Any]]:
+        sql, params = compiler.compile(self.get_source_expressions()[0])
+        keys = f"%s::{self.key_type}[]"
+        if self.key_type == "hashtext":
+            # hashtext() is int4, sign-extended to the bigint key pg_advisory_lock received.
+            keys = "ARRAY(SELECT hashtext(name)::bigint FROM unnest(%s::text[]) AS name)"
+        template = f"(%s::{self.value_type}[])[array_position({keys}, {sql})]"
+        return template, [self.values, self.keys, *params]
+
+
+def _job_name(jobs: list[Job[Any, Any]], namespace: int) -> Any:
+    """The name of the registered job whose key a ``pg_locks`` row holds, else NULL."""
+    two_int = [(job.key.pg_locks_ids, job.name) for job in jobs if job.key.pg_locks_ids]
+    hashtext = [job.name for job in jobs if job.key.pg_locks_ids is None]
+    whens = []
+    if two_int:
+        objids = [ids[1] for ids, _name in two_int]
+        names = [name for _ids, name in two_int]
+        lookup = ArrayMap(F("objid"), objids, names, "bigint", "text", CharField())
+        whens.append(When(Q(objsubid=2, classid=namespace), then=lookup))
+    if hashtext:
+        lookup = ArrayMap(F("bigkey"), hashtext, hashtext, "hashtext", "text", CharField())
+        whens.append(When(Q(objsubid=1), then=lookup))
+    if not whens:
+        return Value(None, output_field=CharField())
+    return Case(*whens, default=Value(None), output_field=CharField())
+
+
+def _running(column: str) -> Subquery:
+    runs = JobRun.objects.filter(job=OuterRef("job"), status=RunStatus.RUNNING)
+    return Subquery(runs.order_by("-started", "-id").values(column)[:1])
+
+
+def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
+    """Add ``job``, ``ours``, ``run_started/host/pid``, ``since``, ``held_for``, ``limit``,
+    ``stale``."""
+    jobs = registry.all()
+    namespace = conf.get("NAMESPACE") & 0xFFFFFFFF
+    limited = [job for job in jobs if job.max_runtime is not None]
+    seconds: Any = Value(float(conf.get("STALE_AFTER")), output_field=FloatField())
+    if limited:
+        own = ArrayMap(
+            F("job"),
+            [job.name for job in limited],
+            [float(job.max_runtime or 0) for job in limited],
+            "text",
+            "float8",
+            FloatField(),
+        )
+        seconds = Coalesce(own, seconds, output_field=FloatField())
+    has_job = Q(job__isnull=False)
+    return queryset.annotate(
+        job=_job_name(jobs, namespace),
+        ours=ExpressionWrapper(
+            has_job | Q(objsubid=2, classid=namespace), output_field=BooleanField()
+        ),
+        run_started=Case(When(has_job, then=_running("started")), output_field=DateTimeField()),
+        run_host=Case(When(has_job, then=_running("host")), output_field=CharField()),
+        run_pid=Case(When(has_job, then=_running("pid")), output_field=IntegerField()),
+        since=Case(
+            When(granted=False, then=F("waitstart")),
+            default=Coalesce(F("run_started"), F("backend_start")),
+            output_field=DateTimeField(),
+        ),
+        held_for=ExpressionWrapper(Now() - F("since"), output_field=DurationField()),
+        limit=Func(
+            seconds, template="make_interval(secs => %(expressions)s)", output_field=DurationField()
+        ),
+        stale=ExpressionWrapper(
+            Q(granted=True, held_for__gt=F("limit")), output_field=BooleanField()
+        ),
+    )
+
+
+def held_locks() -> QuerySet[Any]:
+    """All advisory locks in the lock database, annotated (see :func:`annotate`).
+
+    Typed loosely on purpose: callers filter on the annotations (``job``, ``stale``...),
+    which static model checks cannot see.
+    """
+    return HeldLock.objects.all()
+
+
+def terminate(pids: list[int]) -> tuple[list[int], list[int]]:
+    """Terminate the backends among ``pids`` that hold an advisory lock right now.
+
+    Checking and terminating happen in one statement, so a pid that let its lock go (or a pid
+    reused since the page was rendered) is refused, as is our own backend. Returns
+    ``(terminated, refused)``.
+    """
+    connection = connections[conf.lock_database()]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT holder.pid, pg_terminate_backend(holder.pid)
+              FROM (SELECT DISTINCT pid FROM pg_locks
+                     WHERE locktype = 'advisory' AND granted
+                       AND database = (SELECT oid FROM pg_database
+                                        WHERE datname = current_database())
+                       AND pid = ANY(%s) AND pid <> pg_backend_pid()) AS holder
+            """,
+            [list(pids)],
+        )
+        done = sorted(int(pid) for pid, ok in cursor.fetchall() if ok)
+    refused = sorted(set(pids) - set(done))
+    return done, refused

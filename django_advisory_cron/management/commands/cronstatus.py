@@ -1,0 +1,104 @@
+"""``manage.py cronstatus [--json]``: a health probe for scheduled jobs.
+
+Exit 0 when every job is healthy and non-zero otherwise, so the command works as a Kubernetes
+exec probe, an uptime check or a cron ``&&`` guard. The facts come from
+:mod:`django_advisory_cron.status`, as on the admin's Jobs page.
+"""
+
+from __future__ import annotations
+
+import json
+from argparse import RawDescriptionHelpFormatter
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError, OperationalError
+
+from ... import conf, exitcodes
+from ...lockconn import unavailable
+from ...status import PROBLEMS, JobStatus, job_statuses, unhealthy
+
+EPILOG = """\
+exit codes:
+  0    healthy: no job is overdue, stuck or failing (or all such problems are --ignore'd)
+  1    the command itself failed (e.g. the migrations are not applied)
+  2    usage error (unknown --job)
+  3    unhealthy: at least one job is overdue, stuck (stale lock) or failing
+  69   the lock database cannot be reached
+"""
+
+
+class CronStatusError(CommandError):
+    def __init__(self, message: str, returncode: int) -> None:
+        super().__init__(message, returncode=returncode)
+
+
+class Command(BaseCommand):
+    help = "Report jobs that are overdue, stuck (stale lock) or failing; exit non-zero if any."
+    # A probe runs every few seconds and must answer about jobs, not about the whole project.
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, epilog=EPILOG, **kwargs)
+        parser.formatter_class = RawDescriptionHelpFormatter
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="print one JSON document")
+        parser.add_argument(
+            "--job", action="append", default=None, metavar="NAME", help="only this job (repeat)"
+        )
+        parser.add_argument(
+            "--ignore",
+            action="append",
+            default=[],
+            choices=PROBLEMS,
+            help="do not count this kind of problem as unhealthy (repeat)",
+        )
+        parser.add_argument(
+            "--all", action="store_true", help="list every job, not only those with problems"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        names: list[str] | None = options["job"]
+        try:
+            statuses = job_statuses(names)
+        except OperationalError as error:
+            raise CronStatusError(
+                str(unavailable(conf.lock_database(), error)), exitcodes.DATABASE_UNAVAILABLE
+            ) from error
+        except DatabaseError as error:
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise CommandError(f"{first_line} (are the migrations applied?)") from error
+        if names:
+            unknown = sorted(set(names) - {item.name for item in statuses})
+            if unknown:
+                raise CronStatusError(f"unknown job(s): {', '.join(unknown)}", exitcodes.USAGE)
+        ignore = tuple(options["ignore"])
+        bad = unhealthy(statuses, ignore)
+        if options["json"]:
+            document = {
+                "healthy": not bad,
+                "unhealthy": [item.name for item in bad],
+                "ignored": list(ignore),
+                "jobs": [item.as_dict() for item in statuses],
+            }
+            self.stdout.write(json.dumps(document, indent=2))
+        else:
+            self._print(statuses if options["all"] else bad, bad, len(statuses))
+        if bad:
+            raise SystemExit(exitcodes.UNHEALTHY)
+
+    def _print(self, shown: list[JobStatus], bad: list[JobStatus], total: int) -> None:
+        for item in shown:
+            details = []
+            if item.last_run is not None:
+                started = item.last_run.started.isoformat(timespec="seconds")
+                details.append(f"last run {item.last_run.status} at {started}")
+            if item.holder is not None:
+                details.append(f"held by {item.held_by}")
+            problems = ", ".join(item.problems).upper() or ("never ran" if item.never_ran else "ok")
+            line = f"{item.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
+            self.stdout.write(self.style.ERROR(line) if item in bad else line)
+        summary = f"{len(bad)} of {total} job(s) unhealthy" if bad else f"{total} job(s) healthy"
+        self.stdout.write(self.style.ERROR(summary) if bad else self.style.SUCCESS(summary))

@@ -1,0 +1,225 @@
+"""The health of every registered job, shared by the "Jobs" admin page and ``cronstatus``.
+
+Three queries whatever the number of jobs: the last run of each job, the last success of each
+job, and the advisory locks our jobs hold or wait for.
+
+A scheduled job is *overdue* when the latest tick that should have finished by now (ticks older
+than ``MAX_SKEW + OVERDUE_GRACE``) has no successful run at or after it, and the job is not
+running right now. Comparing against the schedule's own ticks, rather than a fixed interval,
+keeps irregular schedules (weekdays only, the 1st of the month) from raising false alarms. A
+job that has never run is reported as such but not as overdue: a fresh deployment is healthy.
+*Failing*: its last run failed or lost its lock. *Stuck*: its lock is held longer than its
+``max_runtime`` (or ``STALE_AFTER``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Max
+from django.utils import timezone
+
+from . import conf
+from .heldlocks import held_locks
+from .jobs import Job, registry
+from .models import HeldLock, JobRun, RunStatus
+from .schedule import InvalidSchedule, Schedule
+
+SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK)
+FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)
+PROBLEMS = ("overdue", "stuck", "failing")
+
+_WEEKDAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+_ALIASES = {
+    "@yearly": "every year on 1 January at 00:00",
+    "@annually": "every year on 1 January at 00:00",
+    "@monthly": "on day 1 of every month at 00:00",
+    "@weekly": "every Sunday at 00:00",
+    "@daily": "every day at 00:00",
+    "@midnight": "every day at 00:00",
+    "@hourly": "every hour at minute 0",
+}
+
+
+def describe(expression: str) -> str:
+    """A short English description of the common cron forms; the raw fields otherwise."""
+    if expression in _ALIASES:
+        return _ALIASES[expression]
+    fields = expression.split()
+    if len(fields) != 5:
+        return expression
+    minute, hour, day, month, weekday = fields
+    if (day, month) != ("*", "*") or (weekday != "*" and not weekday.isdigit()):
+        return f"minute {minute}, hour {hour}, day {day}, month {month}, weekday {weekday}"
+    on = f"every {_WEEKDAYS[int(weekday) % 7]}" if weekday.isdigit() else "every day"
+    if hour == "*" and minute == "*":
+        return "every minute" if weekday == "*" else f"{on}, every minute"
+    if hour == "*" and minute.startswith("*/") and weekday == "*":
+        return f"every {minute[2:]} minutes"
+    if hour == "*" and minute.isdigit() and weekday == "*":
+        return f"every hour at minute {int(minute)}"
+    if hour.startswith("*/") and minute.isdigit() and weekday == "*":
+        return f"every {hour[2:]} hours at minute {int(minute)}"
+    if hour.isdigit() and minute.isdigit():
+        return f"{on} at {int(hour):02d}:{int(minute):02d}"
+    return f"minute {minute}, hour {hour}, weekday {weekday}"
+
+
+@dataclass
+class JobStatus:
+    """What is known about one registered job right now."""
+
+    job: Job[Any, Any]
+    now: datetime
+    last_run: JobRun | None = None
+    last_success: datetime | None = None
+    locks: list[HeldLock] = field(default_factory=list)
+    schedule_error: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def schedule(self) -> Schedule | None:
+        try:
+            return self.job.schedule
+        except InvalidSchedule as error:
+            self.schedule_error = str(error)
+            return None
+
+    @property
+    def schedule_description(self) -> str:
+        schedule = self.schedule
+        if schedule is None:
+            return self.schedule_error or "unscheduled"
+        return f"{describe(schedule.expression)} ({timezone.get_current_timezone_name()})"
+
+    @property
+    def next_tick(self) -> datetime | None:
+        schedule = self.schedule
+        return None if schedule is None else schedule.next_tick(self.now)
+
+    @property
+    def holder(self) -> HeldLock | None:
+        """The granted lock of this job, if someone holds it now."""
+        return next((lock for lock in self.locks if lock.granted), None)
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for lock in self.locks if not lock.granted)
+
+    @property
+    def held_by(self) -> str:
+        """``host pid N`` of the process running it (from its history row), else the backend."""
+        lock = self.holder
+        if lock is None:
+            return ""
+        run_host, run_pid = getattr(lock, "run_host", None), getattr(lock, "run_pid", None)
+        if run_host:
+            return f"{run_host} pid {run_pid}"
+        return f"{lock.client_addr or 'local'} backend pid {lock.pid}"
+
+    @property
+    def expected_tick(self) -> datetime | None:
+        """The latest tick that should have a successful run by now."""
+        schedule = self.schedule
+        if schedule is None:
+            return None
+        tolerance = conf.get("MAX_SKEW") + conf.get("OVERDUE_GRACE")
+        return schedule.previous_tick(self.now - timedelta(seconds=tolerance))
+
+    @property
+    def overdue(self) -> bool:
+        expected = self.expected_tick
+        if expected is None or self.holder is not None:
+            return False
+        if self.last_success is None:
+            # Never succeeded: overdue only once it has tried and the tick has passed since.
+            return self.last_run is not None and self.last_run.started < expected
+        return self.last_success < expected - timedelta(seconds=conf.get("MAX_SKEW"))
+
+    @property
+    def failing(self) -> bool:
+        return self.last_run is not None and self.last_run.status in FAILING
+
+    @property
+    def stuck(self) -> bool:
+        lock = self.holder
+        return lock is not None and bool(getattr(lock, "stale", False))
+
+    @property
+    def never_ran(self) -> bool:
+        return self.last_run is None
+
+    @property
+    def problems(self) -> list[str]:
+        return [name for name in PROBLEMS if getattr(self, name)]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready facts, for ``cronstatus --json``."""
+        last = self.last_run
+        lock = self.holder
+
+        def iso(value: datetime | None) -> str | None:
+            return None if value is None else value.isoformat()
+
+        return {
+            "job": self.name,
+            "key": str(self.job.key),
+            "schedule": self.job.cron,
+            "schedule_description": self.schedule_description,
+            "scope": self.job.scope,
+            "max_runtime": self.job.max_runtime,
+            "last_run": None
+            if last is None
+            else {
+                "id": last.pk,
+                "status": last.status,
+                "tick": iso(last.tick),
+                "started": iso(last.started),
+                "finished": iso(last.finished),
+                "host": last.host,
+                "pid": last.pid,
+            },
+            "last_success": iso(self.last_success),
+            "next_tick": iso(self.next_tick),
+            "held": lock is not None,
+            "held_by": self.held_by or None,
+            "held_seconds": None
+            if lock is None or getattr(lock, "held_for", None) is None
+            else lock.held_for.total_seconds(),  # type: ignore[attr-defined]
+            "waiting": self.waiting,
+            "never_ran": self.never_ran,
+            "overdue": self.overdue,
+            "stuck": self.stuck,
+            "failing": self.failing,
+            "problems": self.problems,
+        }
+
+
+def job_statuses(names: list[str] | None = None, now: datetime | None = None) -> list[JobStatus]:
+    """The status of every registered job (or of ``names``), in name order."""
+    jobs = [job for job in registry.all() if names is None or job.name in names]
+    now = now or timezone.now()
+    statuses = {job.name: JobStatus(job, now) for job in jobs}
+    if not statuses:
+        return []
+    alias = conf.lock_database()
+    runs = JobRun.objects.using(alias).filter(job__in=list(statuses))
+    last_runs = runs.exclude(status__in=SKIPS).order_by("job", "-started", "-id").distinct("job")
+    for run in last_runs:
+        statuses[run.job].last_run = run
+    successes = runs.filter(status=RunStatus.SUCCEEDED).values("job").annotate(last=Max("started"))
+    for row in successes:
+        statuses[row["job"]].last_success = row["last"]
+    for lock in held_locks().filter(job__in=list(statuses)).order_by("-granted", "since"):
+        statuses[lock.job].locks.append(lock)
+    return list(statuses.values())
+
+
+def unhealthy(statuses: list[JobStatus], ignore: tuple[str, ...] = ()) -> list[JobStatus]:
+    """The jobs with a problem not in ``ignore``."""
+    return [status for status in statuses if set(status.problems) - set(ignore)]

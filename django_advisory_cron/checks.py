@@ -6,10 +6,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from django.apps import apps as django_apps
 from django.conf import settings
 from django.core import checks
 
-from . import conf
+from . import conf, pooler_checks
 from .jobs import registry
 from .schedule import validate
 
@@ -21,6 +22,11 @@ def register() -> None:
     checks.register(check_settings)
     checks.register(check_lock_database)
     checks.register(check_jobs)
+    pooler_checks.register()
+    if django_apps.is_installed("django_q"):
+        from .contrib.django_q import register_checks
+
+        register_checks()
 
 
 def check_settings(

@@ -29,6 +29,14 @@ DEFAULTS: dict[str, Any] = {
     "HEARTBEAT": 5,
     # Seconds after which a held lock is called stale when its job sets no ``max_runtime``.
     "STALE_AFTER": 3600,
+    # django-q2: which ticks a late delivery runs: "latest" (the most recent missed tick, once),
+    # "all" (every missed tick, in order) or "none" (wait for the next tick).
+    "CATCH_UP": "latest",
+    # django-q2: sync the schedules after ``migrate``: False, True, or "prune" (also delete the
+    # rows of removed jobs).
+    "SYNC_ON_MIGRATE": False,
+    # Seconds past a scheduled tick (plus MAX_SKEW) before a job with no success is overdue.
+    "OVERDUE_GRACE": 300,
 }
 
 POOLING_CHOICES = (None, "none", "session", "transaction", "statement")
@@ -75,7 +83,7 @@ def problems() -> list[tuple[str, str]]:
     alias = get("LOCK_DATABASE")
     if alias is not None and (not isinstance(alias, str) or alias not in settings.DATABASES):
         found.append(("LOCK_DATABASE", f"{alias!r} is not an alias in DATABASES"))
-    for key in ("MAX_SKEW", "HEARTBEAT", "STALE_AFTER"):
+    for key in ("MAX_SKEW", "HEARTBEAT", "STALE_AFTER", "OVERDUE_GRACE"):
         value = get(key)
         if not _is_number(value) or value <= 0:
             found.append((key, "must be a positive number of seconds"))
@@ -85,6 +93,10 @@ def problems() -> list[tuple[str, str]]:
     days = get("HISTORY_DAYS")
     if days is not None and (not _is_int(days) or days <= 0):
         found.append(("HISTORY_DAYS", "must be a positive integer or None"))
+    if get("CATCH_UP") not in ("latest", "all", "none"):
+        found.append(("CATCH_UP", "must be 'latest', 'all' or 'none'"))
+    if get("SYNC_ON_MIGRATE") not in (False, True, "prune"):
+        found.append(("SYNC_ON_MIGRATE", "must be False, True or 'prune'"))
     if get("POOLING") not in POOLING_CHOICES:
         found.append(("POOLING", f"must be one of {POOLING_CHOICES}"))
     return found

@@ -18,8 +18,10 @@ from typing import Any, Literal
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import conf, pooler
+from . import conf, pooler, signals
 from .exceptions import LockScopeError
+from .heartbeat import Heartbeat, lost_text
+from .heartbeat import start_for as start_heartbeat
 from .keys import LockKey, job_key
 from .lockconn import ensure_connected, open_lock_connection, require_postgresql
 
@@ -70,6 +72,7 @@ class AdvisoryLock:
         self.acquired_at: float | None = None
         self.connection: BaseDatabaseWrapper | None = None
         self._atomic: Any = None
+        self.heartbeat: Heartbeat | None = None
 
     def __bool__(self) -> bool:
         return self.acquired
@@ -126,7 +129,31 @@ class AdvisoryLock:
         if self.acquired:
             self.acquired_at = time.monotonic()
             logger.debug("acquired %s", self)
+            if self.scope == "session":
+                self.heartbeat = start_heartbeat(self, conf.get("HEARTBEAT"))
         return self
+
+    def stop_heartbeat(self) -> None:
+        """Stop watching the lock connection (before using it from this thread again)."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+
+    @property
+    def signal_sender(self) -> Any:
+        """``sender`` of :data:`~.signals.lock_lost`: the job for job runs, else None."""
+        return None
+
+    def lock_lost(self, error: BaseException) -> None:
+        """Called from the heartbeat thread when the session lock's connection died."""
+        self.lost = True
+        logger.error(
+            "%s: %s; another process may take the lock and start the same work",
+            self,
+            lost_text(error),
+        )
+        signals.lock_lost.send(
+            sender=self.signal_sender, run=getattr(self, "result", None), lock=self, error=error
+        )
 
     def _enter_session(self) -> None:
         self.connection = open_lock_connection(self.using)
@@ -178,14 +205,31 @@ class AdvisoryLock:
             self._release_session()
         self.acquired = False
 
+    def check_unlocked(self, row: Row) -> None:
+        """Log an error when ``pg_advisory_unlock`` (the row's last column) did nothing.
+
+        That means the statement ran on a backend that does not hold the lock: a
+        transaction-pooling PgBouncer in the path. The lock stays held by another server
+        connection until that connection closes.
+        """
+        if row and row[-1] is False:
+            logger.error(
+                "%s: the unlock did nothing, because this statement ran on a server connection "
+                "that does not hold the lock; a transaction-pooling PgBouncer is in the path "
+                "and the lock stays held until that server connection closes. Use "
+                "scope='transaction' or a direct LOCK_DATABASE (see the PgBouncer docs).",
+                self,
+            )
+
     def _release_session(self) -> None:
+        self.stop_heartbeat()
         connection = self.connection
         if connection is None:
             return
         try:
             if self.acquired and not self.lost:
                 sql, params = self.release_statement()
-                self.fetch(sql, params)
+                self.check_unlocked(self.fetch(sql, params))
         except DatabaseError as error:
             # The connection is gone, and with it the lock; nothing is left to release.
             logger.warning("could not release %s cleanly: %s", self, error)

@@ -21,10 +21,10 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import conf, signals
+from . import conf, heartbeat, signals
 from .jobs import Job
 from .locks import AdvisoryLock, Row, Scope
 from .models import TICK_TAKING, JobRun, RunStatus
@@ -94,6 +94,7 @@ class RunLock(AdvisoryLock):
         self.interrupted_runs = 0
         self.tick_done = False
         self.recorded = False
+        self.result: RunResult | None = None
 
     def _base_params(self) -> dict[str, Any]:
         return {
@@ -195,11 +196,46 @@ RETURNING id"""
 
     def finish(self, status: RunStatus, error: str = "") -> None:
         """Record the outcome; in session scope this also releases the lock."""
-        sql, params = self.finish_statement(status, error)
-        self.fetch(sql, params)
+        self.stop_heartbeat()
+        if not self.lost:
+            sql, params = self.finish_statement(status, error)
+            try:
+                row = self.fetch(sql, params)
+                if self.scope == "session":
+                    self.check_unlocked(row)
+            except DatabaseError as exc:
+                if self.scope == "transaction":
+                    raise
+                # The lock connection died after the last heartbeat; the lock died with it.
+                self.lock_lost(exc)
+        if self.lost:
+            self._finish_lost(status, error)
         self.recorded = True
         if self.scope == "session":
             self.acquired = False
+
+    def _finish_lost(self, status: RunStatus, error: str) -> None:
+        """Record a run whose lock was lost, through a fresh connection."""
+        if status == RunStatus.SUCCEEDED:
+            status = RunStatus.LOCK_LOST
+            if self.result is not None:
+                self.result.status = status
+        if self.run_id is not None:
+            heartbeat.finish_lost_run(
+                self.using, self.run_id, status.value, error, patience=heartbeat.FINISH_PATIENCE
+            )
+
+    @property
+    def signal_sender(self) -> Any:
+        return self.job
+
+    def lock_lost(self, error: BaseException) -> None:
+        self.lost = True
+        if self.run_id is not None:
+            heartbeat.mark_run_lock_lost(
+                self.using, self.run_id, error, patience=conf.get("HEARTBEAT")
+            )
+        super().lock_lost(error)
 
     def __exit__(
         self,
@@ -213,9 +249,11 @@ RETURNING id"""
         super().__exit__(exc_type, exc, tb)
 
     def skip_tick(self) -> None:
+        self.stop_heartbeat()
         sql, params = self.skip_tick_statement()
-        self.fetch(sql, params)
+        row = self.fetch(sql, params)
         if self.scope == "session":
+            self.check_unlocked(row)
             self.acquired = False
 
 
@@ -247,29 +285,40 @@ def run_job(
         using=using or job.using,
     )
     with lock:
-        result = RunResult(
-            job.name,
-            RunStatus.SKIPPED_LOCKED,
-            tick=lock.tick,
-            interrupted_runs=lock.interrupted_runs,
-            lock=lock,
-        )
-        if lock.interrupted_runs:
-            logger.warning(
-                "job %s: marked %d dead run(s) interrupted", job.name, lock.interrupted_runs
-            )
-        if not lock.acquired:
-            logger.info("job %s skipped: locked by another process", job.name)
-            signals.job_skipped.send(sender=job, run=result)
-            return result
-        if lock.tick_done:
-            lock.skip_tick()
-            result.status = RunStatus.SKIPPED_TICK
-            logger.info("job %s skipped: tick %s already ran", job.name, lock.tick)
-            signals.job_skipped.send(sender=job, run=result)
-            return result
-        result.run_id, result.status = lock.run_id, RunStatus.RUNNING
-        _execute(job, lock, result, args, dict(kwargs or {}))
+        try:
+            return _after_acquiring(job, lock, args, dict(kwargs or {}))
+        except BaseException as error:
+            # A signal between taking the lock and the job's own try block: still record it.
+            if lock.run_id is not None and not lock.recorded:
+                lock.finish(RunStatus.INTERRUPTED, f"interrupted by {type(error).__name__}")
+            raise
+
+
+def _after_acquiring(
+    job: Job[Any, Any], lock: RunLock, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> RunResult:
+    result = RunResult(
+        job.name,
+        RunStatus.SKIPPED_LOCKED,
+        tick=lock.tick,
+        interrupted_runs=lock.interrupted_runs,
+        lock=lock,
+    )
+    lock.result = result
+    if lock.interrupted_runs:
+        logger.warning("job %s: marked %d dead run(s) interrupted", job.name, lock.interrupted_runs)
+    if not lock.acquired:
+        logger.info("job %s skipped: locked by another process", job.name)
+        signals.job_skipped.send(sender=job, run=result)
+        return result
+    if lock.tick_done:
+        lock.skip_tick()
+        result.status = RunStatus.SKIPPED_TICK
+        logger.info("job %s skipped: tick %s already ran", job.name, lock.tick)
+        signals.job_skipped.send(sender=job, run=result)
+        return result
+    result.run_id, result.status = lock.run_id, RunStatus.RUNNING
+    _execute(job, lock, result, args, kwargs)
     return result
 
 

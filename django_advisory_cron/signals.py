@@ -4,7 +4,8 @@
 - ``job_skipped(run)``: another process held the lock, or this tick already ran.
 - ``job_finished(run)``: the job returned; ``run.value`` is its result.
 - ``job_failed(run, exception)``: the job raised (or was interrupted).
-- ``lock_lost(run)``: a session lock's connection died while the job ran.
+- ``lock_lost(run, lock, error)``: a session lock's connection died while the job ran
+  (``sender`` is ``None`` and ``run`` is ``None`` for a bare :func:`advisory_lock`).
 """
 
 from django.dispatch import Signal

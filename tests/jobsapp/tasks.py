@@ -56,3 +56,11 @@ def hold_until(path: str, timeout: str = "60") -> str:
             raise TimeoutError(f"{path} never appeared")
         time.sleep(0.02)
     return "released"
+
+
+@locked_task(name="q2_every_minute", schedule="* * * * *")
+def q2_every_minute() -> str:
+    """Scheduled through django-q2 in the q2 tests; runs longer than their ``retry``."""
+    _mark("q2_every_minute")
+    time.sleep(3)
+    return "ticked"

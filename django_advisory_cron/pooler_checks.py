@@ -1,0 +1,189 @@
+"""System checks for connection pooling (PgBouncer and friends).
+
+Static checks read settings only and always run. The live check opens two short connections
+per alias (see :func:`.pooler.probe`), so it is registered under Django's ``database`` tag and
+runs only when asked: ``manage.py check --database default`` (``migrate`` does it too).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from . import conf, pooler
+from .jobs import Job, registry
+
+APP = "django_advisory_cron"
+
+FIX_HINT = (
+    "Use scope='transaction' for these jobs (safe behind any pooler), or point "
+    "ADVISORY_CRON['LOCK_DATABASE'] at an alias that connects to PostgreSQL directly."
+)
+DECLARE_HINT = (
+    "Set ADVISORY_CRON['POOLING'] = 'transaction' so scope='auto' picks transaction scope, "
+    "use scope='transaction' explicitly, or point ADVISORY_CRON['LOCK_DATABASE'] at an alias "
+    "that connects to PostgreSQL directly."
+)
+PREPARED_HINT = (
+    "PgBouncer before 1.21 does not track prepared statements in transaction pooling: psycopg "
+    "fails with DuplicatePreparedStatement. Remove OPTIONS['prepare_threshold'] (Django's "
+    "default disables prepared statements) or OPTIONS['server_side_binding'], or run "
+    "PgBouncer >= 1.21 with max_prepared_statements > 0."
+)
+
+
+def register() -> None:
+    """Register the pooling checks (called from :func:`.checks.register`)."""
+    checks.register(check_pooling_static)
+    checks.register(check_pooling_live, checks.Tags.database)
+
+
+def _postgres_aliases() -> set[str]:
+    return {
+        alias
+        for alias, entry in settings.DATABASES.items()
+        if any(name in str(entry.get("ENGINE", "")) for name in ("postgresql", "postgis"))
+    }
+
+
+def jobs_by_alias() -> dict[str, list[Job[Any, Any]]]:
+    """Registered jobs grouped by the PostgreSQL alias that holds their lock.
+
+    The lock alias is always present (bare ``advisory_lock()`` and ``runlocked <command>``
+    use it), even without jobs.
+    """
+    postgres = _postgres_aliases()
+    grouped: defaultdict[str, list[Job[Any, Any]]] = defaultdict(list)
+    lock_alias = conf.lock_database()
+    if lock_alias in postgres:
+        grouped[lock_alias]
+    for job in registry.all():
+        alias = job.using or lock_alias
+        if alias in postgres:
+            grouped[alias].append(job)
+    return dict(grouped)
+
+
+def _names(jobs: Iterable[Job[Any, Any]]) -> str:
+    return ", ".join(repr(job.name) for job in jobs)
+
+
+def _uses_prepared_statements(alias: str) -> bool:
+    options = settings.DATABASES[alias].get("OPTIONS") or {}
+    return (
+        options.get("server_side_binding") is True and options.get("prepare_threshold") is not None
+    )
+
+
+def _prepared_warning(alias: str, why: str) -> checks.Warning:
+    return checks.Warning(
+        f"Database {alias!r} uses psycopg server-side binding with prepared statements "
+        f"(OPTIONS['prepare_threshold']) and is transaction pooled ({why}).",
+        hint=PREPARED_HINT,
+        id=f"{APP}.W012",
+    )
+
+
+def check_pooling_static(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    if conf.problems():
+        return []  # invalid settings are reported by check_settings
+    messages: list[checks.CheckMessage] = []
+    probe_key = pooler.probe_key()
+    for job in registry.all():
+        if job.key.pg_locks_ids == probe_key.pg_locks_ids or job.name == pooler.PROBE_NAME:
+            messages.append(
+                checks.Error(
+                    f"Job {job.name!r} uses the lock key reserved for the pooling probe.",
+                    hint="Rename the job.",
+                    id=f"{APP}.E011",
+                )
+            )
+    for alias, jobs in jobs_by_alias().items():
+        mode, reason = pooler.static_pooling(alias)
+        if mode not in ("transaction", "statement"):
+            continue
+        session_jobs = [job for job in jobs if job.scope == "session"]
+        if session_jobs:
+            messages.append(
+                checks.Warning(
+                    f"Jobs {_names(session_jobs)} use session-scoped advisory locks on database "
+                    f"{alias!r}, which looks transaction pooled ({reason}): their unlock can run "
+                    "on another server connection and do nothing, leaving the lock held.",
+                    hint=FIX_HINT,
+                    id=f"{APP}.W010",
+                )
+            )
+        if _uses_prepared_statements(alias):
+            messages.append(_prepared_warning(alias, reason))
+    return messages
+
+
+def check_pooling_live(
+    app_configs: Sequence[Any] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
+    if not databases or conf.problems():
+        return []
+    messages: list[checks.CheckMessage] = []
+    for alias, jobs in jobs_by_alias().items():
+        if alias in databases:
+            messages.extend(_live_messages(alias, jobs))
+    return messages
+
+
+def _live_messages(alias: str, jobs: list[Job[Any, Any]]) -> list[checks.CheckMessage]:
+    result = pooler.probe(alias)
+    if not result.ok:
+        return [
+            checks.Warning(
+                f"Could not probe database {alias!r} for connection pooling: {result.error}.",
+                hint="The static pooling checks still apply; run the check again when the "
+                "database is reachable, or declare ADVISORY_CRON['POOLING'].",
+                id=f"{APP}.W011",
+            )
+        ]
+    if result.mode not in ("transaction", "statement"):
+        return []
+    static_mode, _reason = pooler.static_pooling(alias)
+    static_transaction = static_mode in ("transaction", "statement")
+    messages: list[checks.CheckMessage] = []
+    affected = [
+        job
+        for job in jobs
+        if job.scope == "session" or (job.scope == "auto" and not static_transaction)
+    ]
+    proof = f"Database {alias!r} is transaction pooled (live probe: {result.reason})."
+    if not static_transaction:
+        declared = conf.get("POOLING")
+        said = (
+            f" ADVISORY_CRON['POOLING'] = {declared!r} is wrong."
+            if declared is not None
+            else " Nothing in the settings says so, so scope='auto' resolves to session scope."
+        )
+        listed = f" Affected jobs: {_names(affected)}." if affected else ""
+        messages.append(
+            checks.Error(
+                f"{proof}{said} Session-level advisory locks leak here.{listed}",
+                hint=DECLARE_HINT,
+                id=f"{APP}.E010",
+            )
+        )
+        if _uses_prepared_statements(alias):
+            messages.append(_prepared_warning(alias, "live probe"))
+    elif affected:
+        messages.append(
+            checks.Error(
+                f"{proof} Jobs {_names(affected)} use session-scoped advisory locks, which leak "
+                "here.",
+                hint=FIX_HINT,
+                id=f"{APP}.E010",
+            )
+        )
+    return messages

@@ -7,12 +7,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.db import connection, connections
 
 from django_advisory_cron import pooler
-from django_advisory_cron.keys import LockKey
 from django_advisory_cron.testing import PgBouncer
 
 
@@ -78,22 +76,6 @@ def server_url() -> str:
 
 def bouncer_url(bouncer: PgBouncer) -> str:
     return bouncer.url(str(connection.settings_dict["NAME"]))
-
-
-HELD_BY = (
-    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = %s "
-    "AND classid::bigint = %s AND objid::bigint = %s AND objsubid = %s ORDER BY pid"
-)
-
-
-def holders(
-    observer: psycopg.Connection[Any], key: LockKey, mode: str = "ExclusiveLock"
-) -> list[int]:
-    """Backend pids holding ``key`` in ``mode``, read from ``pg_locks`` on the server."""
-    ids = key.pg_locks_ids
-    assert ids is not None
-    rows = observer.execute(HELD_BY, (mode, *ids)).fetchall()
-    return [int(row[0]) for row in rows]
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:

@@ -15,7 +15,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -82,8 +82,12 @@ def test_q2_demo_runs_each_tick_once_on_three_clusters(scratch_database_url: str
     by_replica = re.findall(r"^     (replica-\d)  +(.+)$", out, re.MULTILINE)
     assert [name for name, _ in by_replica] == ["replica-1", "replica-2", "replica-3"]
     assert len(re.findall(r"stopped \(exit 0\)|killed its process group", out)) == 3
-    ok = re.search(r"^OK: 2 ticks of poll_bounces through 3 django-q2 clusters, each run once; "
-                   r"(\d+) duplicate deliveries were recorded skips", out, re.MULTILINE)
+    ok = re.search(
+        r"^OK: 2 ticks of poll_bounces through 3 django-q2 clusters, each run once; "
+        r"(\d+) duplicate deliveries were recorded skips",
+        out,
+        re.MULTILINE,
+    )
     assert ok, out
 
     # The report is backed by what the clusters wrote.
@@ -101,7 +105,9 @@ def test_q2_demo_runs_each_tick_once_on_three_clusters(scratch_database_url: str
     ticks = sorted({tick for tick, _ in runs})
     assert len(ticks) == 2
     assert ticks[1] - ticks[0] == timedelta(minutes=1)
-    assert [f"{tick:%H:%M}" for tick in ticks] == [tick for tick, _ in progress]
+    assert [f"{tick.astimezone(timezone.utc):%H:%M}" for tick in ticks] == [
+        tick for tick, _ in progress
+    ]
     for tick in ticks:
         statuses = Counter(status for at, status in runs if at == tick)
         assert statuses["succeeded"] == 1, statuses

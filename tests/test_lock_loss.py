@@ -21,7 +21,8 @@ from django_advisory_cron.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 
-from .pooling import holders, wait_for
+from .pglocks import holders
+from .pooling import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 

@@ -11,19 +11,13 @@ from django.db import connection, transaction
 from django_advisory_cron import LockDatabaseError, LockScopeError, advisory_lock
 from django_advisory_cron.keys import LockKey
 from django_advisory_cron.locks import Scope
+from tests.pglocks import holders
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
-HELD = (
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-    "AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2"
-)
-
 
 def held(observer, name: str) -> int:
-    ids = LockKey(name).pg_locks_ids
-    assert ids is not None
-    return int(observer.execute(HELD, ids[:2]).fetchone()[0])
+    return len(holders(observer, LockKey(name)))
 
 
 @pytest.mark.parametrize("scope", ["session", "transaction"])

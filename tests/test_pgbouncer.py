@@ -22,7 +22,8 @@ from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing import PgBouncer
 from tests.jobsapp.models import Marker
 
-from .pooling import bouncer_entry, bouncer_url, database_alias, holders, wait_for
+from .pglocks import holders
+from .pooling import bouncer_entry, bouncer_url, database_alias, wait_for
 
 pytestmark = [pytest.mark.pgbouncer, pytest.mark.usefixtures("transactional_db")]
 

@@ -18,7 +18,8 @@ from django_advisory_cron.locks import resolve_scope
 from django_advisory_cron.testing import PgBouncer, find_pgbouncer, start_pgbouncer
 from django_advisory_cron.testing.postgres import free_port
 
-from .pooling import bouncer_entry, bouncer_url, database_alias, holders, server_url
+from .pglocks import holders
+from .pooling import bouncer_entry, bouncer_url, database_alias, server_url
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 

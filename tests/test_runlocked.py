@@ -13,17 +13,11 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.keys import LockKey
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
-
-LOCKED = (
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-    "AND classid::bigint = %s AND objid::bigint = %s"
-)
+from tests.pglocks import holders
 
 
 def lock_held(observer, name: str) -> bool:
-    ids = LockKey(name).pg_locks_ids
-    assert ids is not None
-    return bool(observer.execute(LOCKED, ids[:2]).fetchone()[0])
+    return bool(holders(observer, LockKey(name)))
 
 
 def wait_for(predicate, timeout: float = 30, interval: float = 0.02) -> float:

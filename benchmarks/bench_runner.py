@@ -10,7 +10,6 @@ plus the statements Django itself sends when a connection is set up.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -21,10 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django
-from django.conf import settings
-
-from django_advisory_cron.testing import parse_database_url, start_postgres
+from benchmarks.django_setup import setup
 
 STATEMENTS: Counter[str] = Counter()
 
@@ -34,28 +30,13 @@ def count_statements(execute: Callable[..., Any], sql: str, *args: Any) -> Any:
     return execute(sql, *args)
 
 
-def setup() -> Any:
-    server = None
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        server = start_postgres()
-        url = server.url("postgres")
-    settings.configure(
-        DATABASES={"default": parse_database_url(url)},
-        INSTALLED_APPS=["django.contrib.contenttypes", "django_advisory_cron"],
-        USE_TZ=True,
-        ADVISORY_CRON={"JOBS_MODULE": "bench_jobs_none"},
-    )
-    django.setup()
-    from django.core.management import call_command
+def count_every_statement() -> None:
     from django.db.backends.signals import connection_created
 
-    call_command("migrate", verbosity=0)
     connection_created.connect(
         lambda sender, connection, **kw: connection.execute_wrappers.append(count_statements),
         weak=False,
     )
-    return server
 
 
 def timed(label: str, func: Callable[[], Any], runs: int) -> tuple[float, float]:
@@ -75,7 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=300)
     options = parser.parse_args()
-    server = setup()
+    server, _url = setup()
+    count_every_statement()
     try:
         report(options.runs)
     finally:

@@ -1,0 +1,61 @@
+"""Django for the benchmarks: the test suite's apps on DATABASE_URL or a throwaway PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import django
+from django.conf import settings
+
+from django_advisory_cron.testing import parse_database_url, start_postgres
+
+
+def setup() -> tuple[Any, str]:
+    """Configure and migrate; return the throwaway server (or None) and the database URL."""
+    server = None
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        server = start_postgres()
+        url = server.url("postgres")
+    settings.configure(
+        DEBUG=False,
+        SECRET_KEY="benchmark-only",
+        ALLOWED_HOSTS=["testserver"],
+        ROOT_URLCONF="tests.urls",
+        USE_TZ=True,
+        DATABASES={"default": parse_database_url(url)},
+        INSTALLED_APPS=[
+            "django.contrib.admin",
+            "django.contrib.auth",
+            "django.contrib.contenttypes",
+            "django.contrib.sessions",
+            "django.contrib.messages",
+            "django_advisory_cron",
+        ],
+        MIDDLEWARE=[
+            "django.contrib.sessions.middleware.SessionMiddleware",
+            "django.middleware.csrf.CsrfViewMiddleware",
+            "django.contrib.auth.middleware.AuthenticationMiddleware",
+            "django.contrib.messages.middleware.MessageMiddleware",
+        ],
+        TEMPLATES=[
+            {
+                "BACKEND": "django.template.backends.django.DjangoTemplates",
+                "APP_DIRS": True,
+                "OPTIONS": {
+                    "context_processors": [
+                        "django.template.context_processors.request",
+                        "django.contrib.auth.context_processors.auth",
+                        "django.contrib.messages.context_processors.messages",
+                    ]
+                },
+            }
+        ],
+        ADVISORY_CRON={"JOBS_MODULE": "bench_jobs_none"},
+    )
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return server, url

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import DigestEmail, DigestStats
+from .models import BouncePoll, DigestEmail, DigestStats
 
 # ModelAdmin is generic only in the type stubs; subscripting it fails at run time.
 
@@ -16,3 +16,9 @@ class DigestEmailAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 @admin.register(DigestStats)
 class DigestStatsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["computed_at", "replica", "digests"]
+
+
+@admin.register(BouncePoll)
+class BouncePollAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["polled_at", "replica", "pid"]
+    list_filter = ["replica"]

@@ -35,3 +35,20 @@ class DigestStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.digests} digests, counted by {self.replica}"
+
+
+class BouncePoll(models.Model):
+    """One poll of the mail provider for bounces, by the every-minute ``poll_bounces`` job.
+
+    Like ``DigestEmail`` it has no unique constraint: two runs of one tick would show here.
+    """
+
+    polled_at = models.DateTimeField(auto_now_add=True)
+    replica = models.CharField(max_length=100)
+    pid = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["polled_at", "id"]
+
+    def __str__(self) -> str:
+        return f"bounce poll by {self.replica} (pid {self.pid})"

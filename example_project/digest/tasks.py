@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 
 from django_advisory_cron import locked_task
 
-from .models import DigestEmail, DigestStats
+from .models import BouncePoll, DigestEmail, DigestStats
 
 
 def replica_name() -> str:
@@ -40,3 +40,15 @@ def refresh_digest_stats() -> int:
     count = DigestEmail.objects.count()
     DigestStats.objects.create(replica=replica_name(), digests=count)
     return count
+
+
+@locked_task(name="poll_bounces", schedule="* * * * *")
+def poll_bounces() -> str:
+    """An every-minute job that takes a few seconds (the demo's django-q2 mode schedules it).
+
+    Stands in for asking the mail provider which digests bounced. It outlives the demo's
+    django-q2 ``retry``, so every tick is also delivered a second time while it runs.
+    """
+    time.sleep(float(os.environ.get("BOUNCE_POLL_SECONDS", "3")))
+    BouncePoll.objects.create(replica=replica_name(), pid=os.getpid())
+    return replica_name()

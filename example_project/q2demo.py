@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from django_advisory_cron.testing.processes import descendants
+
 HERE = Path(__file__).resolve().parent
 MANAGE = HERE / "manage.py"
 JOB = "poll_bounces"
@@ -52,30 +54,6 @@ def replica_env(name: str) -> dict[str, str]:
         "REPLICA": name,
         "PYTHONUNBUFFERED": "1",
     }
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        tree.setdefault(ppid, []).append(int(entry.name))
-    return tree
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid``: a cluster's sentinel, pusher, monitor and workers."""
-    tree, found, todo = _children(), set(), [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
 
 
 class Cluster:

@@ -28,6 +28,7 @@ from django.test import override_settings
 from django_advisory_cron import job_key, locked_task, registry
 from django_advisory_cron.contrib import django_q as q2
 from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.testing.processes import descendants
 from tests.conftest import MANAGE, ROOT, manage_env
 from tests.jobsapp.models import Marker
 
@@ -84,29 +85,6 @@ def _schedules(url: str) -> list[tuple[Any, ...]]:
 # -- processes ----------------------------------------------------------------------------------
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        tree.setdefault(ppid, []).append(int(entry.name))
-    return tree
-
-
-def _descendants(pid: int) -> set[int]:
-    tree, found, todo = _children(), set(), [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
 class Cluster:
     """One real ``manage.py qcluster`` process group, like one replica's cluster."""
 
@@ -128,7 +106,7 @@ class Cluster:
 
     def note_pids(self) -> None:
         """Remember the worker pids (runs are recorded with the worker's pid)."""
-        self.pids |= _descendants(self.process.pid)
+        self.pids |= descendants(self.process.pid)
 
     def terminate(self) -> None:
         """Ask the cluster to stop, as a container runtime would (SIGTERM to the main pid)."""

@@ -16,7 +16,6 @@ next query fails when it dies.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -25,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.utils import load_backend
 
 from .keys import LockKey
-from .lockconn import APPLICATION_NAME, KEEPALIVES, require_postgresql
+from .lockconn import unpooled_connection
 
 if TYPE_CHECKING:
     from .locks import AdvisoryLock
@@ -134,19 +132,7 @@ class Heartbeat:
 
 def fresh_connection(alias: str) -> BaseDatabaseWrapper:
     """A short-lived unpooled connection, for recording after the lock connection died."""
-    base = require_postgresql(alias)
-    settings_dict = copy.deepcopy(base.settings_dict)
-    options = settings_dict.setdefault("OPTIONS", {})
-    options.pop("pool", None)
-    options.setdefault("connect_timeout", RECORD_CONNECT_TIMEOUT)
-    options.setdefault("application_name", APPLICATION_NAME)
-    for name, value in KEEPALIVES.items():
-        options.setdefault(name, value)
-    settings_dict["CONN_MAX_AGE"] = 0
-    settings_dict["AUTOCOMMIT"] = True
-    backend = load_backend(settings_dict["ENGINE"])
-    connection: BaseDatabaseWrapper = backend.DatabaseWrapper(settings_dict, alias)
-    return connection
+    return unpooled_connection(alias, connect_timeout=RECORD_CONNECT_TIMEOUT)
 
 
 def execute_fresh(alias: str, sql: str, params: dict[str, Any], *, patience: float) -> bool:

@@ -63,19 +63,25 @@ def ensure_connected(connection: BaseDatabaseWrapper) -> None:
         raise unavailable(connection.alias, error) from error
 
 
-def open_lock_connection(alias: str = DEFAULT_DB_ALIAS) -> BaseDatabaseWrapper:
-    """Open a dedicated, unpooled autocommit connection for holding session locks."""
+def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
+    """A new autocommit connection (not yet connected) from a copy of the alias's settings,
+    without Django's pool, with keepalives; ``options`` add connection parameters."""
     base = require_postgresql(alias)
     settings_dict = copy.deepcopy(base.settings_dict)
-    options = settings_dict.setdefault("OPTIONS", {})
-    options.pop("pool", None)
-    for name, value in KEEPALIVES.items():
-        options.setdefault(name, value)
-    options.setdefault("application_name", APPLICATION_NAME)
+    merged = settings_dict.setdefault("OPTIONS", {})
+    merged.pop("pool", None)
+    for name, value in {**KEEPALIVES, "application_name": APPLICATION_NAME, **options}.items():
+        merged.setdefault(name, value)
     settings_dict["CONN_MAX_AGE"] = 0
     settings_dict["AUTOCOMMIT"] = True
     backend = load_backend(settings_dict["ENGINE"])
     connection: BaseDatabaseWrapper = backend.DatabaseWrapper(settings_dict, alias)
+    return connection
+
+
+def open_lock_connection(alias: str = DEFAULT_DB_ALIAS) -> BaseDatabaseWrapper:
+    """Open a dedicated, unpooled autocommit connection for holding session locks."""
+    connection = unpooled_connection(alias)
     # The heartbeat thread checks this connection while the job runs elsewhere.
     connection.inc_thread_sharing()
     ensure_connected(connection)

@@ -363,6 +363,19 @@ def clear_cache() -> None:
         _cache.clear()
 
 
+def _unknown(alias: str, started: float, error: str) -> ProbeResult:
+    """The result of a probe that could not finish."""
+    return ProbeResult(
+        alias=alias,
+        mode=None,
+        pooler=None,
+        lock_outlived_client=None,
+        reason="unknown",
+        elapsed_ms=round((time.monotonic() - started) * 1000, 1),
+        error=error,
+    )
+
+
 def probe(
     alias: str,
     *,
@@ -382,25 +395,12 @@ def probe(
     try:
         result = _run_probe(alias, timeout, min(window, timeout))
     except ProbeTimeout:
-        result = ProbeResult(
-            alias=alias,
-            mode=None,
-            pooler=None,
-            lock_outlived_client=None,
-            reason="unknown",
-            elapsed_ms=round((time.monotonic() - started) * 1000, 1),
-            error=f"no answer within {timeout:g} s (database down, or the pool exhausted)",
+        result = _unknown(
+            alias, started, f"no answer within {timeout:g} s (database down, or the pool exhausted)"
         )
     except Exception as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        result = ProbeResult(
-            alias=alias,
-            mode=None,
-            pooler=None,
-            lock_outlived_client=None,
-            reason="unknown",
-            elapsed_ms=round((time.monotonic() - started) * 1000, 1),
-            error=first,
+        result = _unknown(
+            alias, started, (str(error).strip().splitlines() or [type(error).__name__])[0]
         )
     if result.ok:
         with _cache_lock:

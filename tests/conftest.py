@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from django.db import connection
+from psycopg import sql
 
 from django_advisory_cron import registry
 from django_advisory_cron.testing import (
@@ -163,3 +166,17 @@ def pgbouncer_session(django_db_setup: None, django_db_blocker: Any) -> Iterator
 def database_from_url(url: str) -> dict[str, Any]:
     """A Django DATABASES entry for ``url`` with the test database's settings filled in."""
     return {**connection.settings_dict, **parse_database_url(url)}
+
+
+@pytest.fixture
+def scratch_database_url() -> Iterator[str]:
+    """A new, empty database on the test server, dropped afterwards (for the demo tests)."""
+    server_url = os.environ["DATABASE_URL"]  # exported by tests/settings.py
+    name = f"scratch_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )

@@ -11,10 +11,7 @@ import re
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -44,25 +41,6 @@ def demo_env(**extra: str) -> dict[str, str]:
     env.pop("DJANGO_SETTINGS_MODULE", None)
     env.pop("DATABASE_URL", None)
     return {**env, **extra}
-
-
-def with_dbname(url: str, dbname: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{dbname}"))
-
-
-@pytest.fixture
-def scratch_database_url() -> Iterator[str]:
-    """A new, empty database on the test server (the demo empties tables in the one it gets)."""
-    server_url = os.environ["DATABASE_URL"]  # exported by tests/settings.py
-    name = f"demo_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield with_dbname(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
 
 
 def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> None:

@@ -8,13 +8,10 @@ confirm the report is true.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import psycopg
@@ -22,23 +19,9 @@ import pytest
 from psycopg import sql
 
 from django_advisory_cron.models import JobRun
-from tests.test_example_demo import DEMO, ROOT, demo_env, with_dbname
+from tests.test_example_demo import DEMO, ROOT, demo_env
 
 JOB = "poll_bounces"
-
-
-@pytest.fixture
-def scratch_database_url() -> Iterator[str]:
-    """A new, empty database on the test server, dropped afterwards."""
-    server_url = os.environ["DATABASE_URL"]  # exported by tests/settings.py
-    name = f"demo_q2_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield with_dbname(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
 
 
 @pytest.mark.slow

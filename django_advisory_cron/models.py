@@ -35,7 +35,15 @@ class JobRun(models.Model):
         verbose_name = _("job run")
         verbose_name_plural = _("job runs")
         ordering = ["-started", "-id"]
-        indexes = [models.Index(fields=["job", "-started"], name="advisory_cron_job_started")]
+        indexes = [
+            models.Index(fields=["job", "-started"], name="advisory_cron_job_started"),
+            # The acquiring statement looks for the job's dead ``running`` rows on every run.
+            models.Index(
+                fields=["job"],
+                condition=models.Q(status="running"),
+                name="advisory_cron_running",
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["job", "tick"],

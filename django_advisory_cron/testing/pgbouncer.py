@@ -16,11 +16,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 from .postgres import (
     ENGINE,
+    StopsOnExit,
     free_port,
     log_tail,
     make_workdir,
@@ -65,7 +65,7 @@ class Upstream(Protocol):
 
 
 @dataclass
-class PgBouncer:
+class PgBouncer(StopsOnExit):
     """A running PgBouncer daemon; stop it (or use ``with``) when done."""
 
     host: str
@@ -127,17 +127,6 @@ class PgBouncer:
             if _alive(pid):
                 _signal(pid, signal.SIGKILL)
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> PgBouncer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
@@ -147,8 +147,29 @@ def log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_S = TypeVar("_S", bound="StopsOnExit")
+
+
+class StopsOnExit:
+    """``with`` support for a started server: leaving the block stops it."""
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
 @dataclass
-class PostgresServer:
+class PostgresServer(StopsOnExit):
     """A running private PostgreSQL cluster; stop it (or use ``with``) when done."""
 
     host: str
@@ -221,17 +242,6 @@ class PostgresServer:
         cmd = [str(self.bindir / "pg_ctl"), *args, "-w", "-t", str(_PG_CTL_TIMEOUT)]
         cmd += ["-D", str(self.datadir)]
         _run(cmd, self.workdir, self.run_as, self.logfile)
-
-    def __enter__(self) -> PostgresServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _run(cmd: Sequence[str], cwd: Path, run_as: str | None, logfile: Path) -> None:

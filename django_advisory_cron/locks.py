@@ -122,15 +122,20 @@ class AdvisoryLock:
             delay = min(delay * 2, MAX_POLL_INTERVAL)
 
     def __enter__(self) -> AdvisoryLock:
-        if self.scope == "session":
-            self._enter_session()
-        else:
-            self._enter_transaction()
-        if self.acquired:
-            self.acquired_at = time.monotonic()
-            logger.debug("acquired %s", self)
+        try:
             if self.scope == "session":
-                self.heartbeat = start_heartbeat(self, conf.get("HEARTBEAT"))
+                self._enter_session()
+            else:
+                self._enter_transaction()
+            if self.acquired:
+                self.acquired_at = time.monotonic()
+                logger.debug("acquired %s", self)
+                if self.scope == "session":
+                    self.heartbeat = start_heartbeat(self, conf.get("HEARTBEAT"))
+        except BaseException as error:
+            # e.g. SIGTERM while acquiring: release (and close) as if the body had raised.
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     def stop_heartbeat(self) -> None:
@@ -157,15 +162,11 @@ class AdvisoryLock:
 
     def _enter_session(self) -> None:
         self.connection = open_lock_connection(self.using)
-        try:
-            for final in self._attempts():
-                sql, params = self.try_statement(final)
-                if self.accept(self.fetch(sql, params)):
-                    self.acquired = True
-                    return
-        except BaseException:
-            self.connection.close()
-            raise
+        for final in self._attempts():
+            sql, params = self.try_statement(final)
+            if self.accept(self.fetch(sql, params)):
+                self.acquired = True
+                return
 
     def _enter_transaction(self) -> None:
         connection = require_postgresql(self.using)

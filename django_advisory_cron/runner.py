@@ -243,6 +243,13 @@ RETURNING id"""
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is not None and self.run_id is not None and not self.recorded:
+            # Interrupted (a signal) after the run row was written, before the job's own try
+            # block took over: record it before the lock goes.
+            if isinstance(exc, Exception):
+                self.finish(RunStatus.FAILED, _error_text(exc))
+            else:
+                self.finish(RunStatus.INTERRUPTED, f"interrupted by {type(exc).__name__}")
         # A recorded failure still commits: the job's own work was rolled back to its savepoint.
         if self.recorded:
             exc_type, exc, tb = None, None, None
@@ -285,13 +292,7 @@ def run_job(
         using=using or job.using,
     )
     with lock:
-        try:
-            return _after_acquiring(job, lock, args, dict(kwargs or {}))
-        except BaseException as error:
-            # A signal between taking the lock and the job's own try block: still record it.
-            if lock.run_id is not None and not lock.recorded:
-                lock.finish(RunStatus.INTERRUPTED, f"interrupted by {type(error).__name__}")
-            raise
+        return _after_acquiring(job, lock, args, dict(kwargs or {}))
 
 
 def _after_acquiring(

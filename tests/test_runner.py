@@ -200,3 +200,22 @@ def test_decorator_validates_its_arguments() -> None:
         locked_task(on_locked="wait")  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="max_runtime"):
         locked_task(max_runtime=0)
+
+
+@pytest.mark.parametrize("scope", ["session", "transaction"])
+def test_interruption_before_the_job_starts_is_recorded(scope: Scope) -> None:
+    """A signal that lands after the run row is written but before the job body starts."""
+
+    def interrupt(sender, run, **kwargs) -> None:
+        raise KeyboardInterrupt
+
+    signals.job_started.connect(interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            registry.get("quick_scheduled").run(now=at(0), scope=scope)
+    finally:
+        signals.job_started.disconnect(interrupt)
+    run = JobRun.objects.get(job="quick_scheduled")
+    assert run.status == RunStatus.INTERRUPTED and run.finished is not None
+    assert Marker.objects.count() == 0
+    assert registry.get("quick_scheduled").run(now=at(1), scope=scope).status == "succeeded"

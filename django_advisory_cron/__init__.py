@@ -3,7 +3,9 @@
 from .exceptions import (
     AdvisoryCronError,
     DatabaseUnavailable,
+    InvalidSchedule,
     LockDatabaseError,
+    LockLost,
     LockNotAcquired,
     LockScopeError,
     UnknownJob,
@@ -11,7 +13,7 @@ from .exceptions import (
 from .jobs import SKIPPED, Job, locked_task, registry
 from .keys import LockKey, job_key
 from .locks import AdvisoryLock, advisory_lock
-from .schedule import InvalidSchedule, Schedule
+from .schedule import Schedule
 
 __all__ = [
     "SKIPPED",
@@ -22,6 +24,7 @@ __all__ = [
     "Job",
     "LockDatabaseError",
     "LockKey",
+    "LockLost",
     "LockNotAcquired",
     "LockScopeError",
     "Schedule",

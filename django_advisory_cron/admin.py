@@ -30,7 +30,8 @@ from django.utils.translation import ngettext
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-from . import conf, heldlocks, status
+from . import heldlocks, status
+from .conf import app_settings
 from .models import HeldLock, JobRun, RegisteredJob, RunStatus
 
 logger = logging.getLogger("django_advisory_cron")
@@ -344,7 +345,7 @@ class JobRunAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobRun]:
         duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
         queryset: QuerySet[JobRun] = super().get_queryset(request)
-        return queryset.using(conf.lock_database()).annotate(elapsed=duration)
+        return queryset.using(app_settings.lock_database).annotate(elapsed=duration)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: JobRun) -> str:

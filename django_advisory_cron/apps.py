@@ -5,21 +5,23 @@ from django.db.models.signals import post_migrate
 from django.utils.module_loading import autodiscover_modules
 from django.utils.translation import gettext_lazy as _
 
+from .conf import APP_LABEL, app_settings
+
 
 class AdvisoryCronConfig(AppConfig):
-    name = "django_advisory_cron"
-    label = "django_advisory_cron"
+    name = APP_LABEL
+    label = APP_LABEL
     verbose_name = _("Advisory cron")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, conf
+        from . import checks
 
         checks.register()
-        if conf.get("SYNC_ON_MIGRATE") and apps.is_installed("django_q"):
+        if app_settings.SYNC_ON_MIGRATE and apps.is_installed("django_q"):
             from .contrib.django_q import sync_after_migrate
 
             post_migrate.connect(sync_after_migrate, sender=self)
-        module = conf.get("JOBS_MODULE")
+        module = app_settings.JOBS_MODULE
         if isinstance(module, str) and module.isidentifier():
             autodiscover_modules(module)

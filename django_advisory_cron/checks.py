@@ -11,17 +11,18 @@ from django.conf import settings
 from django.core import checks
 
 from . import conf, pooler_checks
-from .jobs import registry
+from .conf import APP_LABEL, CHECK_TAG, app_settings
+from .jobs import MAX_JOB_NAME, registry
 from .schedule import validate
 
-APP = "django_advisory_cron"
+APP = APP_LABEL
 
 
 def register() -> None:
     """Register the checks (called from ``AppConfig.ready``)."""
-    checks.register(check_settings)
-    checks.register(check_lock_database)
-    checks.register(check_jobs)
+    checks.register(check_settings, CHECK_TAG)
+    checks.register(check_lock_database, CHECK_TAG, checks.Tags.database)
+    checks.register(check_jobs, CHECK_TAG)
     pooler_checks.register()
     if django_apps.is_installed("django_q"):
         from .contrib.django_q import register_checks
@@ -34,18 +35,20 @@ def check_settings(
 ) -> list[checks.CheckMessage]:
     return [
         checks.Error(
-            f"ADVISORY_CRON[{key!r}] {message}",
+            f"ADVISORY_CRON[{problem.key!r}] {problem.message}"
+            if problem.key != "ADVISORY_CRON"
+            else f"ADVISORY_CRON {problem.message}",
             hint="See the settings reference in the django-advisory-cron docs.",
-            id=f"{APP}.E001",
+            id=f"{APP}.{problem.check_id}",
         )
-        for key, message in conf.problems()
+        for problem in conf.problems()
     ]
 
 
 def check_lock_database(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    alias = conf.lock_database()
+    alias = app_settings.lock_database
     if alias not in settings.DATABASES:
         return []  # reported by check_settings
     engine = settings.DATABASES[alias].get("ENGINE", "")
@@ -83,6 +86,16 @@ def check_jobs(
                     f"Jobs {', '.join(map(repr, names))} hash to the same advisory lock key.",
                     hint="Rename one of them; the key is derived from the job name.",
                     id=f"{APP}.E004",
+                )
+            )
+    for job in registry.all():
+        if len(job.name) > MAX_JOB_NAME:
+            errors.append(
+                checks.Error(
+                    f"Job name {job.name[:40]!r}... is {len(job.name)} characters long; the run "
+                    f"history stores at most {MAX_JOB_NAME}.",
+                    hint="Give the job a shorter name=... in @locked_task.",
+                    id=f"{APP}.E006",
                 )
             )
     for job in registry.all():

@@ -1,10 +1,14 @@
-"""Exceptions of the public API."""
+"""Every error this app raises, under one base class: ``except AdvisoryCronError`` catches them."""
 
 from __future__ import annotations
 
 
 class AdvisoryCronError(Exception):
     """Base class for this app's errors."""
+
+
+class InvalidSchedule(AdvisoryCronError, ValueError):
+    """A cron expression that cannot be parsed."""
 
 
 class LockNotAcquired(AdvisoryCronError):
@@ -20,8 +24,24 @@ class LockDatabaseError(AdvisoryCronError):
 
 
 class DatabaseUnavailable(AdvisoryCronError):
-    """The lock database could not be reached."""
+    """The lock database could not be reached, or did not answer in time."""
+
+
+class LockLost(AdvisoryCronError):
+    """The lock's connection died, or its backend no longer holds the lock, while a job ran.
+
+    Raised in the job's thread at its next database query (and, under ``runlocked``, at once),
+    so that a run that can no longer prove it is alone stops.
+    """
 
 
 class UnknownJob(AdvisoryCronError, LookupError):
     """No registered job (or management command) has this name."""
+
+
+class ProbeError(AdvisoryCronError):
+    """A pooling probe step failed (connection refused, query error, ...)."""
+
+
+class ProbeTimeout(ProbeError):
+    """A pooling probe step did not finish before its client-side deadline."""

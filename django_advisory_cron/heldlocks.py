@@ -37,7 +37,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Now
 
-from . import conf
+from .conf import app_settings
 from .jobs import Job, registry
 from .models import HeldLock, JobRun, RunStatus
 
@@ -102,9 +102,9 @@ def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
     """Add ``job``, ``ours``, ``run_started/host/pid``, ``since``, ``held_for``, ``limit``,
     ``stale``."""
     jobs = registry.all()
-    namespace = conf.get("NAMESPACE") & 0xFFFFFFFF
+    namespace = app_settings.NAMESPACE & 0xFFFFFFFF
     limited = [job for job in jobs if job.max_runtime is not None]
-    seconds: Any = Value(float(conf.get("STALE_AFTER")), output_field=FloatField())
+    seconds: Any = Value(float(app_settings.STALE_AFTER), output_field=FloatField())
     if limited:
         own = ArrayMap(
             F("job"),
@@ -155,7 +155,7 @@ def terminate(pids: list[int]) -> tuple[list[int], list[int]]:
     reused since the page was rendered) is refused, as is our own backend. Returns
     ``(terminated, refused)``.
     """
-    connection = connections[conf.lock_database()]
+    connection = connections[app_settings.lock_database]
     with connection.cursor() as cursor:
         cursor.execute(
             """

@@ -21,6 +21,9 @@ R = TypeVar("R")
 
 OnLocked = Literal["skip", "raise"]
 
+#: The longest job name the run history stores (``JobRun.job``'s ``max_length``).
+MAX_JOB_NAME = 200
+
 
 class _Skipped:
     """The value a job call returns when it did not run (falsy)."""
@@ -195,6 +198,11 @@ def locked_task(
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:
         job_name = name or function.__name__
+        if len(job_name) > MAX_JOB_NAME:
+            raise ValueError(
+                f"job name {job_name[:40]!r}... is {len(job_name)} characters long; the run "
+                f"history stores at most {MAX_JOB_NAME}"
+            )
         job = Job(
             func=function,
             name=job_name,

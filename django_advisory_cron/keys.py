@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import conf
+from .conf import app_settings
 
 KeyMode = Literal["sha256", "hashtext"]
 KEY_MODES: tuple[KeyMode, ...] = ("sha256", "hashtext")
@@ -72,4 +73,4 @@ def job_key(name: str, mode: KeyMode = "sha256", namespace: int | None = None) -
     """The lock key of a job name under the configured namespace."""
     if mode not in KEY_MODES:
         raise ValueError(f"key mode must be one of {KEY_MODES}, not {mode!r}")
-    return LockKey(name, mode, conf.get("NAMESPACE") if namespace is None else namespace)
+    return LockKey(name, mode, app_settings.NAMESPACE if namespace is None else namespace)

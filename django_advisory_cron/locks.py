@@ -18,7 +18,8 @@ from typing import Any, Literal
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import conf, pooler, signals
+from . import pooler, signals
+from .conf import app_settings
 from .exceptions import LockScopeError
 from .heartbeat import Heartbeat, lost_text
 from .heartbeat import start_for as start_heartbeat
@@ -63,7 +64,7 @@ class AdvisoryLock:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
         self.key = key if isinstance(key, LockKey) else job_key(key)
-        self.using = using or conf.lock_database()
+        self.using = using or app_settings.lock_database
         self.requested_scope = scope
         self.scope = resolve_scope(scope, self.using)
         self.wait = wait
@@ -131,7 +132,7 @@ class AdvisoryLock:
                 self.acquired_at = time.monotonic()
                 logger.debug("acquired %s", self)
                 if self.scope == "session":
-                    self.heartbeat = start_heartbeat(self, conf.get("HEARTBEAT"))
+                    self.heartbeat = start_heartbeat(self, app_settings.HEARTBEAT)
         except BaseException as error:
             # e.g. SIGTERM while acquiring: release (and close) as if the body had raised.
             self.__exit__(type(error), error, error.__traceback__)

@@ -67,10 +67,10 @@ class HeldLockManager(models.Manager["HeldLock"]):
     """Every query on held locks gets job names, hold times and stale flags, in SQL."""
 
     def get_queryset(self) -> models.QuerySet[HeldLock]:
-        from . import conf
+        from .conf import app_settings
         from .heldlocks import annotate
 
-        return annotate(super().get_queryset().using(conf.lock_database()))
+        return annotate(super().get_queryset().using(app_settings.lock_database))
 
 
 class HeldLock(models.Model):

@@ -36,7 +36,8 @@ from typing import Any, Literal
 from django.db import connections
 from django.db.utils import load_backend
 
-from . import conf
+from .conf import app_settings
+from .exceptions import ProbeError, ProbeTimeout
 from .keys import LockKey, job_key
 
 Pooling = Literal["none", "session", "transaction", "statement"]
@@ -66,7 +67,7 @@ def probe_key() -> LockKey:
 
 def static_pooling(alias: str) -> tuple[Pooling | None, str]:
     """Best guess from settings alone: ``(mode or None when unknown, the reason)``."""
-    declared = conf.get("POOLING")
+    declared = app_settings.POOLING
     if declared is not None:
         return declared, "ADVISORY_CRON['POOLING'] says so"
     settings_dict = connections[alias].settings_dict
@@ -89,7 +90,7 @@ def is_transaction_pooled(alias: str) -> bool:
 def pooling(alias: str) -> tuple[Pooling | None, str]:
     """The best known mode without I/O: declared, else a cached live probe, else guessed."""
     static_mode, static_reason = static_pooling(alias)
-    if conf.get("POOLING") is not None:
+    if app_settings.POOLING is not None:
         return static_mode, static_reason
     cached = cached_probe(alias)
     if cached is not None and cached.mode is not None:
@@ -98,14 +99,6 @@ def pooling(alias: str) -> tuple[Pooling | None, str]:
 
 
 # -- live probe ----------------------------------------------------------------------------
-
-
-class ProbeTimeout(Exception):
-    """A probe step did not finish before the client-side deadline."""
-
-
-class ProbeError(Exception):
-    """A probe step failed (connection refused, query error, ...)."""
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ from django.conf import settings
 from django.core import checks
 
 from . import conf, pooler
+from .conf import APP_LABEL, CHECK_TAG, app_settings
 from .jobs import Job, registry
 
-APP = "django_advisory_cron"
+APP = APP_LABEL
 
 FIX_HINT = (
     "Use scope='transaction' for these jobs (safe behind any pooler), or point "
@@ -38,8 +39,8 @@ PREPARED_HINT = (
 
 def register() -> None:
     """Register the pooling checks (called from :func:`.checks.register`)."""
-    checks.register(check_pooling_static)
-    checks.register(check_pooling_live, checks.Tags.database)
+    checks.register(check_pooling_static, CHECK_TAG)
+    checks.register(check_pooling_live, CHECK_TAG, checks.Tags.database)
 
 
 def _postgres_aliases() -> set[str]:
@@ -58,7 +59,7 @@ def jobs_by_alias() -> dict[str, list[Job[Any, Any]]]:
     """
     postgres = _postgres_aliases()
     grouped: defaultdict[str, list[Job[Any, Any]]] = defaultdict(list)
-    lock_alias = conf.lock_database()
+    lock_alias = app_settings.lock_database
     if lock_alias in postgres:
         grouped[lock_alias]
     for job in registry.all():
@@ -161,7 +162,7 @@ def _live_messages(alias: str, jobs: list[Job[Any, Any]]) -> list[checks.CheckMe
     ]
     proof = f"Database {alias!r} is transaction pooled (live probe: {result.reason})."
     if not static_transaction:
-        declared = conf.get("POOLING")
+        declared = app_settings.POOLING
         said = (
             f" ADVISORY_CRON['POOLING'] = {declared!r} is wrong."
             if declared is not None

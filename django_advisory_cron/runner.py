@@ -24,7 +24,8 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import conf, heartbeat, signals
+from . import heartbeat, signals
+from .conf import app_settings
 from .jobs import Job
 from .locks import AdvisoryLock, Row, Scope
 from .models import TICK_TAKING, JobRun, RunStatus
@@ -84,7 +85,7 @@ class RunLock(AdvisoryLock):
         self.job = job
         self.now = now
         schedule = job.schedule
-        max_skew = conf.get("MAX_SKEW")
+        max_skew = app_settings.MAX_SKEW
         around = now or datetime.now().astimezone()
         self.candidates = schedule.candidates(around, max_skew) if schedule else []
         self.max_skew = max_skew
@@ -233,7 +234,7 @@ RETURNING id"""
         self.lost = True
         if self.run_id is not None:
             heartbeat.mark_run_lock_lost(
-                self.using, self.run_id, error, patience=conf.get("HEARTBEAT")
+                self.using, self.run_id, error, patience=app_settings.HEARTBEAT
             )
         super().lock_lost(error)
 

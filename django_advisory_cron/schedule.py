@@ -13,14 +13,12 @@ from datetime import datetime, timedelta, tzinfo
 from croniter import croniter
 from django.conf import settings
 
+from .exceptions import InvalidSchedule
+
 # A run is matched against ticks up to this far from its reference time, beyond ``MAX_SKEW``,
 # so that a host whose clock is off from the database's still finds its tick.
 CANDIDATE_MARGIN = timedelta(minutes=5)
 MAX_CANDIDATES = 64
-
-
-class InvalidSchedule(ValueError):
-    """A cron expression that cannot be parsed."""
 
 
 def _zone() -> tzinfo:

@@ -21,11 +21,12 @@ from typing import Any
 from django.db.models import Max
 from django.utils import timezone
 
-from . import conf
+from .conf import app_settings
+from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
 from .jobs import Job, registry
 from .models import HeldLock, JobRun, RunStatus
-from .schedule import InvalidSchedule, Schedule
+from .schedule import Schedule
 
 SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK)
 FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)
@@ -128,7 +129,7 @@ class JobStatus:
         schedule = self.schedule
         if schedule is None:
             return None
-        tolerance = conf.get("MAX_SKEW") + conf.get("OVERDUE_GRACE")
+        tolerance = app_settings.MAX_SKEW + app_settings.OVERDUE_GRACE
         return schedule.previous_tick(self.now - timedelta(seconds=tolerance))
 
     @property
@@ -139,7 +140,7 @@ class JobStatus:
         if self.last_success is None:
             # Never succeeded: overdue only once it has tried and the tick has passed since.
             return self.last_run is not None and self.last_run.started < expected
-        return self.last_success < expected - timedelta(seconds=conf.get("MAX_SKEW"))
+        return self.last_success < expected - timedelta(seconds=app_settings.MAX_SKEW)
 
     @property
     def failing(self) -> bool:
@@ -207,7 +208,7 @@ def job_statuses(names: list[str] | None = None, now: datetime | None = None) ->
     statuses = {job.name: JobStatus(job, now) for job in jobs}
     if not statuses:
         return []
-    alias = conf.lock_database()
+    alias = app_settings.lock_database
     runs = JobRun.objects.using(alias).filter(job__in=list(statuses))
     last_runs = runs.exclude(status__in=SKIPS).order_by("job", "-started", "-id").distinct("job")
     for run in last_runs:

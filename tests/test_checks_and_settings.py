@@ -8,6 +8,7 @@ from django.test import override_settings
 
 from django_advisory_cron import conf, locked_task, registry
 from django_advisory_cron.checks import check_jobs, check_lock_database, check_settings
+from django_advisory_cron.conf import app_settings
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")
 
@@ -17,36 +18,48 @@ def ids(messages: list[checks.CheckMessage]) -> list[str]:
 
 
 def test_defaults() -> None:
-    assert conf.get("MAX_SKEW") == 60
-    assert conf.lock_database() == "default"
+    assert app_settings.MAX_SKEW == 60
+    assert app_settings.lock_database == "default"
     assert conf.problems() == []
     assert check_settings() == [] and check_lock_database() == [] and check_jobs() == []
 
 
 @pytest.mark.parametrize(
-    ("value", "key"),
+    ("value", "key", "check_id"),
     [
-        ({"NAMESPACE": 2**31}, "NAMESPACE"),
-        ({"NAMESPACE": "cron"}, "NAMESPACE"),
-        ({"LOCK_DATABASE": "missing"}, "LOCK_DATABASE"),
-        ({"MAX_SKEW": 0}, "MAX_SKEW"),
-        ({"HEARTBEAT": -1}, "HEARTBEAT"),
-        ({"JOBS_MODULE": "not a module"}, "JOBS_MODULE"),
-        ({"HISTORY_DAYS": 0}, "HISTORY_DAYS"),
-        ({"POOLING": "sometimes"}, "POOLING"),
-        ({"TYPO": 1}, "TYPO"),
+        ({"NAMESPACE": 2**31}, "NAMESPACE", "E101"),
+        ({"NAMESPACE": "cron"}, "NAMESPACE", "E101"),
+        ({"LOCK_DATABASE": "missing"}, "LOCK_DATABASE", "E102"),
+        ({"MAX_SKEW": 0}, "MAX_SKEW", "E103"),
+        ({"JOBS_MODULE": "not a module"}, "JOBS_MODULE", "E104"),
+        ({"HISTORY_DAYS": 0}, "HISTORY_DAYS", "E105"),
+        ({"POOLING": "sometimes"}, "POOLING", "E106"),
+        ({"HEARTBEAT": -1}, "HEARTBEAT", "E107"),
+        ({"LEASE": 0}, "LEASE", "E108"),
+        ({"STALE_AFTER": "1h"}, "STALE_AFTER", "E109"),
+        ({"OVERDUE_GRACE": None}, "OVERDUE_GRACE", "E110"),
+        ({"CATCH_UP": "some"}, "CATCH_UP", "E111"),
+        ({"SYNC_ON_MIGRATE": 1}, "SYNC_ON_MIGRATE", "E112"),
+        ({"CONNECT_TIMEOUT": 0}, "CONNECT_TIMEOUT", "E113"),
+        ({"STATEMENT_TIMEOUT": -5}, "STATEMENT_TIMEOUT", "E114"),
+        ({"HEARTBEAT": 5, "LEASE": 10}, "LEASE", "E115"),
+        ({"TYPO": 1}, "TYPO", "E100"),
     ],
 )
-def test_invalid_setting_is_an_error_naming_the_key(value: dict[str, object], key: str) -> None:
+def test_invalid_setting_is_an_error_naming_the_key(
+    value: dict[str, object], key: str, check_id: str
+) -> None:
     with override_settings(ADVISORY_CRON=value):
         messages = check_settings()
-    assert ids(messages) == ["django_advisory_cron.E001"]
+    assert ids(messages) == [f"django_advisory_cron.{check_id}"]
     assert f"ADVISORY_CRON[{key!r}]" in messages[0].msg
 
 
 def test_settings_must_be_a_dict() -> None:
     with override_settings(ADVISORY_CRON=["x"]):
-        assert "must be a dict" in check_settings()[0].msg
+        messages = check_settings()
+    assert ids(messages) == ["django_advisory_cron.E001"]
+    assert "must be a dict" in messages[0].msg
 
 
 def test_non_postgresql_lock_database_is_an_error() -> None:
@@ -109,3 +122,18 @@ def test_check_command_runs_the_checks(manage) -> None:
 
 # Two names whose SHA-256 digests share their first four bytes (found by a search over jobN).
 COLLIDING = ("job111678", "job130505")
+
+
+def test_a_job_name_longer_than_the_history_column_is_refused() -> None:
+    """A 201-character name passed ``check`` and then failed every run with a DataError."""
+    with pytest.raises(ValueError, match="201 characters"):
+        locked_task(name="x" * 201)(lambda: None)
+    # Registered some other way, the system check reports it.
+    from django_advisory_cron.jobs import MAX_JOB_NAME, Job
+    from django_advisory_cron.models import JobRun
+
+    assert JobRun._meta.get_field("job").max_length == MAX_JOB_NAME
+    registry.register(Job(func=lambda: None, name="y" * 201))
+    messages = check_jobs()
+    assert ids(messages) == ["django_advisory_cron.E006"]
+    assert "201 characters" in messages[0].msg

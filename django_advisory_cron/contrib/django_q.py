@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError, connections, router, transaction
 
-from .. import conf
+from ..conf import APP_LABEL, app_settings
 from ..exceptions import UnknownJob
 from ..jobs import Job, registry
 from ..locks import advisory_lock
@@ -59,7 +59,7 @@ CATCH_UP_CHOICES = ("latest", "all", "none")
 #: At most this many missed ticks are run (``"all"``) or listed as passed over.
 MAX_CATCH_UP = 64
 
-APP = "django_advisory_cron"
+APP = APP_LABEL
 
 
 def _schedule_model() -> Any:
@@ -167,7 +167,7 @@ def run_scheduled(
     if moment is None or schedule is None:
         summary["runs"].append(_summary(job.run(*args, **kwargs)))
         return summary
-    max_skew = conf.get("MAX_SKEW")
+    max_skew = app_settings.MAX_SKEW
     tick = schedule.nearest_tick(moment, max_skew)
     if tick is None:
         logger.warning(
@@ -179,8 +179,8 @@ def run_scheduled(
         )
         summary["runs"].append(_summary(job.run(*args, now=moment, **kwargs)))
         return summary
-    now = database_now(job.using or conf.lock_database())
-    policy = conf.get("CATCH_UP")
+    now = database_now(job.using or app_settings.lock_database)
+    policy = app_settings.CATCH_UP
     to_run, passed_over = ticks_to_run(job, tick, now, policy)
     if passed_over or len(to_run) > 1:
         logger.warning(
@@ -316,7 +316,7 @@ def sync(*, prune: bool = False, dry_run: bool = False) -> list[Change]:
     """
     alias = router.db_for_write(_schedule_model())
     with advisory_lock(
-        SYNC_LOCK, scope="transaction", wait=SYNC_LOCK_WAIT, using=conf.lock_database()
+        SYNC_LOCK, scope="transaction", wait=SYNC_LOCK_WAIT, using=app_settings.lock_database
     ) as lock:
         if not lock.acquired:
             raise TimeoutError(f"another process held the schedule sync lock for {SYNC_LOCK_WAIT}s")
@@ -337,7 +337,7 @@ def sync_after_migrate(
     sender: AppConfig, using: str = "default", verbosity: int = 1, **kwargs: Any
 ) -> None:
     """``post_migrate`` receiver, connected when ``SYNC_ON_MIGRATE`` is set."""
-    mode = conf.get("SYNC_ON_MIGRATE")
+    mode = app_settings.SYNC_ON_MIGRATE
     schedule_model = _schedule_model()
     if not mode or using != router.db_for_write(schedule_model):
         return
@@ -424,7 +424,7 @@ def check_schedules_synced(
 ) -> list[checks.CheckMessage]:
     """Warn when scheduled jobs have no (or an outdated) django-q2 ``Schedule``."""
     alias = router.db_for_write(_schedule_model())
-    if not databases or alias not in databases or conf.get("SYNC_ON_MIGRATE"):
+    if not databases or alias not in databases or app_settings.SYNC_ON_MIGRATE:
         return []
     try:
         pending = out_of_date()

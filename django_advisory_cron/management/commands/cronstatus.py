@@ -14,7 +14,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, OperationalError
 
-from ... import conf, exitcodes
+from ... import exitcodes
+from ...conf import app_settings
 from ...lockconn import unavailable
 from ...status import PROBLEMS, JobStatus, job_statuses, unhealthy
 
@@ -65,7 +66,7 @@ class Command(BaseCommand):
             statuses = job_statuses(names)
         except OperationalError as error:
             raise CronStatusError(
-                str(unavailable(conf.lock_database(), error)), exitcodes.DATABASE_UNAVAILABLE
+                str(unavailable(app_settings.lock_database, error)), exitcodes.DATABASE_UNAVAILABLE
             ) from error
         except DatabaseError as error:
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from ... import conf
+from ...conf import app_settings
 from ...models import JobRun, RunStatus
 
 
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="count, do not delete")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        days = options["days"] if options["days"] is not None else conf.get("HISTORY_DAYS")
+        days = options["days"] if options["days"] is not None else app_settings.HISTORY_DAYS
         if days is None:
             self.stdout.write("HISTORY_DAYS is None: history is kept forever; nothing to do.")
             return
@@ -45,7 +45,7 @@ class Command(BaseCommand):
 
 def prunable(days: int, job: str | None = None) -> Any:
     """Rows older than ``days`` days, minus running rows and each job's latest success."""
-    alias = conf.lock_database()
+    alias = app_settings.lock_database
     runs = JobRun.objects.using(alias)
     latest_success = (
         runs.filter(status=RunStatus.SUCCEEDED)
@@ -63,7 +63,7 @@ def prune(days: int, batch_size: int = 1000, job: str | None = None, dry_run: bo
     """Delete prunable rows ``batch_size`` at a time; return how many (would) go."""
     if dry_run:
         return int(prunable(days, job).count())
-    alias = conf.lock_database()
+    alias = app_settings.lock_database
     total = 0
     while True:
         with transaction.atomic(using=alias):

@@ -16,11 +16,16 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import exitcodes
-from ...exceptions import DatabaseUnavailable, LockDatabaseError, LockNotAcquired, LockScopeError
+from ...exceptions import (
+    DatabaseUnavailable,
+    InvalidSchedule,
+    LockDatabaseError,
+    LockNotAcquired,
+    LockScopeError,
+)
 from ...jobs import Job, registry
 from ...locks import SCOPES
 from ...models import RunStatus
-from ...schedule import InvalidSchedule
 
 EPILOG = """\
 exit codes:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .locks import SCOPES, Scope
 from .schedule import Schedule
+from .scopes import Scope, check_scope
 
 if TYPE_CHECKING:
     from .runner import RunResult
@@ -90,10 +90,14 @@ class Job(Generic[P, R]):
         using: str | None = None,
         **kwargs: Any,
     ) -> RunResult:
-        """Run under the lock and return a :class:`~.runner.RunResult` (re-raises failures).
+        """Run under the lock and return a [RunResult][django_advisory_cron.runner.RunResult]
+        (re-raises failures, after recording them).
 
-        Raises :class:`InvalidSchedule` for a bad ``cron`` expression.
+        Raises [InvalidSchedule][django_advisory_cron.exceptions.InvalidSchedule] for a bad
+        ``cron`` expression.
         """
+        # Imported here: the runner needs the models, and this module is imported by the
+        # package's ``__init__`` before the app registry is ready.
         from .runner import run_job
 
         return run_job(self, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using)
@@ -187,8 +191,7 @@ def locked_task(
     :class:`LockNotAcquired` instead of returning :data:`SKIPPED`; ``key="hashtext"`` shares
     the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``.
     """
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
+    check_scope(scope)
     if on_locked not in ("skip", "raise"):
         raise ValueError(f"on_locked must be 'skip' or 'raise', not {on_locked!r}")
     if key not in KEY_MODES:

@@ -1,19 +1,31 @@
-"""Connections that hold session locks.
+"""Connections we open, and bounds on how long they may keep us waiting.
 
 A session lock lives as long as its server connection. Django's pool (``OPTIONS["pool"]``)
 only returns a closed connection to the pool, so the lock would stay held by that backend:
 the lock connection is therefore built from a copy of the alias's settings without ``pool``,
-outside Django's connection handler, with TCP keepalives so a dead peer is noticed.
+outside Django's connection handler, with TCP keepalives so a dead peer is noticed, and a
+connect timeout so a server that accepts TCP and never answers cannot hang a cron job.
+
+Our own statements get a client-side deadline (:func:`answer_within`): a pooler queue or a
+silent network can otherwise stall them for minutes.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
+from .conf import app_settings
 from .exceptions import DatabaseUnavailable, LockDatabaseError
 
 APPLICATION_NAME = "django-advisory-cron"
@@ -63,14 +75,33 @@ def ensure_connected(connection: BaseDatabaseWrapper) -> None:
         raise unavailable(connection.alias, error) from error
 
 
+def connect_timeout() -> int:
+    """``CONNECT_TIMEOUT`` as libpq takes it: whole seconds, at least 2 (libpq's minimum)."""
+    return max(2, math.ceil(app_settings.CONNECT_TIMEOUT))
+
+
+def bound_connect(alias: str) -> None:
+    """Give Django's own connection for ``alias`` our connect timeout, unless its OPTIONS set
+    one. For processes this app owns (``runlocked``), before their first query."""
+    options = connections[alias].settings_dict.setdefault("OPTIONS", {})
+    options.setdefault("connect_timeout", connect_timeout())
+
+
 def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
     """A new autocommit connection (not yet connected) from a copy of the alias's settings,
-    without Django's pool, with keepalives; ``options`` add connection parameters."""
+    without Django's pool, with keepalives and a connect timeout; ``options`` add connection
+    parameters (the alias's own OPTIONS win)."""
     base = require_postgresql(alias)
     settings_dict = copy.deepcopy(base.settings_dict)
     merged = settings_dict.setdefault("OPTIONS", {})
     merged.pop("pool", None)
-    for name, value in {**KEEPALIVES, "application_name": APPLICATION_NAME, **options}.items():
+    defaults = {
+        **KEEPALIVES,
+        "application_name": APPLICATION_NAME,
+        "connect_timeout": connect_timeout(),
+        **options,
+    }
+    for name, value in defaults.items():
         merged.setdefault(name, value)
     settings_dict["CONN_MAX_AGE"] = 0
     settings_dict["AUTOCOMMIT"] = True
@@ -86,3 +117,50 @@ def open_lock_connection(alias: str = DEFAULT_DB_ALIAS) -> BaseDatabaseWrapper:
     connection.inc_thread_sharing()
     ensure_connected(connection)
     return connection
+
+
+def _cut(connection: BaseDatabaseWrapper) -> None:
+    """Shut the connection's socket down under the thread waiting on it: its read returns at
+    once and the driver raises. Closing the connection from another thread is not safe."""
+    raw: Any = connection.connection
+    if raw is None:
+        return
+    try:
+        duplicate = socket.socket(fileno=os.dup(raw.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        duplicate.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        duplicate.close()
+
+
+@contextmanager
+def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+    """Raise :class:`DatabaseUnavailable` if the block's statements get no answer in time.
+
+    On time-out the connection is cut (see :func:`_cut`) and unusable afterwards; for a lock
+    connection that also ends the lock, as a dead network would.
+    """
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        _cut(connection)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except DatabaseError as error:
+        if fired.is_set():
+            raise DatabaseUnavailable(
+                f"no answer from PostgreSQL at {describe_server(connection.alias)} "
+                f"(alias {connection.alias!r}) within {seconds:g} s"
+            ) from error
+        raise
+    finally:
+        timer.cancel()

@@ -1,56 +1,100 @@
 """``advisory_lock()``: take a PostgreSQL advisory lock in session or transaction scope.
 
-Session scope holds the lock on a dedicated connection (see :mod:`.lockconn`); the body's own
-queries use Django's normal connections. Transaction scope runs the body inside
-``transaction.atomic(using=alias)`` whose first statement is ``pg_try_advisory_xact_lock``:
-commit or rollback releases it, which is the only form that is safe behind PgBouncer's
-transaction pooling.
+Session scope holds the lock on a dedicated connection (see
+[lockconn][django_advisory_cron.lockconn]); the body's own queries use Django's normal
+connections. A heartbeat watches the lock connection while the lock is held; once the lock is
+lost, the next query the holder's thread sends through Django raises
+[LockLost][django_advisory_cron.exceptions.LockLost], so a body that can no longer prove it is
+alone stops at its next database call.
+
+Transaction scope runs the body inside ``transaction.atomic(using=alias)`` whose first
+statement is ``pg_try_advisory_xact_lock``: commit or rollback releases it, which is the only
+form that is safe behind PgBouncer's transaction pooling.
+
+What is sent is pluggable ([LockStatements][django_advisory_cron.locks.LockStatements]): the
+run history sends its acquiring and finishing statements in the same round trips as the lock.
+Acquiring and releasing statements run with SIGINT/SIGTERM deferred, so a signal never cuts
+one in half, and with a client-side deadline.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Protocol
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import pooler, signals
+from . import pooler, signals, sql
 from .conf import app_settings
-from .exceptions import LockScopeError
+from .exceptions import LockLost, LockScopeError
 from .heartbeat import Heartbeat, lost_text
-from .heartbeat import start_for as start_heartbeat
+from .interrupts import deferred_signals
 from .keys import LockKey, job_key
-from .lockconn import ensure_connected, open_lock_connection, require_postgresql
+from .lockconn import answer_within, ensure_connected, open_lock_connection, require_postgresql
+from .scopes import ResolvedScope, Scope, check_scope
+from .sql import Statement
 
 logger = logging.getLogger("django_advisory_cron")
-
-Scope = Literal["session", "transaction", "auto"]
-SCOPES: tuple[Scope, ...] = ("session", "transaction", "auto")
 
 # Polling for ``wait``: start fast, back off to this many seconds between attempts.
 MAX_POLL_INTERVAL = 0.5
 
 Row = tuple[Any, ...]
+Send = Callable[[Statement], "Row | None"]
 
 
-def resolve_scope(scope: str, alias: str) -> Literal["session", "transaction"]:
-    """Resolve ``"auto"``: transaction scope when the alias is transaction pooled."""
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
-    if scope == "auto":
-        return "transaction" if pooler.is_transaction_pooled(alias) else "session"
-    return "transaction" if scope == "transaction" else "session"
+class LockStatements(Protocol):
+    """The statements a lock sends; the run history supplies its own."""
+
+    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
+        """Try the lock (first column: taken?); ``final`` on the last attempt."""
+
+    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
+        """Read the acquiring row (``send`` runs a follow-up statement); return "taken"."""
+
+    def release(
+        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
+    ) -> Statement | None:
+        """Release a taken lock (session scope: must unlock; last column is the unlock's
+        result); in transaction scope, what to send before the commit, if anything."""
+
+    def beat(self, key: LockKey) -> Statement:
+        """The heartbeat: one boolean column, true while the lock is held."""
+
+
+class PlainStatements:
+    """The lock alone: try, unlock, and ask ``pg_locks``."""
+
+    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
+        return sql.try_lock(key, scope)
+
+    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
+        return bool(row[0])
+
+    def release(
+        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
+    ) -> Statement | None:
+        return sql.unlock(key) if scope == "session" else None
+
+    def beat(self, key: LockKey) -> Statement:
+        return sql.lock_held(key)
+
+
+def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
+    """The default reaction to a lost lock: :data:`~django_advisory_cron.signals.lock_lost`."""
+    signals.lock_lost.send(sender=None, run=None, lock=lock, error=error)
 
 
 class AdvisoryLock:
     """A context manager taking one advisory lock; truthy once acquired.
 
     ``with advisory_lock("name") as lock:`` always enters the body: test ``lock.acquired``.
-    Subclasses change the acquire/release statements (the runner records history in them).
+    ``acquire()`` and ``release()`` do the same without a ``with`` block.
     """
 
     def __init__(
@@ -60,57 +104,67 @@ class AdvisoryLock:
         scope: Scope = "auto",
         wait: float = 0,
         using: str | None = None,
+        statements: LockStatements | None = None,
+        on_lost: Callable[[AdvisoryLock, BaseException], None] = send_lost_signal,
     ) -> None:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
         self.key = key if isinstance(key, LockKey) else job_key(key)
         self.using = using or app_settings.lock_database
-        self.requested_scope = scope
-        self.scope = resolve_scope(scope, self.using)
+        self.requested_scope = check_scope(scope)
+        #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
+        self.scope: ResolvedScope | None = None
         self.wait = wait
+        self.statements: LockStatements = statements or PlainStatements()
+        self.on_lost = on_lost
         self.acquired = False
         self.lost = False
+        #: Transaction scope: the lock's transaction committed (set before on_commit callbacks
+        #: that the body registered run, so a failing callback is told apart from a failed
+        #: commit).
+        self.committed = False
         self.acquired_at: float | None = None
         self.connection: BaseDatabaseWrapper | None = None
-        self._atomic: Any = None
         self.heartbeat: Heartbeat | None = None
+        self._atomic: Any = None
+        self._guards = ExitStack()
+        self._released = False
 
     def __bool__(self) -> bool:
         return self.acquired
 
     def __repr__(self) -> str:
-        state = "acquired" if self.acquired else "not acquired"
-        return f"<AdvisoryLock {self.key} {self.scope} {state}>"
+        state = "lost" if self.lost else "acquired" if self.acquired else "not acquired"
+        return f"<AdvisoryLock {self.key} {self.scope or self.requested_scope} {state}>"
 
-    # -- statements (overridden by the runner) ------------------------------------------
+    def __str__(self) -> str:
+        return f"advisory lock {self.key}"
 
-    def try_statement(self, final: bool) -> tuple[str, Mapping[str, Any]]:
-        """The statement that tries the lock; its first column says whether it was taken."""
-        function = (
-            "pg_try_advisory_lock" if self.scope == "session" else "pg_try_advisory_xact_lock"
-        )
-        return f"SELECT {function}({self.key.sql})", self.key.params
+    # -- acquiring -----------------------------------------------------------------------
 
-    def accept(self, row: Row) -> bool:
-        """Read the try statement's row; return whether the lock was taken."""
-        return bool(row[0])
+    def __enter__(self) -> AdvisoryLock:
+        return self.acquire()
 
-    def release_statement(self) -> tuple[str, Mapping[str, Any]]:
-        """The statement that unlocks a session lock."""
-        return f"SELECT pg_advisory_unlock({self.key.sql})", self.key.params
+    def acquire(self) -> AdvisoryLock:
+        """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
+        whatever was taken is released before the exception propagates."""
+        try:
+            self.scope = pooler.resolve_scope(self.requested_scope, self.using)
+            if self.scope == "session":
+                self._acquire_session()
+            else:
+                self._acquire_transaction()
+            if self.acquired:
+                self.acquired_at = time.monotonic()
+                logger.debug("acquired %r", self)
+                if self.scope == "session":
+                    self._watch()
+        except BaseException as error:
+            self.release(error)
+            raise
+        return self
 
-    # -- acquiring and releasing ---------------------------------------------------------
-
-    def fetch(self, sql: str, params: Mapping[str, Any]) -> Row:
-        """Run one statement on the lock's connection and return its single row."""
-        assert self.connection is not None
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            row = cursor.fetchone()
-        assert row is not None
-        return tuple(row)
-
-    def _attempts(self) -> Any:
+    def _attempts(self) -> Iterator[bool]:
         """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s."""
         deadline = time.monotonic() + self.wait
         delay = 0.02
@@ -122,54 +176,32 @@ class AdvisoryLock:
             time.sleep(min(delay, max(remaining, 0)))
             delay = min(delay * 2, MAX_POLL_INTERVAL)
 
-    def __enter__(self) -> AdvisoryLock:
-        try:
-            if self.scope == "session":
-                self._enter_session()
-            else:
-                self._enter_transaction()
-            if self.acquired:
-                self.acquired_at = time.monotonic()
-                logger.debug("acquired %s", self)
-                if self.scope == "session":
-                    self.heartbeat = start_heartbeat(self, app_settings.HEARTBEAT)
-        except BaseException as error:
-            # e.g. SIGTERM while acquiring: release (and close) as if the body had raised.
-            self.__exit__(type(error), error, error.__traceback__)
-            raise
-        return self
+    def send(self, statement: Statement) -> Row | None:
+        """Run one of our statements on the lock's connection, with a deadline; its row."""
+        assert self.connection is not None
+        sql_text, params = statement
+        with (
+            answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
+            self.connection.cursor() as cursor,
+        ):
+            cursor.execute(sql_text, params)
+            row = cursor.fetchone() if cursor.description else None
+        return None if row is None else tuple(row)
 
-    def stop_heartbeat(self) -> None:
-        """Stop watching the lock connection (before using it from this thread again)."""
-        if self.heartbeat is not None:
-            self.heartbeat.stop()
+    def _try(self, scope: ResolvedScope, final: bool) -> bool:
+        with deferred_signals():
+            row = self.send(self.statements.acquire(self.key, scope, final))
+            assert row is not None
+            self.acquired = self.statements.accept(row, scope, self.send)
+        return self.acquired
 
-    @property
-    def signal_sender(self) -> Any:
-        """``sender`` of :data:`~.signals.lock_lost`: the job for job runs, else None."""
-        return None
-
-    def lock_lost(self, error: BaseException) -> None:
-        """Called from the heartbeat thread when the session lock's connection died."""
-        self.lost = True
-        logger.error(
-            "%s: %s; another process may take the lock and start the same work",
-            self,
-            lost_text(error),
-        )
-        signals.lock_lost.send(
-            sender=self.signal_sender, run=getattr(self, "result", None), lock=self, error=error
-        )
-
-    def _enter_session(self) -> None:
+    def _acquire_session(self) -> None:
         self.connection = open_lock_connection(self.using)
         for final in self._attempts():
-            sql, params = self.try_statement(final)
-            if self.accept(self.fetch(sql, params)):
-                self.acquired = True
+            if self._try("session", final):
                 return
 
-    def _enter_transaction(self) -> None:
+    def _acquire_transaction(self) -> None:
         connection = require_postgresql(self.using)
         if connection.in_atomic_block:
             raise LockScopeError(
@@ -179,19 +211,60 @@ class AdvisoryLock:
         ensure_connected(connection)
         self.connection = connection
         for final in self._attempts():
-            atomic = transaction.atomic(using=self.using)
-            atomic.__enter__()
-            try:
-                sql, params = self.try_statement(final)
-                taken = self.accept(self.fetch(sql, params))
-            except BaseException as error:
-                atomic.__exit__(type(error), error, error.__traceback__)
-                raise
-            if taken or final:
-                self.acquired = taken
-                self._atomic = atomic
+            self._atomic = transaction.atomic(using=self.using)
+            self._atomic.__enter__()
+            if self._try("transaction", final) or final:
+                if self.acquired:
+                    # Registered first, so it runs before any callback the body registers.
+                    transaction.on_commit(self._mark_committed, using=self.using)
                 return
+            atomic, self._atomic = self._atomic, None
             atomic.__exit__(None, None, None)
+
+    def _mark_committed(self) -> None:
+        self.committed = True
+
+    # -- while held ----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Start the heartbeat, and make this thread's queries fail once the lock is lost."""
+        assert self.connection is not None
+        interval = app_settings.HEARTBEAT
+        # A beat with no answer counts as a loss early enough for the holder to stop before
+        # its lease runs out (the lease outlasts three heartbeats).
+        deadline = max(interval, app_settings.LEASE - 2 * interval)
+        self.heartbeat = Heartbeat(
+            self.connection,
+            lambda: self.statements.beat(self.key),
+            interval=interval,
+            deadline=deadline,
+            on_lost=self.mark_lost,
+            name=f"advisory-cron-heartbeat {self.key}",
+        ).start()
+        for connection in connections.all():
+            self._guards.enter_context(connection.execute_wrapper(self._guard))
+
+    def _guard(self, execute: Any, sql_text: Any, params: Any, many: bool, context: Any) -> Any:
+        if self.lost:
+            raise LockLost(
+                f"{self} was lost while this code ran; another process may hold it now, so "
+                "this run stops at its next database query"
+            )
+        return execute(sql_text, params, many, context)
+
+    def mark_lost(self, error: BaseException) -> None:
+        """Record that the lock is gone (from the heartbeat, or a failed release); once."""
+        if self.lost:
+            return
+        self.lost = True
+        logger.error(
+            "%s: %s; another process may take the lock and start the same work",
+            self,
+            lost_text(error),
+        )
+        self.on_lost(self, error)
+
+    # -- releasing -----------------------------------------------------------------------
 
     def __exit__(
         self,
@@ -199,15 +272,84 @@ class AdvisoryLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.scope == "transaction":
-            atomic, self._atomic = self._atomic, None
-            if atomic is not None:
-                atomic.__exit__(exc_type, exc, tb)
-        else:
-            self._release_session()
-        self.acquired = False
+        self.release(exc)
 
-    def check_unlocked(self, row: Row) -> None:
+    def release(self, error: BaseException | None = None) -> None:
+        """Release the lock: the one path for success, failure and signals. Idempotent.
+
+        ``error`` is what ended the holder's work, if anything. Transaction scope: the release
+        statement runs and the transaction commits when the lock was taken (the body's own
+        work was rolled back to its savepoint if it failed); a failed commit is raised.
+        """
+        if self._released:
+            return
+        self._released = True
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        self._guards.close()
+        try:
+            if self.scope == "transaction":
+                self._release_transaction(error)
+            else:
+                self._release_session(error)
+        finally:
+            self.acquired = False
+
+    def _release_session(self, error: BaseException | None) -> None:
+        connection = self.connection
+        if connection is None:
+            return
+        try:
+            if self.acquired and not self.lost:
+                statement = self.statements.release(self.key, "session", error)
+                assert statement is not None
+                with deferred_signals():
+                    row = self.send(statement)
+                self._check_unlocked(row)
+        except DatabaseError as failure:
+            # The connection died after the last heartbeat; the lock died with it.
+            self.mark_lost(failure)
+        except Exception as failure:  # no answer in time: the connection has been cut
+            self.mark_lost(failure)
+        finally:
+            connection.close()
+            self.connection = None
+
+    def _release_transaction(self, error: BaseException | None) -> None:
+        atomic, self._atomic = self._atomic, None
+        if atomic is None:
+            return
+        try:
+            if self.acquired:
+                statement = self.statements.release(self.key, "transaction", error)
+                if statement is not None:
+                    with deferred_signals():
+                        self.send(statement)
+        except Exception as failure:
+            atomic.__exit__(type(failure), failure, failure.__traceback__)
+            self._after_failed_transaction(failure)
+            raise
+        # A taken lock commits (its run is recorded); an untaken one commits its skip row,
+        # unless acquiring itself failed.
+        if self.acquired or error is None:
+            try:
+                atomic.__exit__(None, None, None)
+            except Exception as failure:
+                if not self.committed:
+                    self._after_failed_transaction(failure)
+                raise
+        else:
+            assert error is not None
+            atomic.__exit__(type(error), error, error.__traceback__)
+
+    def _after_failed_transaction(self, failure: BaseException) -> None:
+        """A transaction-scoped lock whose transaction could not finish: if the connection is
+        gone, so is the lock (the transaction rolled back on the server)."""
+        connection = self.connection
+        if connection is None or connection.connection is None or not connection.is_usable():
+            self.mark_lost(failure)
+
+    def _check_unlocked(self, row: Row | None) -> None:
         """Log an error when ``pg_advisory_unlock`` (the row's last column) did nothing.
 
         That means the statement ran on a backend that does not hold the lock: a
@@ -223,22 +365,6 @@ class AdvisoryLock:
                 self,
             )
 
-    def _release_session(self) -> None:
-        self.stop_heartbeat()
-        connection = self.connection
-        if connection is None:
-            return
-        try:
-            if self.acquired and not self.lost:
-                sql, params = self.release_statement()
-                self.check_unlocked(self.fetch(sql, params))
-        except DatabaseError as error:
-            # The connection is gone, and with it the lock; nothing is left to release.
-            logger.warning("could not release %s cleanly: %s", self, error)
-        finally:
-            connection.close()
-            self.connection = None
-
 
 def advisory_lock(
     key: str | LockKey,
@@ -247,10 +373,11 @@ def advisory_lock(
     wait: float = 0,
     using: str | None = None,
 ) -> AdvisoryLock:
-    """Take the advisory lock for ``key`` (a job name or :class:`LockKey`).
+    """Take the advisory lock for ``key`` (a job name or a
+    [LockKey][django_advisory_cron.keys.LockKey]).
 
-    ``scope`` is ``"session"``, ``"transaction"`` or ``"auto"`` (transaction scope when the
-    database is transaction pooled). ``wait`` seconds are spent retrying; 0 tries once.
-    The body always runs: check ``lock.acquired``.
+    ``scope`` is ``"session"``, ``"transaction"`` or ``"auto"`` (transaction scope when a
+    pooler is in the path). ``wait`` seconds are spent retrying; 0 tries once. The body always
+    runs: check ``lock.acquired``.
     """
     return AdvisoryLock(key, scope=scope, wait=wait, using=using)

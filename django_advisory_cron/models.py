@@ -30,6 +30,11 @@ class JobRun(models.Model):
     finished = models.DateTimeField(_("finished"), null=True, blank=True)
     status = models.CharField(_("status"), max_length=20, choices=RunStatus.choices)
     error = models.TextField(_("error"), blank=True, default="")
+    #: Until when a ``running`` session-scoped run counts as alive without a heartbeat
+    #: renewing it. Holding the job's lock does not prove an earlier holder stopped (its lock
+    #: connection may have died while its body runs on), so a running row whose lease has not
+    #: expired keeps the job from starting again.
+    lease_until = models.DateTimeField(_("lease until"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("job run")

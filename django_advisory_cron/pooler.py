@@ -19,28 +19,35 @@ dies. This module tells the cases apart:
      the server connection, and the lock, outlive the client. That is exactly the hazard. The
      shared mode on a reserved key never conflicts with anything.
 
-Probe results are cached per process and per alias (errors are not cached). ``scope="auto"``
-only consults the cache (see :func:`is_transaction_pooled`): it never opens connections of its
-own, so a run keeps its two-round-trip cost.
+Probe results are cached per process and per alias (errors are not cached).
+
+``scope="auto"`` needs no probe (:func:`resolve_scope`): whether *any* pooler is in the path is
+one round trip on Django's own connection (the start-up PID against ``pg_backend_pid()``),
+cached per process and alias. Direct means session scope; a pooler means transaction scope,
+which is correct under every pooling mode. The probe stays for the check that proves an
+explicit ``scope="session"`` job unsafe.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import selectors
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
-from .conf import app_settings
+from . import sql
+from .conf import Pooling, app_settings
 from .exceptions import ProbeError, ProbeTimeout
 from .keys import LockKey, job_key
-
-Pooling = Literal["none", "session", "transaction", "statement"]
+from .lockconn import ensure_connected, require_postgresql
+from .scopes import ResolvedScope, Scope, check_scope
 
 PGBOUNCER_PORT = 6432
 
@@ -76,6 +83,57 @@ def static_pooling(alias: str) -> tuple[Pooling | None, str]:
     if settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
         return "transaction", "DISABLE_SERVER_SIDE_CURSORS is set, as for transaction pooling"
     return None, "no pooler declared or suggested by the settings"
+
+
+def resolve_scope(scope: str, alias: str) -> ResolvedScope:
+    """The scope a lock on ``alias`` uses: ``"auto"`` is transaction scope whenever the
+    settings say the alias is transaction pooled or a pooler is found in the path, else
+    session scope. May cost one round trip per process and alias (see :func:`pooler_in_path`).
+    """
+    requested: Scope = check_scope(scope)
+    if requested != "auto":
+        return requested
+    declared = app_settings.POOLING
+    if declared is not None:
+        return "transaction" if declared in _TRANSACTION_MODES else "session"
+    if is_transaction_pooled(alias) or pooler_in_path(alias):
+        return "transaction"
+    return "session"
+
+
+_in_path: dict[tuple[Any, ...], bool] = {}
+
+
+def startup_pid(connection: BaseDatabaseWrapper) -> int | None:
+    """The backend PID the client received when it connected (PgBouncer invents one)."""
+    raw: Any = connection.connection
+    info = getattr(raw, "info", None)  # psycopg 3
+    if info is not None:
+        return int(info.backend_pid)
+    get_pid = getattr(raw, "get_backend_pid", None)  # psycopg2
+    return int(get_pid()) if get_pid is not None else None
+
+
+def pooler_in_path(alias: str) -> bool:
+    """Whether a connection pooler sits between Django's connection for ``alias`` and the
+    server: the start-up PID differs from ``pg_backend_pid()``. One round trip, once per
+    process and alias; raises ``DatabaseUnavailable`` when the server cannot be reached."""
+    key = (os.getpid(), *_cache_key(alias))
+    with _cache_lock:
+        known = _in_path.get(key)
+    if known is not None:
+        return known
+    connection = require_postgresql(alias)
+    ensure_connected(connection)
+    text, params = sql.backend_pid()
+    with connection.cursor() as cursor:
+        cursor.execute(text, params)
+        row = cursor.fetchone()
+    assert row is not None
+    found = startup_pid(connection) != int(row[0])
+    with _cache_lock:
+        _in_path[key] = found
+    return found
 
 
 def is_transaction_pooled(alias: str) -> bool:
@@ -254,9 +312,7 @@ def _run_probe(alias: str, timeout: float, window: float) -> ProbeResult:
     client_a = _Client(params, deadline)
     counts["connections"] += 1
     try:
-        row = client_a.query(
-            f"SELECT pg_backend_pid(), pg_try_advisory_lock_shared({key.namespace}, {key.objid})"
-        )[0]
+        row = client_a.query(sql.probe_lock(key))[0]
     finally:
         counts["queries"] += getattr(client_a, "queries", 0)
         client_a.close()
@@ -305,18 +361,14 @@ def _still_held(
     counts: dict[str, int],
 ) -> bool:
     """Poll ``pg_locks`` from a second client until the probe lock is gone or time runs out."""
-    classid, objid, objsubid = ids
-    sql = (
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-        f"AND pid = {pid} AND classid = {classid} AND objid = {objid} AND objsubid = {objsubid}"
-    )
+    query = sql.probe_still_held(pid, ids)
     client_b = _Client(params, deadline)
     counts["connections"] += 1
     try:
         watch_until = time.monotonic() + window
         delay = 0.02  # polls at about 0, 20, 80, 260, 800 and 1000 ms: six at most
         while True:
-            if client_b.query(sql)[0][0] == "0":
+            if client_b.query(query)[0][0] == "0":
                 return False
             if time.monotonic() >= watch_until:
                 return True
@@ -351,9 +403,11 @@ def cached_probe(alias: str) -> ProbeResult | None:
 
 
 def clear_cache() -> None:
-    """Forget every cached probe result (tests; after re-pointing an alias)."""
+    """Forget every cached probe and pooler-in-path result (tests; after re-pointing an
+    alias)."""
     with _cache_lock:
         _cache.clear()
+        _in_path.clear()
 
 
 def _unknown(alias: str, started: float, error: str) -> ProbeResult:

@@ -1,38 +1,67 @@
-"""Run one job: take its lock, claim its tick, record the run, send signals, release.
+"""Run one job: take its lock, claim its tick, run it, record the outcome, release.
 
-In session scope a whole run costs the same two round trips as a bare try-lock + unlock: the
-statement that tries the lock also marks dead ``running`` rows ``interrupted`` and inserts this
-run's row (PostgreSQL evaluates the CTEs once, in one snapshot); the statement that unlocks also
-finishes the row. A process that finds the lock held records its skip in its single statement.
-
-In transaction scope the lock, the run row and the job's writes share one transaction; the job
-runs in a savepoint, so a failure rolls back the job's work but still commits a ``failed`` row.
+The order of one run, top to bottom: the job's
+[AdvisoryLock][django_advisory_cron.locks.AdvisoryLock] sends the
+[RunRecord][django_advisory_cron.history.RunRecord]'s statements (claim the tick and insert
+the row while taking the lock; finish the row while releasing it); the runner only calls the
+job and decides the outcome. Every outcome, failures and signals included, is a
+[RunResult][django_advisory_cron.runner.RunResult]:
+[execute][django_advisory_cron.runner.execute] returns it,
+[run_job][django_advisory_cron.runner.run_job] re-raises what the job raised.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
-from django.db import DatabaseError, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import transaction
 
-from . import heartbeat, signals
+from . import history, signals
 from .conf import app_settings
-from .jobs import Job
-from .locks import AdvisoryLock, Row, Scope
-from .models import TICK_TAKING, JobRun, RunStatus
+from .exceptions import LockLost
+from .heartbeat import lost_text
+from .keys import LockKey
+from .locks import AdvisoryLock
+from .models import RunStatus
+from .schedule import Schedule
+from .scopes import Scope
 
 logger = logging.getLogger("django_advisory_cron")
 
-HOST = socket.gethostname()
+# The model is imported by this module (runs need the app registry anyway); the history layer
+# below spells the same values without it.
+assert {history.RUNNING, history.SUCCEEDED, history.FAILED, history.INTERRUPTED} <= set(
+    RunStatus.values
+)
+
+
+class RunnableJob(Protocol):
+    """What the runner needs of a job (a [Job][django_advisory_cron.jobs.Job])."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def func(self) -> Callable[..., Any]: ...
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def wait(self) -> float: ...
+
+    @property
+    def using(self) -> str | None: ...
+
+    @property
+    def key(self) -> LockKey: ...
+
+    @property
+    def schedule(self) -> Schedule | None: ...
 
 
 @dataclass
@@ -43,10 +72,13 @@ class RunResult:
     status: RunStatus
     run_id: int | None = None
     tick: datetime | None = None
+    #: The time the run was matched against the schedule's ticks: the database's ``now()`` at
+    #: the first attempt to take the lock (or the ``now`` passed in).
+    reference: datetime | None = None
     value: Any = None
     error: BaseException | None = field(default=None, repr=False)
     interrupted_runs: int = 0
-    lock: RunLock | None = field(default=None, repr=False)
+    lock: AdvisoryLock | None = field(default=None, repr=False)
 
     @property
     def ran(self) -> bool:
@@ -62,215 +94,8 @@ class RunResult:
         return str(RunStatus(self.status).label)
 
 
-def _table(connection: BaseDatabaseWrapper) -> str:
-    return connection.ops.quote_name(JobRun._meta.db_table)
-
-
-_TAKING = ", ".join(f"'{status.value}'" for status in TICK_TAKING)
-
-
-class RunLock(AdvisoryLock):
-    """The job's advisory lock, whose statements also claim the tick and keep the history."""
-
-    def __init__(
-        self,
-        job: Job[Any, Any],
-        *,
-        now: datetime | None,
-        scope: Scope,
-        wait: float,
-        using: str | None,
-    ) -> None:
-        super().__init__(job.key, scope=scope, wait=wait, using=using)
-        self.job = job
-        self.now = now
-        schedule = job.schedule
-        max_skew = app_settings.MAX_SKEW
-        around = now or datetime.now().astimezone()
-        self.candidates = schedule.candidates(around, max_skew) if schedule else []
-        self.max_skew = max_skew
-        self.run_id: int | None = None
-        self.tick: datetime | None = None
-        self.reference: datetime | None = None
-        self.interrupted_runs = 0
-        self.tick_done = False
-        self.recorded = False
-        self.result: RunResult | None = None
-
-    def _base_params(self) -> dict[str, Any]:
-        return {
-            **self.key.params,
-            "job": self.job.name,
-            "host": HOST[:255],
-            "pid": os.getpid(),
-        }
-
-    def try_statement(self, final: bool) -> tuple[str, Mapping[str, Any]]:
-        assert self.connection is not None
-        table = _table(self.connection)
-        function = (
-            "pg_try_advisory_lock" if self.scope == "session" else "pg_try_advisory_xact_lock"
-        )
-        sql = f"""
-WITH l AS (
-    SELECT {function}({self.key.sql}) AS got,
-           COALESCE(%(now)s::timestamptz, now()) AS ref
-), t AS (
-    SELECT l.got, l.ref,
-           (SELECT c FROM unnest(%(ticks)s::timestamptz[]) AS c
-             WHERE abs(extract(epoch FROM c - l.ref)) <= %(skew)s
-             ORDER BY abs(extract(epoch FROM c - l.ref)) LIMIT 1) AS tick
-      FROM l
-), dead AS (
-    UPDATE {table} SET status = '{RunStatus.INTERRUPTED.value}', finished = clock_timestamp(),
-           error = 'the process running it died without finishing; found by host '
-                   || %(host)s || ' pid ' || %(pid)s
-     WHERE job = %(job)s AND status = '{RunStatus.RUNNING.value}' AND (SELECT got FROM t)
-    RETURNING id
-), ins AS (
-    INSERT INTO {table} (job, tick, host, pid, started, status, error)
-    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(),
-           '{RunStatus.RUNNING.value}', ''
-      FROM t WHERE t.got
-    ON CONFLICT (job, tick) WHERE status IN ({_TAKING}) DO NOTHING
-    RETURNING id
-), skip AS (
-    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
-    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-           '{RunStatus.SKIPPED_LOCKED.value}', ''
-      FROM t WHERE NOT t.got AND %(final)s
-)
-SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead) FROM t
-"""
-        params = {
-            **self._base_params(),
-            "now": self.now,
-            "ticks": self.candidates,
-            "skew": self.max_skew,
-            "final": final,
-        }
-        return sql, params
-
-    def accept(self, row: Row) -> bool:
-        got, self.run_id, self.tick, self.reference, self.interrupted_runs = row
-        if got and self.run_id is None and self.interrupted_runs:
-            # The row just marked interrupted may hold this tick: inside one statement its old
-            # version still conflicts, so claim the tick again now that it has been given back.
-            self.run_id = self._claim_tick()
-        self.tick_done = bool(got) and self.run_id is None
-        return bool(got)
-
-    def _claim_tick(self) -> int | None:
-        assert self.connection is not None
-        sql = f"""
-INSERT INTO {_table(self.connection)} (job, tick, host, pid, started, status, error)
-VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), '{RunStatus.RUNNING.value}', '')
-ON CONFLICT (job, tick) WHERE status IN ({_TAKING}) DO NOTHING
-RETURNING id"""
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, {**self._base_params(), "tick": self.tick})
-            row = cursor.fetchone()
-        return None if row is None else int(row[0])
-
-    def finish_statement(self, status: RunStatus, error: str) -> tuple[str, Mapping[str, Any]]:
-        """Finish the run row (and, in session scope, unlock in the same statement)."""
-        assert self.connection is not None
-        table = _table(self.connection)
-        update = f"""UPDATE {table} SET status = %(status)s, finished = clock_timestamp(),
-               error = %(error)s WHERE id = %(id)s"""
-        params = {**self.key.params, "status": status.value, "error": error, "id": self.run_id}
-        if self.scope == "transaction":
-            return f"WITH u AS ({update}) SELECT true", params
-        return f"WITH u AS ({update}) SELECT pg_advisory_unlock({self.key.sql})", params
-
-    def skip_tick_statement(self) -> tuple[str, Mapping[str, Any]]:
-        """Record a skip for a tick that already ran (and unlock, in session scope)."""
-        assert self.connection is not None
-        table = _table(self.connection)
-        insert = f"""INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
-            VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-                    '{RunStatus.SKIPPED_TICK.value}', '')"""
-        params = {**self._base_params(), "tick": self.tick}
-        if self.scope == "transaction":
-            return f"WITH i AS ({insert}) SELECT true", params
-        return f"WITH i AS ({insert}) SELECT pg_advisory_unlock({self.key.sql})", params
-
-    def finish(self, status: RunStatus, error: str = "") -> None:
-        """Record the outcome; in session scope this also releases the lock."""
-        self.stop_heartbeat()
-        if not self.lost:
-            sql, params = self.finish_statement(status, error)
-            try:
-                row = self.fetch(sql, params)
-                if self.scope == "session":
-                    self.check_unlocked(row)
-            except DatabaseError as exc:
-                if self.scope == "transaction":
-                    raise
-                # The lock connection died after the last heartbeat; the lock died with it.
-                self.lock_lost(exc)
-        if self.lost:
-            self._finish_lost(status, error)
-        self.recorded = True
-        if self.scope == "session":
-            self.acquired = False
-
-    def _finish_lost(self, status: RunStatus, error: str) -> None:
-        """Record a run whose lock was lost, through a fresh connection."""
-        if status == RunStatus.SUCCEEDED:
-            status = RunStatus.LOCK_LOST
-            if self.result is not None:
-                self.result.status = status
-        if self.run_id is not None:
-            heartbeat.finish_lost_run(
-                self.using, self.run_id, status.value, error, patience=heartbeat.FINISH_PATIENCE
-            )
-
-    @property
-    def signal_sender(self) -> Any:
-        return self.job
-
-    def lock_lost(self, error: BaseException) -> None:
-        self.lost = True
-        if self.run_id is not None:
-            heartbeat.mark_run_lock_lost(
-                self.using, self.run_id, error, patience=app_settings.HEARTBEAT
-            )
-        super().lock_lost(error)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is not None and self.run_id is not None and not self.recorded:
-            # Interrupted (a signal) after the run row was written, before the job's own try
-            # block took over: record it before the lock goes.
-            if isinstance(exc, Exception):
-                self.finish(RunStatus.FAILED, _error_text(exc))
-            else:
-                self.finish(RunStatus.INTERRUPTED, f"interrupted by {type(exc).__name__}")
-        # A recorded failure still commits: the job's own work was rolled back to its savepoint.
-        if self.recorded:
-            exc_type, exc, tb = None, None, None
-        super().__exit__(exc_type, exc, tb)
-
-    def skip_tick(self) -> None:
-        self.stop_heartbeat()
-        sql, params = self.skip_tick_statement()
-        row = self.fetch(sql, params)
-        if self.scope == "session":
-            self.check_unlocked(row)
-            self.acquired = False
-
-
-def _error_text(error: BaseException) -> str:
-    return "".join(traceback.format_exception(error)).strip()
-
-
 def run_job(
-    job: Job[Any, Any],
+    job: RunnableJob,
     *,
     args: tuple[Any, ...] = (),
     kwargs: Mapping[str, Any] | None = None,
@@ -279,80 +104,158 @@ def run_job(
     wait: float | None = None,
     using: str | None = None,
 ) -> RunResult:
-    """Run ``job`` once under its lock; see the module docstring for what is recorded.
+    """Run ``job`` once under its lock; re-raise what it raised (recorded first).
 
     ``now`` replaces the database clock as the run's reference time (tests, catch-up runs).
-    A failure is recorded and re-raised; so is an interruption (``KeyboardInterrupt``,
-    ``SystemExit``), recorded as ``interrupted``.
     """
-    lock = RunLock(
-        job,
-        now=now,
-        scope=scope or job.scope,
-        wait=job.wait if wait is None else wait,
-        using=using or job.using,
-    )
-    with lock:
-        return _after_acquiring(job, lock, args, dict(kwargs or {}))
-
-
-def _after_acquiring(
-    job: Job[Any, Any], lock: RunLock, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> RunResult:
-    result = RunResult(
-        job.name,
-        RunStatus.SKIPPED_LOCKED,
-        tick=lock.tick,
-        interrupted_runs=lock.interrupted_runs,
-        lock=lock,
-    )
-    lock.result = result
-    if lock.interrupted_runs:
-        logger.warning("job %s: marked %d dead run(s) interrupted", job.name, lock.interrupted_runs)
-    if not lock.acquired:
-        logger.info("job %s skipped: locked by another process", job.name)
-        signals.job_skipped.send(sender=job, run=result)
-        return result
-    if lock.tick_done:
-        lock.skip_tick()
-        result.status = RunStatus.SKIPPED_TICK
-        logger.info("job %s skipped: tick %s already ran", job.name, lock.tick)
-        signals.job_skipped.send(sender=job, run=result)
-        return result
-    result.run_id, result.status = lock.run_id, RunStatus.RUNNING
-    _execute(job, lock, result, args, kwargs)
+    result = execute(job, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using)
+    if result.error is not None:
+        raise result.error
     return result
 
 
-def _execute(
-    job: Job[Any, Any],
-    lock: RunLock,
+def execute(
+    job: RunnableJob,
+    *,
+    args: tuple[Any, ...] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+    scope: Scope | None = None,
+    wait: float | None = None,
+    using: str | None = None,
+) -> RunResult:
+    """Run ``job`` once under its lock and return what happened, failures included.
+
+    Raises only when nothing could be recorded: an invalid schedule, a lock database that is
+    not PostgreSQL or cannot be reached, a scope that cannot be used here.
+    """
+    alias = using or job.using or app_settings.lock_database
+    schedule = job.schedule
+    max_skew = app_settings.MAX_SKEW
+    around = now or datetime.now().astimezone()
+    record = history.RunRecord(
+        job.name,
+        candidates=schedule.candidates(around, max_skew) if schedule else [],
+        now=now,
+        max_skew=max_skew,
+        lease=app_settings.LEASE,
+        using=alias,
+    )
+    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED)
+
+    def on_lost(lock: AdvisoryLock, error: BaseException) -> None:
+        record.mark_lost(lost_text(error))
+        signals.lock_lost.send(sender=job, run=result, lock=lock, error=error)
+
+    lock = AdvisoryLock(
+        job.key,
+        scope=scope or job.scope,
+        wait=job.wait if wait is None else wait,
+        using=alias,
+        statements=record,
+        on_lost=on_lost,
+    )
+    result.lock = lock
+    try:
+        lock.acquire()
+    except BaseException as signal:
+        if isinstance(signal, Exception):
+            raise  # nothing was recorded: the caller reports it
+        # A signal while the lock was being taken; the lock recorded and released the run.
+        result.status, result.error, result.run_id = RunStatus.INTERRUPTED, signal, record.run_id
+        result.tick = record.tick
+        logger.warning("job %s interrupted by %s", job.name, type(signal).__name__)
+        return result
+    result.tick, result.interrupted_runs = record.tick, record.interrupted_runs
+    result.reference = record.reference
+    if record.interrupted_runs:
+        logger.warning(
+            "job %s: marked %d dead run(s) interrupted", job.name, record.interrupted_runs
+        )
+    if not lock.acquired or record.tick_done:
+        return _skip(job, lock, record, result)
+    result.run_id, result.status = record.run_id, RunStatus.RUNNING
+    _run(job, lock, record, result, args, dict(kwargs or {}))
+    return result
+
+
+def _skip(
+    job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
+) -> RunResult:
+    lock.release()
+    if record.tick_done:
+        result.status = RunStatus.SKIPPED_TICK
+        logger.info("job %s skipped: tick %s already ran", job.name, record.tick)
+    elif record.live_runs:
+        logger.info("job %s skipped: an earlier run is still alive", job.name)
+    else:
+        logger.info("job %s skipped: locked by another process", job.name)
+    signals.job_skipped.send(sender=job, run=result)
+    return result
+
+
+def _run(
+    job: RunnableJob,
+    lock: AdvisoryLock,
+    record: history.RunRecord,
     result: RunResult,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
-    logger.info("job %s started (tick %s, run %s)", job.name, lock.tick, lock.run_id)
-    signals.job_started.send(sender=job, run=result)
+    logger.info("job %s started (tick %s, run %s)", job.name, record.tick, record.run_id)
+    error: BaseException | None = None
     try:
+        signals.job_started.send(sender=job, run=result)
         if lock.scope == "transaction":
+            # A savepoint: a failure rolls the job's work back, and its row still commits.
             with transaction.atomic(using=lock.using):
                 result.value = job.func(*args, **kwargs)
         else:
             result.value = job.func(*args, **kwargs)
-    except Exception as error:
-        result.status, result.error = RunStatus.FAILED, error
-        lock.finish(RunStatus.FAILED, _error_text(error))
-        logger.error("job %s failed", job.name, exc_info=error)
-        signals.job_failed.send(sender=job, run=result, exception=error)
-        raise
-    except BaseException as error:
-        result.status, result.error = RunStatus.INTERRUPTED, error
-        lock.finish(RunStatus.INTERRUPTED, f"interrupted by {type(error).__name__}")
+    except BaseException as raised:
+        error = raised
+    status = history.status_of(error)
+    text = history.error_text(error) if error is not None else ""
+    record.outcome = (status, text)
+    try:
+        lock.release(error)
+    except Exception as failure:  # transaction scope: the finish or the commit failed
+        if lock.committed:
+            status, text = history.FAILED, history.error_text(failure)
+            text = f"the run committed, then an on_commit callback raised:\n{text}"
+            record.fail_committed(text)
+        else:
+            status = history.LOCK_LOST
+            text = "\n".join(
+                part
+                for part in (
+                    "the connection holding the transaction-scoped lock was lost; the job's "
+                    "database work was rolled back",
+                    text,
+                    history.error_text(failure),
+                )
+                if part
+            )
+            record.record_lost(status, text)
+        error = error or failure
+    if lock.lost and lock.scope == "session":
+        # The job's own failure stays a failure; success, or being stopped, is a lost lock.
+        if status == history.SUCCEEDED or isinstance(error, LockLost):
+            status = history.LOCK_LOST
+        record.finish_lost(status, text)
+    _report(job, result, RunStatus(status), error)
+
+
+def _report(
+    job: RunnableJob, result: RunResult, status: RunStatus, error: BaseException | None
+) -> None:
+    result.status, result.error = status, error
+    if error is None:
+        logger.info("job %s finished%s", job.name, " (lock lost)" if status == "lock_lost" else "")
+        signals.job_finished.send(sender=job, run=result)
+        return
+    if isinstance(error, Exception):
+        logger.error("job %s %s", job.name, status.label, exc_info=error)
+    else:
         logger.warning("job %s interrupted by %s", job.name, type(error).__name__)
-        signals.job_failed.send(sender=job, run=result, exception=error)
-        raise
-    status = RunStatus.LOCK_LOST if lock.lost else RunStatus.SUCCEEDED
-    result.status = status
-    lock.finish(status)
-    logger.info("job %s finished", job.name)
-    signals.job_finished.send(sender=job, run=result)
+    signals.job_failed.send(sender=job, run=result, exception=error)

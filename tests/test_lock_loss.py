@@ -16,7 +16,14 @@ import pytest
 from django.db import connection, connections
 from django.test import override_settings
 
-from django_advisory_cron import advisory_lock, exitcodes, locked_task, registry, signals
+from django_advisory_cron import (
+    LockLost,
+    advisory_lock,
+    exitcodes,
+    locked_task,
+    registry,
+    signals,
+)
 from django_advisory_cron.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
@@ -61,11 +68,15 @@ def test_terminated_lock_backend_is_detected_within_the_heartbeat(
             # The lock is really gone: another replica takes it now.
             with advisory_lock("loss-plain", scope="session") as other:
                 assert other.acquired
-            # The body's own connection was not disturbed.
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-                assert cursor.fetchone() == (1,)
+            # The holder's next query through Django stops it: it can no longer prove it is
+            # alone.
+            with pytest.raises(LockLost, match="stops at its next database query"):
+                Marker.objects.count()
         assert not lock.heartbeat.running
+        # The body's own connection was not disturbed: outside the lock it works as before.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            assert cursor.fetchone() == (1,)
     assert "lock lost while the job ran" in caplog.text
     assert len(lost_signals) == 1
     sender, kwargs = lost_signals[0]
@@ -73,12 +84,14 @@ def test_terminated_lock_backend_is_detected_within_the_heartbeat(
     assert kwargs["error"] is not None
 
 
-def test_job_run_marks_lock_lost_while_the_job_still_runs(
+def test_job_run_marks_lock_lost_and_stops_at_the_next_query(
     raw_connect: Any, fresh_registry: None, lost_signals: list[Any]
 ) -> None:
+    """The loss is recorded while the body still runs; the body's next query stops it."""
     observer = raw_connect()
     key = job_key("loss-job")
     seen: dict[str, Any] = {}
+    status = "SELECT status FROM django_advisory_cron_jobrun WHERE job = 'loss-job'"
 
     @locked_task(name="loss-job", scope="session")
     def loss_job() -> str:
@@ -86,23 +99,23 @@ def test_job_run_marks_lock_lost_while_the_job_still_runs(
         terminate(observer, pid)
         seen["detected"] = bool(wait_for(lambda: lost_signals, 3, interval=0.01))
         # Recorded through a fresh connection while this job still runs.
-        seen["status"] = JobRun.objects.get(job="loss-job").status
-        Marker.objects.create(job="loss-job", pid=pid)  # the job's own connection works
+        seen["status"] = observer.execute(status).fetchone()[0]
+        Marker.objects.create(job="loss-job", pid=pid)  # raises: the run stops here
+        seen["went on"] = True
         return "done"
 
-    with override_settings(ADVISORY_CRON={"HEARTBEAT": 0.2}):
-        result = loss_job.run()
+    with override_settings(ADVISORY_CRON={"HEARTBEAT": 0.2}), pytest.raises(LockLost):
+        loss_job.run()
     assert seen == {"detected": True, "status": RunStatus.LOCK_LOST}
-    assert result.status == RunStatus.LOCK_LOST and result.ran
-    assert result.value == "done"
-    assert result.lock is not None and result.lock.lost
     run = JobRun.objects.get(job="loss-job")
     assert run.status == RunStatus.LOCK_LOST and run.finished is not None
     assert "lock lost while the job ran" in run.error
-    assert Marker.objects.filter(job="loss-job").count() == 1
+    assert Marker.objects.filter(job="loss-job").count() == 0
     assert len(lost_signals) == 1
     sender, kwargs = lost_signals[0]
-    assert sender is loss_job and kwargs["run"] is result and kwargs["lock"] is result.lock
+    result = kwargs["run"]
+    assert sender is loss_job and result.status == RunStatus.LOCK_LOST and result.ran
+    assert kwargs["lock"] is result.lock and result.lock.lost
 
 
 def test_loss_after_the_last_heartbeat_is_caught_when_finishing(

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from django_advisory_cron import LockDatabaseError, LockScopeError, advisory_lock
 from django_advisory_cron.keys import LockKey
-from django_advisory_cron.locks import Scope
+from django_advisory_cron.scopes import Scope
 from tests.pglocks import holders
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -49,7 +49,9 @@ def test_session_lock_lives_on_its_own_connection(raw_connect) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             body_pid = cursor.fetchone()[0]
-        lock_pid = lock.fetch("SELECT pg_backend_pid()", {})[0]
+        row = lock.send(("SELECT pg_backend_pid()", {}))
+        assert row is not None
+        lock_pid = row[0]
         assert body_pid != lock_pid
 
 

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import override_settings
 
 from django_advisory_cron import pooler, pooler_checks
-from django_advisory_cron.locks import resolve_scope
+from django_advisory_cron.pooler import resolve_scope
 from django_advisory_cron.testing import PgBouncer, find_pgbouncer, start_pgbouncer
 from django_advisory_cron.testing.postgres import free_port
 
@@ -78,7 +78,8 @@ def test_probe_pgbouncer_session_mode(pgbouncer_session: PgBouncer, raw_connect:
         assert result.lock_outlived_client is False
         assert result.connections == 2 and result.queries <= 3
         assert result.elapsed_ms < 1000
-        assert resolve_scope("auto", "bouncer_session") == "session"
+        # A pooler is in the path: auto takes transaction scope, safe under every mode.
+        assert resolve_scope("auto", "bouncer_session") == "transaction"
     # DISCARD ALL at the end of the client session released the probe's shared lock.
     assert holders(raw_connect(), pooler.probe_key(), "ShareLock") == []
 
@@ -89,7 +90,9 @@ def test_probe_pgbouncer_transaction_mode(
 ) -> None:
     with database_alias("bouncer_tx", **bouncer_entry(pgbouncer_transaction)):
         assert pooler.static_pooling("bouncer_tx")[0] is None  # nothing in the settings
-        assert resolve_scope("auto", "bouncer_tx") == "session"
+        # Without any probe, the start-up PID shows a pooler in the path: transaction scope.
+        assert pooler.cached_probe("bouncer_tx") is None
+        assert resolve_scope("auto", "bouncer_tx") == "transaction"
         result = pooler.probe("bouncer_tx", refresh=True)
         assert result.ok, result.error
         assert result.mode == "transaction"

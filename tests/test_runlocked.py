@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.conf import app_settings
 from django_advisory_cron.keys import LockKey
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
@@ -140,9 +141,11 @@ def test_wraps_management_commands_with_their_arguments(manage) -> None:
     assert JobRun.objects.get(job="showmigrations").status == RunStatus.SUCCEEDED
 
 
-def test_kill_9_frees_the_lock_and_next_run_marks_it_interrupted(
+def test_kill_9_frees_the_lock_and_the_job_runs_again_once_the_lease_expires(
     spawn, manage, raw_connect, tmp_path: Path
 ) -> None:
+    """The lock goes with the process; its run row stays alive for at most LEASE seconds (it
+    cannot be told from a run whose lock connection died while its body goes on)."""
     observer = raw_connect()
     release = tmp_path / "release"
     victim = spawn("runlocked", "hold_until", str(release))
@@ -153,11 +156,16 @@ def test_kill_9_frees_the_lock_and_next_run_marks_it_interrupted(
     freed_after = wait_for(lambda: not lock_held(observer, "hold_until"), timeout=5, interval=0.005)
     assert freed_after < 2
     release.touch()
-    result = manage("runlocked", "hold_until", str(release))
+    at_once = manage("runlocked", "hold_until", str(release))
+    assert at_once.returncode == 0 and "skipped" in at_once.stdout, at_once.stderr
+    assert "an earlier run is still alive" in at_once.stderr
+    started = time.monotonic()
+    result = manage("runlocked", "-w", "20", "hold_until", str(release))
     assert result.returncode == 0 and "hold_until: ran" in result.stdout, result.stderr
+    assert time.monotonic() - started < app_settings.LEASE + 3
     statuses = dict(JobRun.objects.values_list("pid", "status"))
     assert statuses[victim.pid] == RunStatus.INTERRUPTED
-    assert sorted(statuses.values()) == ["interrupted", "succeeded"]
+    assert sorted(statuses.values()) == ["interrupted", "skipped_locked", "succeeded"]
 
 
 @pytest.mark.parametrize(

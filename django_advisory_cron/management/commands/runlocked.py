@@ -7,25 +7,30 @@ import difflib
 import inspect
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import ProgrammingError
 
-from ... import exitcodes
+from ... import exitcodes, signals
+from ...conf import app_settings
 from ...exceptions import (
     DatabaseUnavailable,
     InvalidSchedule,
     LockDatabaseError,
-    LockNotAcquired,
+    LockLost,
     LockScopeError,
 )
 from ...jobs import Job, registry
-from ...locks import SCOPES
+from ...lockconn import bound_connect
 from ...models import RunStatus
+from ...runner import RunResult, execute
+from ...scopes import SCOPES
 
 EPILOG = """\
 exit codes:
@@ -40,36 +45,19 @@ exit codes:
 """
 
 
-class RunlockedError(CommandError):
-    """A failure with its exit code; Django prints ``ClassName: message`` and exits."""
-
-    def __init__(self, message: str, returncode: int) -> None:
-        super().__init__(message, returncode=returncode)
-
-
-class UnknownJobError(RunlockedError):
-    pass
-
-
-class DatabaseUnreachable(RunlockedError):
-    pass
-
-
-class ConfigurationError(RunlockedError):
-    pass
-
-
-class Locked(RunlockedError):
-    pass
-
-
 class Terminated(BaseException):
     """Raised in the main thread by SIGTERM so the run unwinds, records and unlocks."""
 
 
+#: Sent to our own main thread when the heartbeat finds the lock lost: a run in its own
+#: process stops at once, not at its next database query.
+LOST_SIGNAL = signal.SIGUSR1
+
+
 @contextmanager
 def _signals_unwind() -> Iterator[None]:
-    """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks.
+    """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks; a lost
+    lock raises ``LockLost`` there.
 
     SIGINT is installed explicitly: a process started in the background by a shell inherits
     SIGINT ignored, and Python then never raises ``KeyboardInterrupt``.
@@ -78,13 +66,78 @@ def _signals_unwind() -> Iterator[None]:
     def terminate(signum: int, frame: FrameType | None) -> None:
         raise Terminated()
 
-    previous_term = signal.signal(signal.SIGTERM, terminate)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    def lost(signum: int, frame: FrameType | None) -> None:
+        raise LockLost("the lock's connection was lost; stopping this run")
+
+    main = threading.main_thread().ident
+
+    def stop_main(**kwargs: Any) -> None:
+        if main is not None:
+            signal.pthread_kill(main, LOST_SIGNAL)
+
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, terminate),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        LOST_SIGNAL: signal.signal(LOST_SIGNAL, lost),
+    }
+    signals.lock_lost.connect(stop_main, weak=False, dispatch_uid="runlocked-stop-main")
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous_term)
-        signal.signal(signal.SIGINT, previous_int)
+        signals.lock_lost.disconnect(dispatch_uid="runlocked-stop-main")
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def outcome(
+    name: str, ended: RunResult | BaseException, conflict_exit_code: int | None
+) -> tuple[int, str]:
+    """The exit code and the line to print for how a run ended: the one mapping.
+
+    A [RunResult][django_advisory_cron.runner.RunResult] is mapped from its recorded status;
+    an exception means nothing could be recorded (configuration, database, schedule).
+    """
+    if isinstance(ended, RunResult):
+        return _from_result(name, ended, conflict_exit_code)
+    first = (str(ended).strip().splitlines() or [type(ended).__name__])[0]
+    if isinstance(ended, InvalidSchedule):
+        return exitcodes.USAGE, f"job {name!r}: {first}"
+    if isinstance(ended, DatabaseUnavailable):
+        return exitcodes.DATABASE_UNAVAILABLE, first
+    if isinstance(ended, (LockDatabaseError, LockScopeError)):
+        return exitcodes.CONFIG, first
+    if isinstance(ended, ProgrammingError):
+        return exitcodes.CONFIG, (
+            f"job {name!r} could not start: {first} (is the run-history table missing? run "
+            "manage.py migrate)"
+        )
+    return exitcodes.JOB_FAILED, f"job {name!r} could not start: {first} (nothing recorded)"
+
+
+def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -> tuple[int, str]:
+    status, run = result.status, f"run {result.run_id}"
+    if status == RunStatus.SKIPPED_LOCKED:
+        return conflict_exit_code or exitcodes.OK, f"{name}: skipped, locked by another process"
+    if status == RunStatus.SKIPPED_TICK:
+        return exitcodes.OK, f"{name}: skipped, tick {result.tick} already ran"
+    if status == RunStatus.SUCCEEDED:
+        tick = f"tick {result.tick}" if result.tick else "no tick"
+        return exitcodes.OK, f"{name}: ran ({run}, {tick})"
+    if status == RunStatus.LOCK_LOST:
+        return exitcodes.LOCK_LOST, (
+            f"{name}: the lock's connection was lost while the job ran ({run} recorded as "
+            "lock lost); another replica may run it too"
+        )
+    error = result.error
+    if status == RunStatus.INTERRUPTED:
+        by = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
+        code = exitcodes.SIGTERM if by == "SIGTERM" else exitcodes.SIGINT
+        recorded = f"{run} recorded as interrupted" if result.run_id else "nothing recorded"
+        return code, f"{name} interrupted by {by} ({recorded}, lock released)"
+    described = f"{type(error).__name__}: {error}" if error is not None else "failed"
+    return exitcodes.JOB_FAILED, (
+        f"job {name!r} failed: {described} (traceback logged; {run} recorded as failed)"
+    )
 
 
 def _command_job(command: str, arguments: list[str]) -> Job[[], Any]:
@@ -149,11 +202,38 @@ class Command(BaseCommand):
             return
         name = options["job"]
         if not name:
-            raise UnknownJobError("name a job to run (or use --list)", exitcodes.USAGE)
+            self._leave(exitcodes.USAGE, "name a job to run (or use --list)")
         if options["wait"] is not None and options["wait"] < 0:
-            raise RunlockedError("--wait must be >= 0 seconds", exitcodes.USAGE)
-        job = self._find(name, options["job_args"])
-        self._run(job, options)
+            self._leave(exitcodes.USAGE, "--wait must be >= 0 seconds")
+        job, arguments = self._find(name, options["job_args"])
+        alias = options["database"] or job.using or app_settings.lock_database
+        try:
+            bound_connect(alias)
+        except KeyError:
+            self._leave(exitcodes.CONFIG, f"database alias {alias!r} is not in DATABASES")
+        ended: RunResult | BaseException
+        try:
+            with _signals_unwind():
+                ended = execute(
+                    job,
+                    args=tuple(arguments),
+                    scope=options["scope"],
+                    wait=options["wait"],
+                    using=options["database"],
+                )
+        except Exception as error:
+            ended = error
+        code, message = outcome(job.name, ended, options["conflict_exit_code"])
+        if code == exitcodes.OK:
+            if options["verbosity"] >= 1:
+                self.stdout.write(message)
+            return
+        self._leave(code, message)
+
+    def _leave(self, code: int, message: str) -> None:
+        """Print one line to stderr and exit with ``code``."""
+        self.stderr.write(f"runlocked: {message}")
+        sys.exit(code)
 
     def _list(self) -> None:
         jobs = registry.all()
@@ -174,67 +254,14 @@ class Command(BaseCommand):
             try:
                 inspect.signature(job.func).bind(*arguments)
             except TypeError as error:
-                raise RunlockedError(
-                    f"job {name!r} does not take arguments {arguments}: {error}", exitcodes.USAGE
-                ) from None
+                self._leave(
+                    exitcodes.USAGE, f"job {name!r} does not take arguments {arguments}: {error}"
+                )
             return job, arguments
         if name in get_commands():
             return _command_job(name, arguments), []
         candidates = [job.name for job in registry.all()] + sorted(get_commands())
         close = difflib.get_close_matches(name, candidates, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see runlocked --list"
-        raise UnknownJobError(f"no job or command named {name!r}{hint}", exitcodes.USAGE)
-
-    def _run(self, found: tuple[Job[Any, Any], list[str]], options: dict[str, Any]) -> None:
-        job, arguments = found
-        try:
-            with _signals_unwind():
-                result = job.run(
-                    *arguments,
-                    scope=options["scope"],
-                    wait=options["wait"],
-                    using=options["database"],
-                )
-        except InvalidSchedule as error:
-            raise RunlockedError(f"job {job.name!r}: {error}", exitcodes.USAGE) from None
-        except DatabaseUnavailable as error:
-            raise DatabaseUnreachable(str(error), exitcodes.DATABASE_UNAVAILABLE) from None
-        except (LockDatabaseError, LockScopeError) as error:
-            raise ConfigurationError(str(error), exitcodes.CONFIG) from None
-        except LockNotAcquired as error:
-            raise Locked(str(error), options["conflict_exit_code"] or 0) from None
-        except Terminated:
-            self.stderr.write(f"runlocked: {job.name} interrupted by SIGTERM")
-            sys.exit(exitcodes.SIGTERM)
-        except KeyboardInterrupt:
-            self.stderr.write(f"runlocked: {job.name} interrupted by SIGINT")
-            sys.exit(exitcodes.SIGINT)
-        except Exception as error:
-            raise RunlockedError(
-                f"job {job.name!r} failed: {type(error).__name__}: {error} "
-                "(traceback logged; run recorded as failed)",
-                exitcodes.JOB_FAILED,
-            ) from None
-        self._report(job, result, options)
-
-    def _report(self, job: Job[Any, Any], result: Any, options: dict[str, Any]) -> None:
-        verbose = options["verbosity"] >= 1
-        if result.status == RunStatus.SKIPPED_LOCKED:
-            code = options["conflict_exit_code"]
-            message = f"{job.name}: skipped, locked by another process"
-            if code:
-                raise Locked(message, code)
-            if verbose:
-                self.stdout.write(message)
-        elif result.status == RunStatus.SKIPPED_TICK:
-            if verbose:
-                self.stdout.write(f"{job.name}: skipped, tick {result.tick} already ran")
-        elif result.status == RunStatus.LOCK_LOST:
-            raise RunlockedError(
-                f"{job.name}: the lock's connection was lost while the job ran; another "
-                "replica may have run it too",
-                exitcodes.LOCK_LOST,
-            )
-        elif verbose:
-            tick = f"tick {result.tick}" if result.tick else "no tick"
-            self.stdout.write(f"{job.name}: ran (run {result.run_id}, {tick})")
+        self._leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")
+        raise AssertionError("unreachable")

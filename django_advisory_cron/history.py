@@ -1,0 +1,198 @@
+"""The run row: the statements a job's lock sends to claim its tick and record its outcome,
+and the recording that must go through a fresh connection once the lock connection is gone.
+
+In session scope a whole run costs the same two round trips as a bare try-lock + unlock: the
+statement that tries the lock also marks dead ``running`` rows ``interrupted`` and inserts this
+run's row with a lease; the statement that unlocks also finishes the row. While the job runs,
+the heartbeat's lock check renews the lease in the same round trip. A ``running`` row whose
+lease has not expired belongs to a holder that may still be running its body, even if its lock
+connection died: nobody takes the job's lock while such a row exists.
+
+In transaction scope the lock, the run row and the job's writes share one transaction (the
+job runs in a savepoint, so a failure rolls back the job's work but still commits a ``failed``
+row); if the connection is lost, the row rolls back with it and is recorded again here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import traceback
+from datetime import datetime
+
+from django.db import DatabaseError
+
+from . import sql
+from .conf import app_settings
+from .keys import LockKey
+from .lockconn import unpooled_connection
+from .locks import Row, Send
+from .scopes import ResolvedScope
+from .sql import Statement
+
+logger = logging.getLogger("django_advisory_cron")
+
+HOST = socket.gethostname()[:255]
+
+#: Seconds to keep retrying to record the end of a run whose lock was lost (the server may be
+#: restarting).
+FINISH_PATIENCE = 15.0
+
+# Status values as stored (the model's ``RunStatus``; the model is not imported here, so this
+# module loads without the app registry).
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+LOCK_LOST = "lock_lost"
+
+
+def error_text(error: BaseException) -> str:
+    """What the history keeps of an exception: its traceback, or one line for a signal."""
+    if isinstance(error, Exception):
+        return "".join(traceback.format_exception(error)).strip()
+    return f"interrupted by {type(error).__name__}"
+
+
+def status_of(error: BaseException | None) -> str:
+    """The status of a run that ended with ``error`` (``None``: it returned)."""
+    if error is None:
+        return SUCCEEDED
+    return FAILED if isinstance(error, Exception) else INTERRUPTED
+
+
+class RunRecord:
+    """One run's row, as statements for its lock (a
+    [LockStatements][django_advisory_cron.locks.LockStatements])."""
+
+    def __init__(
+        self,
+        job: str,
+        *,
+        candidates: list[datetime],
+        now: datetime | None,
+        max_skew: float,
+        lease: float,
+        using: str,
+    ) -> None:
+        self.job = job
+        self.candidates = candidates
+        #: The run's reference time. ``None`` until the first attempt returns the database's
+        #: ``now()``; then fixed, so a run waiting for the lock keeps the tick it started for.
+        self.reference = now
+        self.max_skew = max_skew
+        self.lease = lease
+        self.using = using
+        self.pid = os.getpid()
+        self.run_id: int | None = None
+        self.tick: datetime | None = None
+        self.interrupted_runs = 0
+        #: Running rows of this job, still within their lease, seen by the last attempt.
+        self.live_runs = 0
+        self.tick_done = False
+        #: ``(status, error text)`` once the job has ended; read by the release statement.
+        self.outcome: tuple[str, str] | None = None
+
+    # -- statements for the lock ---------------------------------------------------------
+
+    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
+        return sql.acquire_run(
+            key,
+            scope,
+            job=self.job,
+            host=HOST,
+            pid=self.pid,
+            reference=self.reference,
+            ticks=self.candidates,
+            max_skew=self.max_skew,
+            lease=self.lease if scope == "session" else None,
+            final=final,
+        )
+
+    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
+        got, run_id, self.tick, reference, interrupted, self.live_runs = row
+        if self.reference is None:
+            self.reference = reference
+        self.interrupted_runs += int(interrupted)
+        if got and run_id is None and interrupted:
+            # The row just marked interrupted may hold this tick: inside one statement its old
+            # version still conflicts, so claim the tick again now that it has been given back.
+            # Only session-scoped rows carry a lease: transaction-scoped ones are invisible
+            # to other replicas until they commit, finished.
+            lease = self.lease if scope == "session" else None
+            claimed = send(
+                sql.claim_tick(job=self.job, host=HOST, pid=self.pid, tick=self.tick, lease=lease)
+            )
+            run_id = None if claimed is None else claimed[0]
+        self.run_id = None if run_id is None else int(run_id)
+        self.tick_done = bool(got) and self.run_id is None
+        return bool(got)
+
+    def release(
+        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
+    ) -> Statement | None:
+        if self.tick_done:
+            return sql.skip_tick(key, scope, job=self.job, host=HOST, pid=self.pid, tick=self.tick)
+        if self.run_id is None:
+            return sql.unlock(key) if scope == "session" else None
+        status, text = self.outcome or (status_of(error), error_text(error) if error else "")
+        return sql.finish_run(key, scope, run_id=self.run_id, status=status, error=text)
+
+    def beat(self, key: LockKey) -> Statement:
+        if self.run_id is None:
+            return sql.lock_held(key)
+        return sql.renew_lease(key, run_id=self.run_id, lease=self.lease)
+
+    # -- recording without the lock connection ------------------------------------------
+
+    def mark_lost(self, error_line: str) -> bool:
+        """Mark the running row ``lock_lost`` at once (its body may still be running)."""
+        if self.run_id is None:
+            return False
+        statement = sql.mark_lock_lost(run_id=self.run_id, error=error_line)
+        return execute_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
+
+    def finish_lost(self, status: str, text: str) -> bool:
+        """Finish a session-scoped run whose lock was lost."""
+        if self.run_id is None:
+            return False
+        statement = sql.finish_lost_run(run_id=self.run_id, status=status, error=text)
+        return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
+
+    def record_lost(self, status: str, text: str) -> bool:
+        """Record a transaction-scoped run whose row rolled back with its lost connection."""
+        statement = sql.record_lost_run(
+            job=self.job, host=HOST, pid=self.pid, tick=self.tick, status=status, error=text
+        )
+        return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
+
+    def fail_committed(self, text: str) -> bool:
+        """A committed run whose ``on_commit`` callback raised: mark it failed."""
+        if self.run_id is None:
+            return False
+        statement = sql.fail_committed_run(run_id=self.run_id, error=text)
+        return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
+
+
+def execute_fresh(alias: str, statement: Statement, *, patience: float) -> bool:
+    """Run one statement on a fresh, short-lived connection, retrying for ``patience`` s
+    (e.g. through a restart). Returns whether it succeeded; failures are logged, not raised."""
+    sql_text, params = statement
+    deadline = time.monotonic() + patience
+    delay = 0.2
+    while True:
+        connection = unpooled_connection(alias)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql_text, params)
+            return True
+        except DatabaseError as error:
+            if time.monotonic() + delay > deadline:
+                logger.error("could not record on %r: %s", alias, error)
+                return False
+        finally:
+            connection.close()
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)

@@ -1,0 +1,318 @@
+"""Every statement this app sends to PostgreSQL, in one place.
+
+Each function returns ``(sql, params)`` with named placeholders. The run-history table name is
+quoted once and the status values are filled in once (:func:`names`), from the model; the model
+is imported lazily, so importing this module needs no app registry.
+
+The lock statements take a :class:`~django_advisory_cron.keys.LockKey`, whose ``sql`` renders
+the key arguments (two ints, or ``hashtext(name)``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .keys import LockKey
+from .scopes import ResolvedScope
+
+Statement = tuple[str, Mapping[str, Any]]
+
+#: Advisory locks of the current database, as ``pg_locks`` lists them.
+ADVISORY_LOCKS = (
+    "SELECT * FROM pg_locks WHERE locktype = 'advisory' "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+@functools.cache
+def names() -> dict[str, str]:
+    """The quoted history table and the status literals, for ``str.format``."""
+    from .models import TICK_TAKING, JobRun, RunStatus
+
+    quoted = '"' + JobRun._meta.db_table.replace('"', '""') + '"'
+    values = {f"s_{status.name.lower()}": f"'{status.value}'" for status in RunStatus}
+    taking = ", ".join(f"'{status.value}'" for status in TICK_TAKING)
+    return {"table": quoted, "taking": taking, **values}
+
+
+def _fill(template: str) -> str:
+    return template.format(**names())
+
+
+# -- the lock alone ----------------------------------------------------------------------------
+
+
+def try_lock(key: LockKey, scope: ResolvedScope) -> Statement:
+    """Try the lock once; one boolean column."""
+    function = "pg_try_advisory_lock" if scope == "session" else "pg_try_advisory_xact_lock"
+    return f"SELECT {function}({key.sql})", key.params
+
+
+def unlock(key: LockKey) -> Statement:
+    """Release a session lock; false when this backend did not hold it."""
+    return f"SELECT pg_advisory_unlock({key.sql})", key.params
+
+
+def _held_condition(key: LockKey) -> Statement:
+    """``pg_locks`` condition: this backend holds ``key`` exclusively."""
+    ids = key.pg_locks_ids
+    if ids is not None:
+        classid, objid, objsubid = ids
+        where = "classid = %(hb_classid)s AND objid = %(hb_objid)s AND objsubid = %(hb_objsubid)s"
+        params: dict[str, Any] = {"hb_classid": classid, "hb_objid": objid, "hb_objsubid": objsubid}
+    else:
+        # The one-bigint form: pg_locks splits the (sign-extended) key into two oids.
+        where = (
+            "objsubid = 1 AND classid::bigint = (hashtext(%(hb_name)s)::bigint >> 32) & 4294967295"
+            " AND objid::bigint = hashtext(%(hb_name)s)::bigint & 4294967295"
+        )
+        params = {"hb_name": key.name}
+    condition = (
+        f"EXISTS (SELECT 1 FROM ({ADVISORY_LOCKS}) AS l WHERE granted AND mode = 'ExclusiveLock' "
+        f"AND pid = pg_backend_pid() AND {where})"
+    )
+    return condition, params
+
+
+def lock_held(key: LockKey) -> Statement:
+    """Whether this connection's backend still holds ``key``; one boolean column."""
+    condition, params = _held_condition(key)
+    return f"SELECT {condition}", params
+
+
+def backend_pid() -> Statement:
+    return "SELECT pg_backend_pid()", {}
+
+
+# -- the run row -----------------------------------------------------------------------------
+
+
+def acquire_run(
+    key: LockKey,
+    scope: ResolvedScope,
+    *,
+    job: str,
+    host: str,
+    pid: int,
+    reference: datetime | None,
+    ticks: list[datetime],
+    max_skew: float,
+    lease: float | None,
+    final: bool,
+) -> Statement:
+    """Take the lock and claim the run's tick in one round trip.
+
+    Returns one row ``(got, run_id, tick, reference, interrupted, live)``:
+
+    - ``live``: running rows of this job whose lease has not expired. A holder whose lock
+      connection died may still be running its body, so while such a row exists the lock is
+      not even tried (holding it would not prove that the old holder stopped).
+    - ``interrupted``: running rows whose lease expired, marked ``interrupted`` now.
+    - ``run_id`` is NULL when the tick is already taken (the caller records a skip).
+    - on the final attempt a process that did not get the lock records its skip.
+
+    ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
+    """
+    function = "pg_try_advisory_lock" if scope == "session" else "pg_try_advisory_xact_lock"
+    lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
+    sql = _fill(
+        """
+WITH live AS (
+    SELECT count(*) AS n FROM {table}
+     WHERE job = %(job)s AND status = {s_running} AND lease_until >= clock_timestamp()
+), l AS (
+    SELECT CASE WHEN (SELECT n FROM live) = 0 THEN FUNCTION(KEY) ELSE false END AS got,
+           COALESCE(%(now)s::timestamptz, now()) AS ref
+), t AS (
+    SELECT l.got, l.ref,
+           (SELECT c FROM unnest(%(ticks)s::timestamptz[]) AS c
+             WHERE abs(extract(epoch FROM c - l.ref)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c - l.ref)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE {table} SET status = {s_interrupted}, finished = clock_timestamp(),
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+     WHERE job = %(job)s AND status = {s_running} AND (SELECT got FROM t)
+       AND (lease_until IS NULL OR lease_until < clock_timestamp())
+    RETURNING id
+), ins AS (
+    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
+    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE
+      FROM t WHERE t.got
+    ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
+    RETURNING id
+), skip AS (
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           {s_skipped_locked}, CASE WHEN (SELECT n FROM live) > 0
+               THEN 'an earlier run is still alive (its lease has not expired)' ELSE '' END
+      FROM t WHERE NOT t.got AND %(final)s
+)
+SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
+       (SELECT n FROM live) FROM t
+"""
+    )
+    sql = sql.replace("FUNCTION(KEY)", f"{function}({key.sql})").replace("LEASE", lease_sql)
+    params = {
+        **key.params,
+        **_who(job, host, pid),
+        "now": reference,
+        "ticks": ticks,
+        "skew": max_skew,
+        "lease": lease,
+        "final": final,
+    }
+    return sql, params
+
+
+def _who(job: str, host: str, pid: int) -> dict[str, Any]:
+    return {"job": job, "host": host, "pid": pid}
+
+
+def claim_tick(
+    *, job: str, host: str, pid: int, tick: datetime | None, lease: float | None
+) -> Statement:
+    """Claim a tick that the acquiring statement's own ``dead`` step just gave back (inside one
+    statement the old row version still conflicts). Returns the run id, or no row."""
+    lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
+    sql = _fill(
+        """
+INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
+VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE)
+ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
+RETURNING id"""
+    ).replace("LEASE", lease_sql)
+    return sql, {**_who(job, host, pid), "tick": tick, "lease": lease}
+
+
+def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope) -> str:
+    """Run ``inner`` (a data-modifying statement) and, in session scope, unlock in the same
+    round trip; the last column is the unlock's result (``true`` in transaction scope)."""
+    last = f"pg_advisory_unlock({key.sql})" if scope == "session" else "true"
+    return f"WITH w AS ({inner}) SELECT {last}"
+
+
+def finish_run(
+    key: LockKey, scope: ResolvedScope, *, run_id: int, status: str, error: str
+) -> Statement:
+    """Finish the run row (and unlock, in session scope)."""
+    update = _fill(
+        "UPDATE {table} SET status = %(status)s, finished = clock_timestamp(), "
+        "error = %(error)s, lease_until = NULL WHERE id = %(id)s"
+    )
+    params = {**key.params, "status": status, "error": error, "id": run_id}
+    return _then_unlock(update, key, scope), params
+
+
+def skip_tick(
+    key: LockKey, scope: ResolvedScope, *, job: str, host: str, pid: int, tick: datetime | None
+) -> Statement:
+    """Record a skip for a tick that already ran (and unlock, in session scope)."""
+    insert = _fill(
+        "INSERT INTO {table} (job, tick, host, pid, started, finished, status, error) "
+        "VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), "
+        "{s_skipped_tick}, '')"
+    )
+    return _then_unlock(insert, key, scope), {**key.params, **_who(job, host, pid), "tick": tick}
+
+
+def renew_lease(key: LockKey, *, run_id: int, lease: float) -> Statement:
+    """The heartbeat of a run: check the lock is still held by this backend and, only then,
+    renew the run's lease, in one round trip. One boolean column: still held."""
+    condition, params = _held_condition(key)
+    sql = _fill(
+        f"""
+WITH h AS (SELECT {condition} AS held),
+     r AS (UPDATE {{table}} SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+            WHERE id = %(id)s AND status = {{s_running}} AND (SELECT held FROM h) RETURNING 1)
+SELECT held AND EXISTS (SELECT 1 FROM r) FROM h"""
+    )
+    return sql, {**params, "id": run_id, "lease": lease}
+
+
+def mark_lock_lost(*, run_id: int, error: str) -> Statement:
+    """Mark a running run ``lock_lost`` as soon as the loss is seen (its body may still run)."""
+    sql = _fill(
+        "UPDATE {table} SET status = {s_lock_lost}, error = %(error)s "
+        "WHERE id = %(id)s AND status = {s_running}"
+    )
+    return sql, {"id": run_id, "error": error}
+
+
+def finish_lost_run(*, run_id: int, status: str, error: str) -> Statement:
+    """Finish a run whose lock was lost: ``status`` unless another holder already closed it."""
+    sql = _fill(
+        """
+UPDATE {table} SET
+    status = CASE WHEN status IN ({s_running}, {s_lock_lost}) THEN %(status)s ELSE status END,
+    finished = clock_timestamp(), lease_until = NULL,
+    error = CASE WHEN error = '' THEN %(error)s
+                 WHEN %(error)s = '' THEN error
+                 ELSE error || E'\\n' || %(error)s END
+ WHERE id = %(id)s"""
+    )
+    return sql, {"id": run_id, "status": status, "error": error}
+
+
+def record_lost_run(
+    *, job: str, host: str, pid: int, tick: datetime | None, status: str, error: str
+) -> Statement:
+    """Record a transaction-scoped run whose row rolled back with its lost connection.
+
+    The tick stays taken (``lock_lost`` and ``failed`` take it) unless another replica already
+    ran it, in which case this row is kept without a tick, so the history still shows it."""
+    sql = _fill(
+        """
+WITH ins AS (
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+    VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+            %(status)s, %(error)s)
+    ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
+    RETURNING id
+)
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %(status)s,
+       %(error)s || E'\\n(tick ' || %(tick)s::text || ' was run by another replica)'
+ WHERE NOT EXISTS (SELECT 1 FROM ins)"""
+    )
+    return sql, {**_who(job, host, pid), "tick": tick, "status": status, "error": error}
+
+
+def fail_committed_run(*, run_id: int, error: str) -> Statement:
+    """A run whose transaction committed but whose ``on_commit`` callback raised: failed."""
+    sql = _fill("UPDATE {table} SET status = {s_failed}, error = %(error)s WHERE id = %(id)s")
+    return sql, {"id": run_id, "error": error}
+
+
+# -- the pooling probe and the admin --------------------------------------------------------
+
+
+def probe_lock(key: LockKey) -> str:
+    """Client A of the pooling probe: its backend pid and a shared lock on the probe key.
+
+    Literal values (the probe speaks the simple query protocol)."""
+    return f"SELECT pg_backend_pid(), pg_try_advisory_lock_shared({key.namespace}, {key.objid})"
+
+
+def probe_still_held(pid: int, ids: tuple[int, int, int]) -> str:
+    """Client B of the pooling probe: is client A's shared lock still held by its backend?"""
+    classid, objid, objsubid = ids
+    return (
+        f"SELECT count(*) FROM ({ADVISORY_LOCKS}) AS l WHERE granted AND pid = {int(pid)} "
+        f"AND classid = {int(classid)} AND objid = {int(objid)} AND objsubid = {int(objsubid)}"
+    )
+
+
+def terminate_holders(pids: list[int]) -> Statement:
+    """Terminate the backends among ``pids`` that hold an advisory lock now (never our own);
+    checking and terminating in one statement, so a pid reused since is refused."""
+    sql = (
+        "SELECT holder.pid, pg_terminate_backend(holder.pid) FROM (SELECT DISTINCT pid "
+        f"FROM ({ADVISORY_LOCKS}) AS l WHERE granted AND pid = ANY(%(pids)s) "
+        "AND pid <> pg_backend_pid()) AS holder"
+    )
+    return sql, {"pids": list(pids)}

@@ -110,7 +110,8 @@ class Job(Generic[P, R]):
             value: R = result.value
             return value
         if self.on_locked == "raise":
-            raise LockNotAcquired(f"job {self.name!r} skipped: {result.status_label}")
+            why = "its tick already ran" if result.skipped_tick else "locked by another process"
+            raise LockNotAcquired(f"job {self.name!r} did not run: {why}")
         return SKIPPED
 
     def __repr__(self) -> str:

@@ -24,11 +24,6 @@ FIX_HINT = (
     "Use scope='transaction' for these jobs (safe behind any pooler), or point "
     "ADVISORY_CRON['LOCK_DATABASE'] at an alias that connects to PostgreSQL directly."
 )
-DECLARE_HINT = (
-    "Set ADVISORY_CRON['POOLING'] = 'transaction' so scope='auto' picks transaction scope, "
-    "use scope='transaction' explicitly, or point ADVISORY_CRON['LOCK_DATABASE'] at an alias "
-    "that connects to PostgreSQL directly."
-)
 PREPARED_HINT = (
     "PgBouncer before 1.21 does not track prepared statements in transaction pooling: psycopg "
     "fails with DuplicatePreparedStatement. Remove OPTIONS['prepare_threshold'] (Django's "
@@ -152,37 +147,31 @@ def _live_messages(alias: str, jobs: list[Job[Any, Any]]) -> list[checks.CheckMe
         ]
     if result.mode not in ("transaction", "statement"):
         return []
-    static_mode, _reason = pooler.static_pooling(alias)
-    static_transaction = static_mode in ("transaction", "statement")
     messages: list[checks.CheckMessage] = []
-    affected = [
-        job
-        for job in jobs
-        if job.scope == "session" or (job.scope == "auto" and not static_transaction)
-    ]
     proof = f"Database {alias!r} is transaction pooled (live probe: {result.reason})."
-    if not static_transaction:
-        declared = app_settings.POOLING
-        said = (
-            f" ADVISORY_CRON['POOLING'] = {declared!r} is wrong."
-            if declared is not None
-            else " Nothing in the settings says so, so scope='auto' resolves to session scope."
-        )
-        listed = f" Affected jobs: {_names(affected)}." if affected else ""
+    declared = app_settings.POOLING
+    if declared is not None and declared not in ("transaction", "statement"):
+        # A declared mode wins over detection, so scope='auto' would take session locks here.
+        auto = [job for job in jobs if job.scope == "auto"]
+        listed = f" Jobs with scope='auto': {_names(auto)}." if auto else ""
         messages.append(
             checks.Error(
-                f"{proof}{said} Session-level advisory locks leak here.{listed}",
-                hint=DECLARE_HINT,
-                id=f"{APP}.E010",
+                f"{proof} ADVISORY_CRON['POOLING'] = {declared!r} says otherwise, and "
+                f"scope='auto' follows it into session-level advisory locks, which leak "
+                f"here.{listed}",
+                hint="Remove ADVISORY_CRON['POOLING'] (auto then detects the pooler) or set it "
+                "to 'transaction'.",
+                id=f"{APP}.E012",
             )
         )
         if _uses_prepared_statements(alias):
             messages.append(_prepared_warning(alias, "live probe"))
-    elif affected:
+    session_jobs = [job for job in jobs if job.scope == "session"]
+    if session_jobs:
         messages.append(
             checks.Error(
-                f"{proof} Jobs {_names(affected)} use session-scoped advisory locks, which leak "
-                "here.",
+                f"{proof} Jobs {_names(session_jobs)} ask for session-scoped advisory locks, "
+                "which leak here.",
                 hint=FIX_HINT,
                 id=f"{APP}.E010",
             )

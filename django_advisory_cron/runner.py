@@ -39,6 +39,12 @@ assert {history.RUNNING, history.SUCCEEDED, history.FAILED, history.INTERRUPTED}
 )
 
 
+LOST_IN_TRANSACTION = (
+    "the connection holding the transaction-scoped lock was lost; the job's database work was "
+    "rolled back"
+)
+
+
 class RunnableJob(Protocol):
     """What the runner needs of a job (a [Job][django_advisory_cron.jobs.Job])."""
 
@@ -84,6 +90,11 @@ class RunResult:
     def ran(self) -> bool:
         """True when the job's function was called."""
         return self.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.LOCK_LOST)
+
+    @property
+    def skipped_tick(self) -> bool:
+        """True when the job did not run because its tick already ran."""
+        return self.status == RunStatus.SKIPPED_TICK
 
     @property
     def skipped(self) -> bool:
@@ -217,33 +228,54 @@ def _run(
     status = history.status_of(error)
     text = history.error_text(error) if error is not None else ""
     record.outcome = (status, text)
+    late: BaseException | None = None
     try:
         lock.release(error)
     except Exception as failure:  # transaction scope: the finish or the commit failed
-        if lock.committed:
-            status, text = history.FAILED, history.error_text(failure)
-            text = f"the run committed, then an on_commit callback raised:\n{text}"
-            record.fail_committed(text)
-        else:
-            status = history.LOCK_LOST
-            text = "\n".join(
-                part
-                for part in (
-                    "the connection holding the transaction-scoped lock was lost; the job's "
-                    "database work was rolled back",
-                    text,
-                    history.error_text(failure),
-                )
-                if part
-            )
-            record.record_lost(status, text)
+        status, text = _after_failed_release(lock, record, failure, text)
+        if status == history.LOCK_LOST:
+            cause = error if isinstance(error, Exception) else failure
+            lost = LockLost(f"{LOST_IN_TRANSACTION} ({_first_line(cause)})")
+            lost.__cause__ = cause
+            error = lost if error is None or isinstance(error, Exception) else error
         error = error or failure
+    except BaseException as signal:
+        # SIGINT/SIGTERM held back while the row was being finished: the run is recorded as
+        # it ended; the signal is passed on once the report is made.
+        late = signal
     if lock.lost and lock.scope == "session":
         # The job's own failure stays a failure; success, or being stopped, is a lost lock.
         if status == history.SUCCEEDED or isinstance(error, LockLost):
             status = history.LOCK_LOST
         record.finish_lost(status, text)
     _report(job, result, RunStatus(status), error)
+    if late is not None:
+        result.error = late
+
+
+def _after_failed_release(
+    lock: AdvisoryLock, record: history.RunRecord, failure: Exception, text: str
+) -> tuple[str, str]:
+    """Record a transaction-scoped run whose transaction did not end as planned, through a
+    fresh connection; return its status and error text."""
+    if lock.committed:
+        text = (
+            f"the run committed, then an on_commit callback raised:\n{history.error_text(failure)}"
+        )
+        record.fail_committed(text)
+        return history.FAILED, text
+    parts = (
+        LOST_IN_TRANSACTION,
+        text,
+        history.error_text(failure),
+    )
+    text = "\n".join(part for part in parts if part)
+    record.record_lost(history.LOCK_LOST, text)
+    return history.LOCK_LOST, text
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _report(

@@ -4,6 +4,7 @@ Subprocesses started by the tests (``manage.py runlocked``) import these setting
 inherit ``DATABASE_URL`` from the test process, so only the first process starts a server.
 """
 
+import json
 import os
 
 from django_advisory_cron.testing import PostgresServer, parse_database_url, start_postgres
@@ -65,3 +66,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_advisory_cron": {"handlers": ["console"], "level": "INFO"}},
 }
+
+# Subprocesses started by a test may set ADVISORY_CRON (a JSON object), e.g. another
+# JOBS_MODULE or a shorter HEARTBEAT.
+ADVISORY_CRON = json.loads(os.environ.get("ADVISORY_CRON_JSON") or "{}")

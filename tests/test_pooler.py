@@ -13,7 +13,7 @@ from django.core import checks
 from django.db import connection
 from django.test import override_settings
 
-from django_advisory_cron import pooler, pooler_checks
+from django_advisory_cron import pooler, pooler_checks, registry
 from django_advisory_cron.pooler import resolve_scope
 from django_advisory_cron.testing import PgBouncer, find_pgbouncer, start_pgbouncer
 from django_advisory_cron.testing.postgres import free_port
@@ -276,6 +276,9 @@ def test_live_check_in_the_three_setups(
     @locked_task(name="pooling-live-auto")
     def live_auto() -> None: ...
 
+    @locked_task(name="pooling-live-session", scope="session")
+    def live_session() -> None: ...
+
     assert pooler_checks.check_pooling_live(databases=["default"]) == []
     assert pooler_checks.check_pooling_live(databases=None) == []  # not asked: no probe
     with (
@@ -286,13 +289,17 @@ def test_live_check_in_the_three_setups(
     with database_alias("live_tx", **bouncer_entry(pgbouncer_transaction)):
         with override_settings(ADVISORY_CRON={"LOCK_DATABASE": "live_tx"}):
             messages = pooler_checks.check_pooling_live(databases=["live_tx"])
+            # Only the job that asks for session scope is at risk: auto detects the pooler.
             assert ids(messages) == ["django_advisory_cron.E010"]
-            assert "pooling-live-auto" in messages[0].msg
-            assert "POOLING" in str(messages[0].hint)
-        with override_settings(
-            ADVISORY_CRON={"LOCK_DATABASE": "live_tx", "POOLING": "transaction"}
-        ):
-            # Declared: auto resolves to transaction scope, nothing is at risk.
+            assert "pooling-live-session" in messages[0].msg
+            assert "pooling-live-auto" not in messages[0].msg
+        with override_settings(ADVISORY_CRON={"LOCK_DATABASE": "live_tx", "POOLING": "none"}):
+            # A wrong declaration wins over detection: auto would take session locks.
+            messages = pooler_checks.check_pooling_live(databases=["live_tx"])
+            assert ids(messages) == ["django_advisory_cron.E010", "django_advisory_cron.E012"]
+            assert "pooling-live-auto" in messages[1].msg
+        registry.unregister("pooling-live-session")
+        with override_settings(ADVISORY_CRON={"LOCK_DATABASE": "live_tx"}):
             assert pooler_checks.check_pooling_live(databases=["live_tx"]) == []
 
 
@@ -307,9 +314,12 @@ def test_manage_py_check_database_through_each_setup(
     session = manage("check", "--database", "default", url=bouncer_url(pgbouncer_session))
     assert session.returncode == 0, session.stderr
     assert "E010" not in session.stderr + session.stdout
-    trapped = manage("check", "--database", "default", url=bouncer_url(pgbouncer_transaction))
-    assert trapped.returncode == 1
-    assert "django_advisory_cron.E010" in trapped.stderr
+    # Behind transaction pooling, scope='auto' detects the pooler: nothing blocks the deploy.
+    pooled = manage("check", "--database", "default", url=bouncer_url(pgbouncer_transaction))
+    assert pooled.returncode == 0, pooled.stderr
+    assert "E010" not in pooled.stderr + pooled.stdout
+    migrated = manage("migrate", url=bouncer_url(pgbouncer_transaction))
+    assert migrated.returncode == 0, migrated.stderr
     # Without --database the live probe does not run.
     plain = manage("check", url=bouncer_url(pgbouncer_transaction))
     assert plain.returncode == 0 and "E010" not in plain.stderr + plain.stdout

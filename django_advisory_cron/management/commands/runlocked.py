@@ -115,7 +115,18 @@ def outcome(
 
 
 def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -> tuple[int, str]:
-    status, run = result.status, f"run {result.run_id}"
+    status, run, error = result.status, f"run {result.run_id}", result.error
+    if error is not None and not isinstance(error, Exception):
+        # A signal: the exit code says so, the message says what the history holds.
+        by = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
+        code = exitcodes.SIGTERM if by == "SIGTERM" else exitcodes.SIGINT
+        if status != RunStatus.INTERRUPTED:
+            recorded = f"after {run} was recorded as {result.status_label}"
+        elif result.run_id:
+            recorded = f"{run} recorded as interrupted"
+        else:
+            recorded = "nothing recorded"
+        return code, f"{name} interrupted by {by} ({recorded}; lock released)"
     if status == RunStatus.SKIPPED_LOCKED:
         return conflict_exit_code or exitcodes.OK, f"{name}: skipped, locked by another process"
     if status == RunStatus.SKIPPED_TICK:
@@ -128,12 +139,6 @@ def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -
             f"{name}: the lock's connection was lost while the job ran ({run} recorded as "
             "lock lost); another replica may run it too"
         )
-    error = result.error
-    if status == RunStatus.INTERRUPTED:
-        by = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
-        code = exitcodes.SIGTERM if by == "SIGTERM" else exitcodes.SIGINT
-        recorded = f"{run} recorded as interrupted" if result.run_id else "nothing recorded"
-        return code, f"{name} interrupted by {by} ({recorded}, lock released)"
     described = f"{type(error).__name__}: {error}" if error is not None else "failed"
     return exitcodes.JOB_FAILED, (
         f"job {name!r} failed: {described} (traceback logged; {run} recorded as failed)"

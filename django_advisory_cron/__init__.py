@@ -1,36 +1,62 @@
-"""Run scheduled Django jobs once across many replicas, with PostgreSQL advisory locks."""
+"""Run scheduled Django jobs once across many replicas, with PostgreSQL advisory locks.
 
-from .exceptions import (
-    AdvisoryCronError,
-    DatabaseUnavailable,
-    InvalidSchedule,
-    LockDatabaseError,
-    LockLost,
-    LockNotAcquired,
-    LockScopeError,
-    UnknownJob,
-)
-from .jobs import SKIPPED, Job, locked_task, registry
-from .keys import LockKey, job_key
-from .locks import AdvisoryLock, advisory_lock
-from .schedule import Schedule
+The public names below are loaded on first use (PEP 562), so importing one module of the
+package (``django_advisory_cron.conf``, say, from a settings file) loads only what that module
+needs, and never the models before the app registry is ready.
+"""
 
-__all__ = [
-    "SKIPPED",
-    "AdvisoryCronError",
-    "AdvisoryLock",
-    "DatabaseUnavailable",
-    "InvalidSchedule",
-    "Job",
-    "LockDatabaseError",
-    "LockKey",
-    "LockLost",
-    "LockNotAcquired",
-    "LockScopeError",
-    "Schedule",
-    "UnknownJob",
-    "advisory_lock",
-    "job_key",
-    "locked_task",
-    "registry",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .exceptions import (
+        AdvisoryCronError,
+        DatabaseUnavailable,
+        InvalidSchedule,
+        LockDatabaseError,
+        LockLost,
+        LockNotAcquired,
+        LockScopeError,
+        UnknownJob,
+    )
+    from .jobs import SKIPPED, Job, locked_task, registry
+    from .keys import LockKey, job_key
+    from .locks import AdvisoryLock, advisory_lock
+    from .schedule import Schedule
+
+_WHERE = {
+    "AdvisoryCronError": "exceptions",
+    "DatabaseUnavailable": "exceptions",
+    "InvalidSchedule": "exceptions",
+    "LockDatabaseError": "exceptions",
+    "LockLost": "exceptions",
+    "LockNotAcquired": "exceptions",
+    "LockScopeError": "exceptions",
+    "UnknownJob": "exceptions",
+    "SKIPPED": "jobs",
+    "Job": "jobs",
+    "locked_task": "jobs",
+    "registry": "jobs",
+    "LockKey": "keys",
+    "job_key": "keys",
+    "AdvisoryLock": "locks",
+    "advisory_lock": "locks",
+    "Schedule": "schedule",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

@@ -1,0 +1,131 @@
+"""The package's imports point only downward (docs/architecture.md): no cycle, no upward edge,
+and importing one module loads only the modules below it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "django_advisory_cron"
+NAME = PACKAGE.name
+
+#: Each module's layer. A module may import from its own layer or below; ``models`` imports
+#: nothing of ours, and anything may import it.
+LAYERS = {
+    "conf": 0,
+    "exceptions": 0,
+    "exitcodes": 0,
+    "interrupts": 0,
+    "keys": 0,
+    "schedule": 0,
+    "scopes": 0,
+    "signals": 0,
+    "lockconn": 1,
+    "sql": 1,
+    "pooler": 1,
+    "heartbeat": 2,
+    "locks": 2,
+    "history": 3,
+    "runner": 4,
+    "jobs": 4,
+}
+TOP = 5  # the read and operations side: admin, checks, status, commands, contrib, ...
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Modules of the package that ``path`` imports, anywhere in it (functions included)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith(NAME)}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            if not base.startswith(NAME):
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                is_module = (PACKAGE.parent / candidate.replace(".", "/")).with_suffix(".py")
+                found.add(candidate if is_module.exists() else base)
+    found.discard(name)
+    return found
+
+
+def layer(module: str) -> int:
+    short = module.removeprefix(f"{NAME}.")
+    if short == "models":
+        return -1
+    return LAYERS.get(short.split(".")[0], TOP)
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {
+        module_name(path): path
+        for path in PACKAGE.rglob("*.py")
+        if "migrations" not in path.parts and path.name != "__init__.py" or path.parent == PACKAGE
+    }
+    return {name: imports_of(path) for name, path in modules.items() if name != NAME}
+
+
+def test_every_import_points_downward() -> None:
+    upward = [
+        f"{module} (layer {layer(module)}) imports {target} (layer {layer(target)})"
+        for module, targets in graph().items()
+        for target in targets
+        if target != NAME and layer(target) > layer(module)
+    ]
+    assert upward == []
+
+
+def test_models_import_nothing_of_ours() -> None:
+    assert imports_of(PACKAGE / "models.py") == set()
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    edges = {module: {t for t in targets if t != NAME} for module, targets in graph().items()}
+    visiting: set[str] = set()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in done:
+            return
+        assert module not in visiting, " -> ".join([*path, module])
+        visiting.add(module)
+        for target in edges.get(module, ()):
+            visit(target, [*path, module])
+        visiting.discard(module)
+        done.add(module)
+
+    for module in edges:
+        visit(module, [])
+
+
+@pytest.mark.parametrize("module", ["conf", "sql", "locks", "history"])
+def test_importing_one_module_loads_only_the_modules_below_it(module: str) -> None:
+    code = (
+        "import json, sys; import django_advisory_cron.%s; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('django_advisory_cron.'))))"
+    ) % module
+    loaded = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    own = layer(f"{NAME}.{module}")
+    above = [name for name in loaded if layer(name) > own]
+    assert above == [], f"importing {module} loaded {above}"
+    assert f"{NAME}.models" not in loaded

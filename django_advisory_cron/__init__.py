@@ -46,7 +46,25 @@ _WHERE = {
     "Schedule": "schedule",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "SKIPPED",
+    "AdvisoryCronError",
+    "AdvisoryLock",
+    "DatabaseUnavailable",
+    "InvalidSchedule",
+    "Job",
+    "LockDatabaseError",
+    "LockKey",
+    "LockLost",
+    "LockNotAcquired",
+    "LockScopeError",
+    "Schedule",
+    "UnknownJob",
+    "advisory_lock",
+    "job_key",
+    "locked_task",
+    "registry",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -76,7 +76,7 @@ def graph() -> dict[str, set[str]]:
     modules = {
         module_name(path): path
         for path in PACKAGE.rglob("*.py")
-        if "migrations" not in path.parts and path.name != "__init__.py" or path.parent == PACKAGE
+        if ("migrations" not in path.parts and path.name != "__init__.py") or path.parent == PACKAGE
     }
     return {name: imports_of(path) for name, path in modules.items() if name != NAME}
 
@@ -117,9 +117,9 @@ def test_the_import_graph_has_no_cycle() -> None:
 @pytest.mark.parametrize("module", ["conf", "sql", "locks", "history"])
 def test_importing_one_module_loads_only_the_modules_below_it(module: str) -> None:
     code = (
-        "import json, sys; import django_advisory_cron.%s; "
+        f"import json, sys; import django_advisory_cron.{module}; "
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('django_advisory_cron.'))))"
-    ) % module
+    )
     loaded = json.loads(
         subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True

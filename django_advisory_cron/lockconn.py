@@ -68,11 +68,24 @@ def unavailable(alias: str, error: BaseException) -> DatabaseUnavailable:
 
 
 def ensure_connected(connection: BaseDatabaseWrapper) -> None:
-    """Connect, turning a connection failure into :class:`DatabaseUnavailable`."""
+    """Connect, turning a failure into
+    [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable].
+
+    Bounded in time: the connect timeout covers the login, and a deadline the queries Django
+    sends right after it (a pooler may accept the login, then queue those for minutes).
+    """
+    if connection.connection is not None:
+        return
+    deadline = connect_timeout() + app_settings.STATEMENT_TIMEOUT
     try:
-        connection.ensure_connection()
+        with answer_within(connection, deadline):
+            connection.ensure_connection()
     except OperationalError as error:
+        connection.close()
         raise unavailable(connection.alias, error) from error
+    except DatabaseUnavailable:
+        connection.close()
+        raise
 
 
 def connect_timeout() -> int:

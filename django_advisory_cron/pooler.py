@@ -46,7 +46,7 @@ from . import sql
 from .conf import Pooling, app_settings
 from .exceptions import ProbeError, ProbeTimeout
 from .keys import LockKey, job_key
-from .lockconn import ensure_connected, require_postgresql
+from .lockconn import answer_within, ensure_connected, require_postgresql
 from .scopes import ResolvedScope, Scope, check_scope
 
 PGBOUNCER_PORT = 6432
@@ -126,7 +126,7 @@ def pooler_in_path(alias: str) -> bool:
     connection = require_postgresql(alias)
     ensure_connected(connection)
     text, params = sql.backend_pid()
-    with connection.cursor() as cursor:
+    with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as cursor:
         cursor.execute(text, params)
         row = cursor.fetchone()
     assert row is not None

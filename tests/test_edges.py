@@ -280,6 +280,31 @@ def test_a_server_that_never_answers_gives_exit_69_in_bounded_time(
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0], result.stderr
 
 
+@pytest.mark.pgbouncer
+def test_a_statement_stuck_in_a_pooler_queue_gives_exit_69_in_bounded_time(
+    edge_jobs: None,
+    pgbouncer_session: Any,
+    raw_connect: Any,
+    manage: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session-pooling PgBouncer whose pool is taken: the login succeeds, the first query
+    waits in its queue (for 120 s by default). Our statements have a deadline."""
+    from tests.pooling import bouncer_url
+
+    url = bouncer_url(pgbouncer_session)
+    for _ in range(3):  # the fixture's pool size: every server connection is taken
+        raw_connect(url).execute("SELECT 1")
+    subprocess_settings(monkeypatch, CONNECT_TIMEOUT=2, STATEMENT_TIMEOUT=2)
+    started = time.monotonic()
+    result = manage("runlocked", "edge_quick_scheduled", url=url)
+    elapsed = time.monotonic() - started
+    assert result.returncode == exitcodes.DATABASE_UNAVAILABLE, result.stderr
+    assert elapsed < 2 + 2 + 8
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert statuses("edge_quick_scheduled") == []
+
+
 # -- 8. an on_commit callback that raises -------------------------------------------------------
 
 

@@ -67,6 +67,19 @@ __all__ = [
 ]
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("django-advisory-cron")
+    except PackageNotFoundError:  # pragma: no cover - imported from a source tree, not installed
+        return "0+unknown"
+
+
+#: The installed distribution's version (``pyproject.toml``'s ``version``).
+__version__ = _version()
+
+
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:

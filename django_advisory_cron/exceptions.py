@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.core.management.base import CommandError
+
 
 class AdvisoryCronError(Exception):
     """Base class for this app's errors."""
@@ -45,3 +47,18 @@ class ProbeError(AdvisoryCronError):
 
 class ProbeTimeout(ProbeError):
     """A pooling probe step did not finish before its client-side deadline."""
+
+
+class CommandFailed(AdvisoryCronError, CommandError):
+    """A management command of this app failed: a ``CommandError`` with its exit status.
+
+    Django prints the message and exits with ``returncode``; ``except AdvisoryCronError`` and
+    ``except CommandError`` both catch it.
+    """
+
+    def __init__(self, message: str, returncode: int = 1) -> None:
+        super().__init__(message, returncode=returncode)
+
+
+class ScheduleSyncTimeout(AdvisoryCronError, TimeoutError):
+    """Another process held the django-q2 schedule sync lock for too long."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.db import models
+from datetime import datetime
+
+from django.db import models, transaction
 from django.utils.translation import gettext_lazy as _
 
 
@@ -21,6 +23,47 @@ class RunStatus(models.TextChoices):
 TICK_TAKING = (RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.LOCK_LOST)
 
 
+class JobRunQuerySet(models.QuerySet["JobRun"]):
+    """Run history queries; ``prune_jobruns`` is a thin wrapper around :meth:`prune`."""
+
+    def prunable(self, older_than: datetime) -> JobRunQuerySet:
+        """Runs started before ``older_than``, minus running rows and each job's latest success.
+
+        The latest success of each job is taken from the whole history (on this queryset's
+        database), whatever filters this queryset has: the Jobs page and ``cronstatus`` need it
+        to tell an overdue job from one that never ran.
+        """
+        latest_success = (
+            self.model._default_manager.using(self.db)
+            .filter(status=RunStatus.SUCCEEDED)
+            .order_by("job", "-started", "-id")
+            .distinct("job")
+            .values("id")
+        )
+        return (
+            self.filter(started__lt=older_than)
+            .exclude(status=RunStatus.RUNNING)
+            .exclude(id__in=latest_success)
+        )
+
+    def prune(self, older_than: datetime, batch_size: int = 1000) -> int:
+        """Delete :meth:`prunable` rows ``batch_size`` per transaction; return how many went.
+
+        Small batches keep each transaction (and its row locks and WAL) short, so pruning a
+        large history never blocks the runner.
+        """
+        alias = self.db
+        total = 0
+        while True:
+            with transaction.atomic(using=alias):
+                prunable = self.prunable(older_than).order_by("id")
+                ids = list(prunable.values_list("id", flat=True)[:batch_size])
+                if not ids:
+                    return total
+                self.model._default_manager.using(alias).filter(id__in=ids).delete()
+            total += len(ids)
+
+
 class JobRun(models.Model):
     job = models.CharField(_("job"), max_length=200)
     tick = models.DateTimeField(_("tick"), null=True, blank=True)
@@ -35,6 +78,8 @@ class JobRun(models.Model):
     #: connection may have died while its body runs on), so a running row whose lease has not
     #: expired keeps the job from starting again.
     lease_until = models.DateTimeField(_("lease until"), null=True, blank=True)
+
+    objects = JobRunQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("job run")

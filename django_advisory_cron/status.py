@@ -159,6 +159,18 @@ class JobStatus:
     def problems(self) -> list[str]:
         return [name for name in PROBLEMS if getattr(self, name)]
 
+    @property
+    def summary(self) -> str:
+        """One line for ``cronstatus``: ``name: PROBLEMS (last run ...; held by ...)``."""
+        details = []
+        if self.last_run is not None:
+            started = self.last_run.started.isoformat(timespec="seconds")
+            details.append(f"last run {self.last_run.status} at {started}")
+        if self.holder is not None:
+            details.append(f"held by {self.held_by}")
+        problems = ", ".join(self.problems).upper() or ("never ran" if self.never_ran else "ok")
+        return f"{self.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready facts, for ``cronstatus --json``."""
         last = self.last_run
@@ -224,3 +236,14 @@ def job_statuses(names: list[str] | None = None, now: datetime | None = None) ->
 def unhealthy(statuses: list[JobStatus], ignore: tuple[str, ...] = ()) -> list[JobStatus]:
     """The jobs with a problem not in ``ignore``."""
     return [status for status in statuses if set(status.problems) - set(ignore)]
+
+
+def health_report(statuses: list[JobStatus], ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The JSON document of ``cronstatus --json``."""
+    bad = unhealthy(statuses, ignore)
+    return {
+        "healthy": not bad,
+        "unhealthy": [item.name for item in bad],
+        "ignored": list(ignore),
+        "jobs": [item.as_dict() for item in statuses],
+    }

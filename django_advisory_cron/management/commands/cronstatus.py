@@ -11,13 +11,14 @@ import json
 from argparse import RawDescriptionHelpFormatter
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, OperationalError
 
 from ... import exitcodes
 from ...conf import app_settings
+from ...exceptions import CommandFailed
 from ...lockconn import unavailable
-from ...status import PROBLEMS, JobStatus, job_statuses, unhealthy
+from ...status import PROBLEMS, JobStatus, health_report, job_statuses, unhealthy
 
 EPILOG = """\
 exit codes:
@@ -29,9 +30,8 @@ exit codes:
 """
 
 
-class CronStatusError(CommandError):
-    def __init__(self, message: str, returncode: int) -> None:
-        super().__init__(message, returncode=returncode)
+class CronStatusError(CommandFailed):
+    """``cronstatus`` could not answer: a ``CommandError`` and an ``AdvisoryCronError``."""
 
 
 class Command(BaseCommand):
@@ -70,7 +70,7 @@ class Command(BaseCommand):
             ) from error
         except DatabaseError as error:
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise CommandError(f"{first_line} (are the migrations applied?)") from error
+            raise CronStatusError(f"{first_line} (are the migrations applied?)") from error
         if names:
             unknown = sorted(set(names) - {item.name for item in statuses})
             if unknown:
@@ -78,13 +78,7 @@ class Command(BaseCommand):
         ignore = tuple(options["ignore"])
         bad = unhealthy(statuses, ignore)
         if options["json"]:
-            document = {
-                "healthy": not bad,
-                "unhealthy": [item.name for item in bad],
-                "ignored": list(ignore),
-                "jobs": [item.as_dict() for item in statuses],
-            }
-            self.stdout.write(json.dumps(document, indent=2))
+            self.stdout.write(json.dumps(health_report(statuses, ignore), indent=2))
         else:
             self._print(statuses if options["all"] else bad, bad, len(statuses))
         if bad:
@@ -92,14 +86,6 @@ class Command(BaseCommand):
 
     def _print(self, shown: list[JobStatus], bad: list[JobStatus], total: int) -> None:
         for item in shown:
-            details = []
-            if item.last_run is not None:
-                started = item.last_run.started.isoformat(timespec="seconds")
-                details.append(f"last run {item.last_run.status} at {started}")
-            if item.holder is not None:
-                details.append(f"held by {item.held_by}")
-            problems = ", ".join(item.problems).upper() or ("never ran" if item.never_ran else "ok")
-            line = f"{item.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
-            self.stdout.write(self.style.ERROR(line) if item in bad else line)
+            self.stdout.write(self.style.ERROR(item.summary) if item in bad else item.summary)
         summary = f"{len(bad)} of {total} job(s) unhealthy" if bad else f"{total} job(s) healthy"
         self.stdout.write(self.style.ERROR(summary) if bad else self.style.SUCCESS(summary))

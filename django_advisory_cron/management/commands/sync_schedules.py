@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
+
+from ...exceptions import CommandFailed
 
 
 class Command(BaseCommand):
@@ -30,24 +32,21 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not apps.is_installed("django_q"):
-            raise CommandError(
+            raise CommandFailed(
                 "django_q is not in INSTALLED_APPS: install 'django-advisory-cron[q2]' and add "
                 "'django_q' to INSTALLED_APPS to schedule jobs through django-q2."
             )
-        from ...contrib.django_q import sync
+        from ...contrib.django_q import sync, tally
 
         dry_run: bool = options["dry_run"]
         try:
             changes = sync(prune=options["prune"], dry_run=dry_run)
-        except TimeoutError as error:
-            raise CommandError(str(error)) from error
-        counts: dict[str, int] = {}
+        except TimeoutError as error:  # ScheduleSyncTimeout is one
+            raise CommandFailed(str(error)) from error
         for change in changes:
-            counts[change.action] = counts.get(change.action, 0) + 1
             if change.action == "unchanged" and options["verbosity"] < 2:
                 continue
             style = self.style.WARNING if change.action in ("stale", "invalid") else str
             self.stdout.write(style(change.describe(dry_run=dry_run)))
-        summary = ", ".join(f"{action} {count}" for action, count in sorted(counts.items()))
         prefix = "dry run: " if dry_run else ""
-        self.stdout.write(f"{prefix}{summary or 'no scheduled jobs'}")
+        self.stdout.write(f"{prefix}{tally(changes) or 'no scheduled jobs'}")

@@ -1,0 +1,111 @@
+"""System checks for django-q2 (registered only when ``django_q`` is installed).
+
+``W060`` to ``W063``: ``Q_CLUSTER`` settings that make duplicate deliveries likely, or that make
+django-q2 and the job schedules disagree on ticks. ``W064``: the synced schedules are missing
+or out of date (a database check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.db import DatabaseError, router
+
+from ...conf import APP_LABEL, app_settings
+from .schedules import out_of_date, schedule_model, scheduled_jobs
+
+APP = APP_LABEL
+
+
+def register_checks() -> None:
+    """Register the django-q2 checks (only called when ``django_q`` is installed)."""
+    checks.register(check_q_cluster)
+    checks.register(check_schedules_synced, checks.Tags.database)
+
+
+def _q_cluster() -> dict[str, Any]:
+    value = getattr(settings, "Q_CLUSTER", {})
+    return value if isinstance(value, dict) else {}
+
+
+def check_q_cluster(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Warn about django-q2 settings that make duplicate deliveries likely."""
+    options = _q_cluster()
+    timeout = options.get("timeout")
+    retry = options.get("retry", 60)
+    messages: list[checks.CheckMessage] = []
+    if timeout is None:
+        messages.append(
+            checks.Warning(
+                "Q_CLUSTER['timeout'] is not set: a job running longer than "
+                f"Q_CLUSTER['retry'] ({retry}s) is delivered again while it still runs.",
+                hint="Set Q_CLUSTER['timeout'] above your longest job and 'retry' above "
+                "'timeout'. The lock absorbs the duplicates, but each costs a worker.",
+                id=f"{APP}.W060",
+            )
+        )
+    elif retry <= timeout:
+        messages.append(
+            checks.Warning(
+                f"Q_CLUSTER['retry'] ({retry}s) is not greater than Q_CLUSTER['timeout'] "
+                f"({timeout}s): a task still running is delivered again.",
+                hint="Set 'retry' greater than 'timeout'. The lock and the tick record "
+                "absorb the duplicates, but each costs a worker and a skipped run row.",
+                id=f"{APP}.W061",
+            )
+        )
+    if timeout is not None:
+        for job in scheduled_jobs():
+            if job.max_runtime is not None and job.max_runtime > timeout:
+                messages.append(
+                    checks.Warning(
+                        f"Job {job.name!r} may run {job.max_runtime}s (max_runtime) but "
+                        f"django-q2 kills tasks after Q_CLUSTER['timeout'] = {timeout}s.",
+                        hint="Raise Q_CLUSTER['timeout'] (and 'retry' above it), or lower "
+                        "the job's max_runtime. A killed run is recorded as interrupted and "
+                        "its tick is run again on redelivery.",
+                        id=f"{APP}.W062",
+                    )
+                )
+    zone = options.get("time_zone")
+    if zone is not None and zone != settings.TIME_ZONE:
+        messages.append(
+            checks.Warning(
+                f"Q_CLUSTER['time_zone'] ({zone!r}) differs from TIME_ZONE "
+                f"({settings.TIME_ZONE!r}): django-q2 and the job schedules disagree on ticks.",
+                hint="Remove Q_CLUSTER['time_zone'] or make it equal to TIME_ZONE.",
+                id=f"{APP}.W063",
+            )
+        )
+    return messages
+
+
+def check_schedules_synced(
+    app_configs: Sequence[Any] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
+    """Warn when scheduled jobs have no (or an outdated) django-q2 ``Schedule``."""
+    alias = router.db_for_write(schedule_model())
+    if not databases or alias not in databases or app_settings.SYNC_ON_MIGRATE:
+        return []
+    try:
+        pending = out_of_date()
+    except DatabaseError:
+        return []  # not migrated yet, or unreachable: other checks report that
+    if not pending:
+        return []
+    return [
+        checks.Warning(
+            "django-q2 schedules are not in sync with the scheduled jobs: "
+            + "; ".join(change.describe(dry_run=True) for change in pending),
+            hint="Run 'manage.py sync_schedules' after each deploy, or set "
+            "ADVISORY_CRON['SYNC_ON_MIGRATE'] = True.",
+            id=f"{APP}.W064",
+        )
+    ]

@@ -1,0 +1,113 @@
+"""The function django-q2 calls for a synced schedule: :func:`run_scheduled`.
+
+django-q2 passes the time it *meant* to run the schedule (the row's ``next_run`` before the
+scheduler advances it) through the row's ``intended_date_kwarg``, so every delivery of one
+tick — several clusters, a retry while the first delivery still runs, a failed task
+redelivered — claims the same ``(job, tick)`` record, and each delivery after the first is a
+recorded skip. Which ticks a late delivery runs is decided by :mod:`django_advisory_cron.catchup`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from ...catchup import database_now, ticks_to_run
+from ...conf import app_settings
+from ...exceptions import UnknownJob
+from ...jobs import registry
+from ...models import RunStatus
+from ...runner import RunResult
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: The dotted path django-q2 calls. It is stored in every synced ``Schedule.func`` (and synced
+#: rows are recognised by it), so it names the package, where :func:`run_scheduled` is
+#: re-exported, and must never change.
+RUNNER = "django_advisory_cron.contrib.django_q.run_scheduled"
+#: The keyword argument through which django-q2 passes the intended run time.
+INTENDED_KWARG = "intended"
+
+
+def _parse_intended(value: str | datetime | None) -> datetime | None:
+    if value is None or value == "":
+        return None
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        from django.utils import timezone
+
+        moment = timezone.make_aware(moment)
+    return moment
+
+
+def _summary(result: RunResult) -> dict[str, Any]:
+    return {
+        "tick": result.tick.isoformat() if result.tick else None,
+        "status": RunStatus(result.status).value,
+        "run_id": result.run_id,
+    }
+
+
+def run_scheduled(
+    job_name: str,
+    *args: Any,
+    intended: str | datetime | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Entry point django-q2 calls for a synced schedule; returns a summary of what ran.
+
+    ``intended`` is the time django-q2 meant to run the schedule (ISO 8601); the run claims the
+    tick nearest to it, not to the moment a worker picked the task up. Extra ``args`` and
+    ``kwargs`` (from a hand-made schedule) are passed to the job. A job failure is recorded and
+    re-raised so django-q2 lists it; its redelivery finds the tick taken and skips.
+    """
+    try:
+        job = registry.get(job_name)
+    except UnknownJob:
+        # Raising would make django-q2 redeliver the task forever (failures are not acked).
+        logger.error(
+            "django-q2 delivered unknown job %r; remove its schedule (sync_schedules --prune)",
+            job_name,
+        )
+        return {"job": job_name, "runs": [], "error": "unknown job"}
+    moment = _parse_intended(intended)
+    summary: dict[str, Any] = {
+        "job": job.name,
+        "intended": moment.isoformat() if moment else None,
+        "runs": [],
+    }
+    schedule = job.schedule
+    if moment is None or schedule is None:
+        summary["runs"].append(_summary(job.run(*args, **kwargs)))
+        return summary
+    max_skew = app_settings.MAX_SKEW
+    tick = schedule.nearest_tick(moment, max_skew)
+    if tick is None:
+        logger.warning(
+            "job %s: django-q2 meant to run it at %s, which is no tick of %r; running it "
+            "unscheduled (is its Schedule out of date? run sync_schedules)",
+            job.name,
+            moment.isoformat(),
+            schedule.expression,
+        )
+        summary["runs"].append(_summary(job.run(*args, now=moment, **kwargs)))
+        return summary
+    now = database_now(job.using or app_settings.lock_database)
+    policy = app_settings.CATCH_UP
+    to_run, passed_over = ticks_to_run(job, tick, now, policy)
+    if passed_over or len(to_run) > 1:
+        logger.warning(
+            "job %s: late delivery for tick %s (database time %s); catch-up policy %r runs "
+            "%d tick(s), passes over %d",
+            job.name,
+            tick.isoformat(),
+            now.isoformat(),
+            policy,
+            len(to_run),
+            len(passed_over),
+        )
+    summary["passed_over"] = [missed.isoformat() for missed in passed_over]
+    for run_tick in to_run:
+        summary["runs"].append(_summary(job.run(*args, now=run_tick, **kwargs)))
+    return summary

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
+from . import sql
+
 if TYPE_CHECKING:
     from .jobs import Job
 
@@ -29,8 +31,9 @@ MAX_CATCH_UP = 64
 
 def database_now(alias: str) -> datetime:
     """The database server's clock: ticks are judged on it, never on a host's clock."""
+    text, params = sql.database_now()
     with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT now()")
+        cursor.execute(text, params)
         row = cursor.fetchone()
     assert row is not None
     now: datetime = row[0]

@@ -87,6 +87,11 @@ def backend_pid() -> Statement:
     return "SELECT pg_backend_pid()", {}
 
 
+def database_now() -> Statement:
+    """The database server's clock, on which ticks are judged."""
+    return "SELECT now()", {}
+
+
 # -- the run row -----------------------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ LAYERS = {
     "history": 3,
     "runner": 4,
     "jobs": 4,
+    "catchup": 4,
 }
 TOP = 5  # the read and operations side: admin, checks, status, commands, contrib, ...
 

@@ -2,7 +2,8 @@
 
 Nothing here is editable. The held-locks list costs one query per page: rows, total count
 (a window function) and every computed column come back together, so 5,000 locks cost one
-scan of ``pg_locks`` rather than one per count, page and row.
+scan of ``pg_locks`` rather than one per count, page and row. The sessions' query text is shown
+and searched only with its own permission: it may hold other applications' secrets.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, DurationField, ExpressionWrapper, F, QuerySet, Window
+from django.db.models.constants import LOOKUP_SEP
 from django.db.models.expressions import Combinable
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -204,12 +206,51 @@ class HeldLockAdmin(ReadOnlyAdmin):
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return OneQueryChangeList
 
+    #: What shows or searches ``pg_stat_activity.query``: only with ``view_query``.
+    QUERY_FIELD, QUERY_COLUMN = "query", "query_short"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[HeldLock]:
+        queryset: QuerySet[HeldLock] = super().get_queryset(request)
+        if not self.has_query_permission(request):
+            queryset = queryset.defer(self.QUERY_FIELD)
+        return queryset
+
     def get_ordering(self, request: HttpRequest) -> list[str | Combinable]:
         return ["-stale", "-held_for", "pid"]
 
     def has_terminate_permission(self, request: HttpRequest) -> bool:
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.terminate_backend")
+
+    def has_query_permission(self, request: HttpRequest) -> bool:
+        """``view_query``: the sessions' SQL may carry other applications' secrets."""
+        return request.user.has_perm(f"{self.opts.app_label}.view_query")
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = super().get_list_display(request)
+        if self.has_query_permission(request):
+            return shown
+        return [name for name in shown if name != self.QUERY_COLUMN]
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        fields = super().get_search_fields(request)
+        if self.has_query_permission(request):
+            return fields
+        return [name for name in fields if name.lstrip("^=@") != self.QUERY_FIELD]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_fields(request, obj)
+        if self.has_query_permission(request):
+            return fields
+        return [name for name in fields if name != self.QUERY_FIELD]
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """No ``?query__contains=...``: filtering on the text would reveal it."""
+        if lookup.split(LOOKUP_SEP)[0] == self.QUERY_FIELD and not self.has_query_permission(
+            request
+        ):
+            return False
+        return super().lookup_allowed(lookup, value, request)
 
     @admin.display(description=_("status"), ordering="granted")
     def granted_badge(self, obj: HeldLock) -> str:
@@ -275,6 +316,7 @@ class HeldLockAdmin(ReadOnlyAdmin):
                 "gone": max(selected - len(locks), 0),
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
                 "select_across": request.POST.get("select_across", "0"),
+                "show_query": self.has_query_permission(request),
             }
             return TemplateResponse(
                 request, "admin/django_advisory_cron/heldlock/terminate_confirmation.html", context

@@ -108,7 +108,10 @@ class HeldLock(models.Model):
         verbose_name = _("held lock")
         verbose_name_plural = _("held locks")
         default_permissions = ("view",)
-        permissions = [("terminate_backend", _("Can terminate a backend holding an advisory lock"))]
+        permissions = [
+            ("terminate_backend", _("Can terminate a backend holding an advisory lock")),
+            ("view_query", _("Can view the query text of sessions holding locks")),
+        ]
         ordering = ["pid"]
 
     def __str__(self) -> str:

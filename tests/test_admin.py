@@ -343,6 +343,54 @@ def test_detail_page_is_read_only(
     assert 'name="_save"' not in page
 
 
+SECRET = "password=hunter2"
+
+
+def test_query_text_needs_its_own_permission(
+    raw_connect: Connect, django_user_model: Any, probe_job: Job[Any, Any]
+) -> None:
+    """Another application's session, idle after a query with a secret in it, holds a lock:
+    ``view_heldlock`` shows the lock but neither shows nor searches the query text."""
+    from django.contrib.admin.utils import quote
+
+    other_app = raw_connect(application_name="billing")
+    pid = hold(other_app, probe_job)
+    other_app.execute(f"SELECT 'connect {SECRET}' AS last_statement")
+    (lock,) = held_locks().filter(pid=pid)
+    assert SECRET in lock.query  # what pg_stat_activity shows for the session
+    detail_url = reverse("admin:django_advisory_cron_heldlock_change", args=[quote(lock.pk)])
+
+    viewer = make_client(django_user_model, "view_heldlock")
+    listed = viewer.get(LOCKS_URL).content.decode()
+    assert f">{pid}<" in listed and "billing" in listed
+    assert "hunter2" not in listed
+    detail = viewer.get(detail_url)
+    assert detail.status_code == 200
+    assert "billing" in detail.content.decode()
+    assert "hunter2" not in detail.content.decode()
+    searched = viewer.get(LOCKS_URL, {"q": "hunter2"}).content.decode()
+    assert f">{pid}<" not in searched and SECRET not in searched  # "hunter2": the search box
+    assert f">{pid}<" in viewer.get(LOCKS_URL, {"q": "billing"}).content.decode()
+    # Nor through a URL lookup on the column (refused: 400 Bad Request).
+    filtered = viewer.get(LOCKS_URL, {"query__contains": "hunter2"})
+    assert filtered.status_code == 400 and f">{pid}<" not in filtered.content.decode()
+    # Terminating does not need the query either: its confirmation leaves it out too.
+    terminator = make_client(django_user_model, "view_heldlock", "terminate_backend")
+    form = {"action": "terminate_backends", "_selected_action": [lock.pk]}
+    confirm = terminator.post(LOCKS_URL, form).content.decode()
+    assert "Yes, terminate" in confirm and f"<td>{pid}</td>" in confirm
+    assert "hunter2" not in confirm
+
+    reader = make_client(django_user_model, "view_heldlock", "view_query", "terminate_backend")
+    assert SECRET in reader.get(LOCKS_URL).content.decode()
+    assert SECRET in reader.get(detail_url).content.decode()
+    found = reader.get(LOCKS_URL, {"q": "hunter2"}).content.decode()
+    assert f">{pid}<" in found and SECRET in result_list(found)
+    assert f">{pid}<" in reader.get(LOCKS_URL, {"query__contains": "hunter2"}).content.decode()
+    assert SECRET in reader.post(LOCKS_URL, form).content.decode()
+    assert lock_rows(other_app, pid) == 1
+
+
 def test_jobs_page(
     raw_connect: Connect, viewer: Client, probe_job: Job[Any, Any], slow_job: Job[Any, Any]
 ) -> None:

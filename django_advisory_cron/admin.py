@@ -210,10 +210,10 @@ class HeldLockAdmin(ReadOnlyAdmin):
     QUERY_FIELD, QUERY_COLUMN = "query", "query_short"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[HeldLock]:
-        queryset: QuerySet[HeldLock] = super().get_queryset(request)
+        queryset = heldlocks.held_locks()
         if not self.has_query_permission(request):
             queryset = queryset.defer(self.QUERY_FIELD)
-        return queryset
+        return queryset.order_by(*self.get_ordering(request))
 
     def get_ordering(self, request: HttpRequest) -> list[str | Combinable]:
         return ["-stale", "-held_for", "pid"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, NoReturn
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -63,14 +65,43 @@ class JobRun(models.Model):
         return (self.finished - self.started).total_seconds()
 
 
+class HeldLockQuerySet(models.QuerySet["HeldLock"]):
+    """Rows of the held-locks view: they can be read, never written."""
+
+    def _refuse(self, method: str) -> NoReturn:
+        raise TypeError(f"{self.model.__name__} rows are read-only: {method}() is not supported")
+
+    def create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("create")
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("bulk_create")
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("bulk_update")
+
+    def get_or_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("get_or_create")
+
+    def update_or_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("update_or_create")
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("update")
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("delete")
+
+
 class HeldLockManager(models.Manager["HeldLock"]):
-    """Every query on held locks gets job names, hold times and stale flags, in SQL."""
+    """Read-only, and plain: the rows are neither annotated nor routed to the lock database.
 
-    def get_queryset(self) -> models.QuerySet[HeldLock]:
-        from .conf import app_settings
-        from .heldlocks import annotate
+    Use :func:`django_advisory_cron.heldlocks.held_locks`, which reads the lock database and
+    adds job names, hold times and stale flags in SQL.
+    """
 
-        return annotate(super().get_queryset().using(app_settings.lock_database))
+    def get_queryset(self) -> HeldLockQuerySet:
+        return HeldLockQuerySet(self.model, using=self._db)
 
 
 class HeldLock(models.Model):

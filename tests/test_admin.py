@@ -19,7 +19,7 @@ from django.urls import reverse
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.heldlocks import held_locks, terminate
 from django_advisory_cron.jobs import Job
-from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.models import HeldLock, JobRun, RunStatus
 
 Connect = Callable[..., psycopg.Connection[Any]]
 
@@ -156,6 +156,30 @@ def test_query_count_does_not_grow_with_rows_and_pages_work(
     assert viewer.get(LOCKS_URL, {"p": 0}).status_code == 302
     shown = viewer.get(LOCKS_URL, {"all": ""}).content.decode()
     assert shown.count('name="_selected_action"') == 250
+
+
+def test_held_lock_manager_is_read_only_and_plain(db_url: str) -> None:
+    import ast
+    import inspect
+
+    from django_advisory_cron import models
+
+    with pytest.raises(TypeError, match="read-only"):
+        HeldLock.objects.update(mode="ShareLock")
+    with pytest.raises(TypeError, match="read-only"):
+        HeldLock.objects.all().delete()
+    with pytest.raises(TypeError, match="read-only"):
+        HeldLock.objects.create(pid=1)
+    assert "job" not in HeldLock.objects.all().query.annotations
+    assert "job" in held_locks().query.annotations
+    # The models import nothing from the package: no cycle through heldlocks or conf.
+    tree = ast.parse(inspect.getsource(models))
+    imported = [
+        node.module or ""
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.level or "advisory" in (node.module or ""))
+    ]
+    assert imported == []
 
 
 def test_stale_flag_and_filter(

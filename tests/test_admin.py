@@ -158,6 +158,23 @@ def test_query_count_does_not_grow_with_rows_and_pages_work(
     assert shown.count('name="_selected_action"') == 250
 
 
+def test_one_query_for_show_all_and_later_pages(raw_connect: Connect, operator: Client) -> None:
+    conn = raw_connect()
+    conn.execute("SELECT pg_advisory_lock(424243, g) FROM generate_series(1, 3) AS g")
+    for params, rows in (({"all": ""}, 3), ({}, 3), ({"q": "matches-nothing"}, 0)):
+        with CaptureQueriesContext(connection) as captured:
+            page = operator.get(LOCKS_URL, params).content.decode()
+        assert page.count('name="_selected_action"') == rows
+        assert len([q for q in captured.captured_queries if "heldlock" in q["sql"]]) == 1
+    # Every row fits on page 1: other page numbers are still invalid lookups.
+    assert operator.get(LOCKS_URL, {"p": 2}).status_code == 302
+    conn.execute("SELECT pg_advisory_lock(424243, g) FROM generate_series(4, 150) AS g")
+    with CaptureQueriesContext(connection) as captured:
+        second = operator.get(LOCKS_URL, {"p": 2}).content.decode()
+    assert second.count('name="_selected_action"') == 50
+    assert len([q for q in captured.captured_queries if "heldlock" in q["sql"]]) == 1
+
+
 def test_held_lock_manager_is_read_only_and_plain(db_url: str) -> None:
     import ast
     import inspect
@@ -365,6 +382,8 @@ def test_detail_page_is_read_only(
     page = viewer.get(url).content.decode()
     assert "legacy-script" in page and "admin.probe" in page
     assert 'name="_save"' not in page
+    history = reverse("admin:django_advisory_cron_heldlock_history", args=[quote(lock.pk)])
+    assert viewer.get(history).status_code == 200
 
 
 SECRET = "password=hunter2"

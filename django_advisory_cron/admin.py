@@ -2,7 +2,8 @@
 
 Nothing here is editable. The held-locks list costs one query per page: rows, total count
 (a window function) and every computed column come back together, so 5,000 locks cost one
-scan of ``pg_locks`` rather than one per count, page and row.
+scan of ``pg_locks`` rather than one per count, page and row. The sessions' query text is shown
+and searched only with its own permission: it may hold other applications' secrets.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import ALL_VAR, PAGE_VAR, ChangeList
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import InvalidPage, Page, Paginator
 from django.db.models import Count, DurationField, ExpressionWrapper, F, QuerySet, Window
+from django.db.models.constants import LOOKUP_SEP
 from django.db.models.expressions import Combinable
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.text import Truncator
@@ -111,36 +115,66 @@ class StaleFilter(_ChoiceFilter):
     }
 
 
-class OneQueryChangeList(ChangeList):
-    """Fetch a page and the total row count in a single query (``count(*) OVER ()``)."""
+class WindowCountPaginator(Paginator):  # type: ignore[type-arg]
+    """Learns the total from the page query itself, as ``count(*) OVER ()`` on every row.
 
-    def get_results(self, request: HttpRequest) -> None:
-        per_page = self.list_per_page
-        page = int(self.page_num)
-        if page < 1 and not self.show_all:
-            raise IncorrectLookupParameters
-        counted = self.queryset.annotate(total_rows=Window(Count("*")))
-        if self.show_all:
-            rows = list(counted[: self.list_max_show_all + 1])
-        else:
-            rows = list(counted[(page - 1) * per_page : page * per_page])
-        if not rows and page > 1:
-            raise IncorrectLookupParameters
-        total = int(rows[0].total_rows) if rows else 0
-        can_show_all = total <= self.list_max_show_all
-        multi_page = total > per_page
-        if self.show_all and not can_show_all:
-            rows = rows[:per_page]
-        paginator = self.model_admin.get_paginator(request, self.queryset, per_page)
-        paginator.__dict__["count"] = total  # known already: no COUNT query
-        self.result_count = total
-        self.show_full_result_count = False
-        self.show_admin_actions = True
-        self.full_result_count = None
-        self.result_list = rows
-        self.can_show_all = can_show_all
-        self.multi_page = multi_page
-        self.paginator = paginator
+    ``count`` fetches the rows the request is about to show (``limit`` rows from ``first``)
+    with the total alongside, and keeps them: ``page()`` serves them, and :attr:`all_rows`
+    has them when they are the whole result. Django's usual ``COUNT`` query and slice remain
+    for a requested page past the end, for any other page, and for a ``DISTINCT`` queryset
+    (whose window count would count duplicates).
+    """
+
+    TOTAL = "total_rows"
+
+    def __init__(
+        self,
+        object_list: Any,
+        per_page: int,
+        orphans: int = 0,
+        allow_empty_first_page: bool = True,
+        *,
+        first: int = 0,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(object_list, per_page, orphans, allow_empty_first_page)
+        self.first = first
+        self.limit = per_page + orphans if limit is None else limit
+        self.rows: list[Any] | None = None
+
+    @cached_property
+    def count(self) -> int:
+        queryset = self.object_list
+        if not isinstance(queryset, QuerySet) or queryset.query.distinct:
+            return int(super().count)
+        counted = queryset.annotate(**{self.TOTAL: Window(Count("*"))})
+        rows = list(counted[self.first : self.first + self.limit])
+        if rows:
+            self.rows = rows
+            return int(getattr(rows[0], self.TOTAL))
+        if self.first == 0:
+            self.rows = rows  # no rows at all
+            return 0
+        return int(super().count)  # past the end: the total needs a COUNT of its own
+
+    @property
+    def all_rows(self) -> list[Any] | None:
+        """Every row of the result, when ``count`` fetched them all."""
+        rows = self.rows
+        if self.first == 0 and rows is not None and len(rows) == self.count:
+            return rows
+        return None
+
+    def page(self, number: int | str) -> Page[Any]:
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        top = bottom + self.per_page
+        if top + self.orphans >= self.count:
+            top = self.count
+        rows = self.rows
+        if rows is not None and self.first <= bottom and top <= self.first + len(rows):
+            return Page(rows[bottom - self.first : top - self.first], number, self)
+        return super().page(number)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -178,6 +212,7 @@ class HeldLockAdmin(ReadOnlyAdmin):
     list_max_show_all = 500
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
+    paginator = WindowCountPaginator
     actions = ["terminate_backends"]
     readonly_fields = ("keys_display", "job_name", "stale_badge", "held_for_display", "run_display")
     fields = (
@@ -201,15 +236,91 @@ class HeldLockAdmin(ReadOnlyAdmin):
         "query",
     )
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return OneQueryChangeList
+    #: What shows or searches ``pg_stat_activity.query``: only with ``view_query``.
+    QUERY_FIELD, QUERY_COLUMN = "query", "query_short"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[HeldLock]:
+        queryset = heldlocks.held_locks()
+        if not self.has_query_permission(request):
+            queryset = queryset.defer(self.QUERY_FIELD)
+        return queryset.order_by(*self.get_ordering(request))
 
     def get_ordering(self, request: HttpRequest) -> list[str | Combinable]:
         return ["-stale", "-held_for", "pid"]
 
+    def get_paginator(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Any],
+        per_page: int,
+        orphans: int = 0,
+        allow_empty_first_page: bool = True,
+    ) -> Paginator[Any]:
+        """Count with the rows the changelist is about to show: one query per page."""
+        if queryset.model is not self.model:  # the history page pages log entries
+            return super().get_paginator(
+                request, queryset, per_page, orphans, allow_empty_first_page
+            )
+        if ALL_VAR in request.GET:
+            first, limit = 0, self.list_max_show_all + 1
+        else:
+            try:
+                number = int(request.GET.get(PAGE_VAR, 1))
+            except ValueError:
+                number = 1
+            first, limit = max(number - 1, 0) * per_page, per_page + orphans
+        return WindowCountPaginator(
+            queryset, per_page, orphans, allow_empty_first_page, first=first, limit=limit
+        )
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        paginator = changelist.paginator
+        if isinstance(paginator, WindowCountPaginator):
+            if not changelist.show_all:
+                try:  # Django shows page 1 for any page number when all rows fit on it
+                    paginator.validate_number(changelist.page_num)
+                except InvalidPage as error:
+                    raise IncorrectLookupParameters from error
+            rows = paginator.all_rows
+            if rows is not None:
+                # When everything fits on one page Django would query the rows again.
+                changelist.result_list = rows
+        return changelist
+
     def has_terminate_permission(self, request: HttpRequest) -> bool:
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.terminate_backend")
+
+    def has_query_permission(self, request: HttpRequest) -> bool:
+        """``view_query``: the sessions' SQL may carry other applications' secrets."""
+        return request.user.has_perm(f"{self.opts.app_label}.view_query")
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = super().get_list_display(request)
+        if self.has_query_permission(request):
+            return shown
+        return [name for name in shown if name != self.QUERY_COLUMN]
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        fields = super().get_search_fields(request)
+        if self.has_query_permission(request):
+            return fields
+        return [name for name in fields if name.lstrip("^=@") != self.QUERY_FIELD]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_fields(request, obj)
+        if self.has_query_permission(request):
+            return fields
+        return [name for name in fields if name != self.QUERY_FIELD]
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """No ``?query__contains=...``: filtering on the text would reveal it."""
+        if lookup.split(LOOKUP_SEP)[0] == self.QUERY_FIELD and not self.has_query_permission(
+            request
+        ):
+            return False
+        return super().lookup_allowed(lookup, value, request)
 
     @admin.display(description=_("status"), ordering="granted")
     def granted_badge(self, obj: HeldLock) -> str:
@@ -275,6 +386,7 @@ class HeldLockAdmin(ReadOnlyAdmin):
                 "gone": max(selected - len(locks), 0),
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
                 "select_across": request.POST.get("select_across", "0"),
+                "show_query": self.has_query_permission(request),
             }
             return TemplateResponse(
                 request, "admin/django_advisory_cron/heldlock/terminate_confirmation.html", context

@@ -142,10 +142,11 @@ def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
 def held_locks() -> QuerySet[Any]:
     """All advisory locks in the lock database, annotated (see :func:`annotate`).
 
-    Typed loosely on purpose: callers filter on the annotations (``job``, ``stale``...),
-    which static model checks cannot see.
+    The way to read held locks: ``HeldLock.objects`` alone reads the default database and
+    knows nothing of jobs. Typed loosely on purpose: callers filter on the annotations
+    (``job``, ``stale``...), which static model checks cannot see.
     """
-    return HeldLock.objects.all()
+    return annotate(HeldLock.objects.using(app_settings.lock_database))
 
 
 def terminate(pids: list[int]) -> tuple[list[int], list[int]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, NoReturn
 
 from django.db import models, transaction
 from django.utils.translation import gettext_lazy as _
@@ -113,14 +114,43 @@ class JobRun(models.Model):
         return (self.finished - self.started).total_seconds()
 
 
+class HeldLockQuerySet(models.QuerySet["HeldLock"]):
+    """Rows of the held-locks view: they can be read, never written."""
+
+    def _refuse(self, method: str) -> NoReturn:
+        raise TypeError(f"{self.model.__name__} rows are read-only: {method}() is not supported")
+
+    def create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("create")
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("bulk_create")
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("bulk_update")
+
+    def get_or_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("get_or_create")
+
+    def update_or_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("update_or_create")
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("update")
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("delete")
+
+
 class HeldLockManager(models.Manager["HeldLock"]):
-    """Every query on held locks gets job names, hold times and stale flags, in SQL."""
+    """Read-only, and plain: the rows are neither annotated nor routed to the lock database.
 
-    def get_queryset(self) -> models.QuerySet[HeldLock]:
-        from .conf import app_settings
-        from .heldlocks import annotate
+    Use :func:`django_advisory_cron.heldlocks.held_locks`, which reads the lock database and
+    adds job names, hold times and stale flags in SQL.
+    """
 
-        return annotate(super().get_queryset().using(app_settings.lock_database))
+    def get_queryset(self) -> HeldLockQuerySet:
+        return HeldLockQuerySet(self.model, using=self._db)
 
 
 class HeldLock(models.Model):
@@ -158,7 +188,10 @@ class HeldLock(models.Model):
         verbose_name = _("held lock")
         verbose_name_plural = _("held locks")
         default_permissions = ("view",)
-        permissions = [("terminate_backend", _("Can terminate a backend holding an advisory lock"))]
+        permissions = [
+            ("terminate_backend", _("Can terminate a backend holding an advisory lock")),
+            ("view_query", _("Can view the query text of sessions holding locks")),
+        ]
         ordering = ["pid"]
 
     def __str__(self) -> str:

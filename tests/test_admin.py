@@ -19,7 +19,7 @@ from django.urls import reverse
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.heldlocks import held_locks, terminate
 from django_advisory_cron.jobs import Job
-from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.models import HeldLock, JobRun, RunStatus
 
 Connect = Callable[..., psycopg.Connection[Any]]
 
@@ -156,6 +156,47 @@ def test_query_count_does_not_grow_with_rows_and_pages_work(
     assert viewer.get(LOCKS_URL, {"p": 0}).status_code == 302
     shown = viewer.get(LOCKS_URL, {"all": ""}).content.decode()
     assert shown.count('name="_selected_action"') == 250
+
+
+def test_one_query_for_show_all_and_later_pages(raw_connect: Connect, operator: Client) -> None:
+    conn = raw_connect()
+    conn.execute("SELECT pg_advisory_lock(424243, g) FROM generate_series(1, 3) AS g")
+    for params, rows in (({"all": ""}, 3), ({}, 3), ({"q": "matches-nothing"}, 0)):
+        with CaptureQueriesContext(connection) as captured:
+            page = operator.get(LOCKS_URL, params).content.decode()
+        assert page.count('name="_selected_action"') == rows
+        assert len([q for q in captured.captured_queries if "heldlock" in q["sql"]]) == 1
+    # Every row fits on page 1: other page numbers are still invalid lookups.
+    assert operator.get(LOCKS_URL, {"p": 2}).status_code == 302
+    conn.execute("SELECT pg_advisory_lock(424243, g) FROM generate_series(4, 150) AS g")
+    with CaptureQueriesContext(connection) as captured:
+        second = operator.get(LOCKS_URL, {"p": 2}).content.decode()
+    assert second.count('name="_selected_action"') == 50
+    assert len([q for q in captured.captured_queries if "heldlock" in q["sql"]]) == 1
+
+
+def test_held_lock_manager_is_read_only_and_plain(db_url: str) -> None:
+    import ast
+    import inspect
+
+    from django_advisory_cron import models
+
+    with pytest.raises(TypeError, match="read-only"):
+        HeldLock.objects.update(mode="ShareLock")
+    with pytest.raises(TypeError, match="read-only"):
+        HeldLock.objects.all().delete()
+    with pytest.raises(TypeError, match="read-only"):
+        HeldLock.objects.create(pid=1)
+    assert "job" not in HeldLock.objects.all().query.annotations
+    assert "job" in held_locks().query.annotations
+    # The models import nothing from the package: no cycle through heldlocks or conf.
+    tree = ast.parse(inspect.getsource(models))
+    imported = [
+        node.module or ""
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.level or "advisory" in (node.module or ""))
+    ]
+    assert imported == []
 
 
 def test_stale_flag_and_filter(
@@ -341,6 +382,56 @@ def test_detail_page_is_read_only(
     page = viewer.get(url).content.decode()
     assert "legacy-script" in page and "admin.probe" in page
     assert 'name="_save"' not in page
+    history = reverse("admin:django_advisory_cron_heldlock_history", args=[quote(lock.pk)])
+    assert viewer.get(history).status_code == 200
+
+
+SECRET = "password=hunter2"
+
+
+def test_query_text_needs_its_own_permission(
+    raw_connect: Connect, django_user_model: Any, probe_job: Job[Any, Any]
+) -> None:
+    """Another application's session, idle after a query with a secret in it, holds a lock:
+    ``view_heldlock`` shows the lock but neither shows nor searches the query text."""
+    from django.contrib.admin.utils import quote
+
+    other_app = raw_connect(application_name="billing")
+    pid = hold(other_app, probe_job)
+    other_app.execute(f"SELECT 'connect {SECRET}' AS last_statement")
+    (lock,) = held_locks().filter(pid=pid)
+    assert SECRET in lock.query  # what pg_stat_activity shows for the session
+    detail_url = reverse("admin:django_advisory_cron_heldlock_change", args=[quote(lock.pk)])
+
+    viewer = make_client(django_user_model, "view_heldlock")
+    listed = viewer.get(LOCKS_URL).content.decode()
+    assert f">{pid}<" in listed and "billing" in listed
+    assert "hunter2" not in listed
+    detail = viewer.get(detail_url)
+    assert detail.status_code == 200
+    assert "billing" in detail.content.decode()
+    assert "hunter2" not in detail.content.decode()
+    searched = viewer.get(LOCKS_URL, {"q": "hunter2"}).content.decode()
+    assert f">{pid}<" not in searched and SECRET not in searched  # "hunter2": the search box
+    assert f">{pid}<" in viewer.get(LOCKS_URL, {"q": "billing"}).content.decode()
+    # Nor through a URL lookup on the column (refused: 400 Bad Request).
+    filtered = viewer.get(LOCKS_URL, {"query__contains": "hunter2"})
+    assert filtered.status_code == 400 and f">{pid}<" not in filtered.content.decode()
+    # Terminating does not need the query either: its confirmation leaves it out too.
+    terminator = make_client(django_user_model, "view_heldlock", "terminate_backend")
+    form = {"action": "terminate_backends", "_selected_action": [lock.pk]}
+    confirm = terminator.post(LOCKS_URL, form).content.decode()
+    assert "Yes, terminate" in confirm and f"<td>{pid}</td>" in confirm
+    assert "hunter2" not in confirm
+
+    reader = make_client(django_user_model, "view_heldlock", "view_query", "terminate_backend")
+    assert SECRET in reader.get(LOCKS_URL).content.decode()
+    assert SECRET in reader.get(detail_url).content.decode()
+    found = reader.get(LOCKS_URL, {"q": "hunter2"}).content.decode()
+    assert f">{pid}<" in found and SECRET in result_list(found)
+    assert f">{pid}<" in reader.get(LOCKS_URL, {"query__contains": "hunter2"}).content.decode()
+    assert SECRET in reader.post(LOCKS_URL, form).content.decode()
+    assert lock_rows(other_app, pid) == 1
 
 
 def test_jobs_page(

@@ -2,8 +2,9 @@
 
 Nothing here is editable. The held-locks list costs one query per page: rows, total count
 (a window function) and every computed column come back together, so 5,000 locks cost one
-scan of ``pg_locks`` rather than one per count, page and row. The sessions' query text is shown
-and searched only with its own permission: it may hold other applications' secrets.
+scan of the server's lock table rather than one per count, page and row. The sessions'
+query text is shown and searched only with its own permission: it may hold other
+applications' secrets.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class WindowCountPaginator(Paginator):  # type: ignore[type-arg]
     """Learns the total from the page query itself, as ``count(*) OVER ()`` on every row.
 
     ``count`` fetches the rows the request is about to show (``limit`` rows from ``first``)
-    with the total alongside, and keeps them: ``page()`` serves them, and :attr:`all_rows`
+    with the total alongside, and keeps them: ``page()`` serves them, and ``all_rows``
     has them when they are the whole result. Django's usual ``COUNT`` query and slice remain
     for a requested page past the end, for any other page, and for a ``DISTINCT`` queryset
     (whose window count would count duplicates).

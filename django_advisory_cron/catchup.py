@@ -2,11 +2,11 @@
 
 A delivery (from django-q2 today, from any other scheduler tomorrow) names the tick it was
 meant for. It is *on time* while no later tick of the job has passed; then it runs just that
-tick. Otherwise it is a catch-up, and :func:`ticks_to_run` splits the ticks missed since into
+tick. Otherwise it is a catch-up, and ``ticks_to_run()`` splits the ticks missed since into
 those to run and those passed over, by the policy:
 
 * ``"latest"`` runs the most recent passed tick once;
-* ``"all"`` runs the missed ticks in order (the most recent :data:`MAX_CATCH_UP`);
+* ``"all"`` runs the missed ticks in order (the most recent ``MAX_CATCH_UP``);
 * ``"none"`` runs nothing.
 
 Nothing here knows about django-q2; the policy is read by the caller from
@@ -48,7 +48,7 @@ def ticks_to_run(
     A delivery is on time when no later tick of the job has passed yet; then only ``tick``
     runs. A late delivery (the clusters were down, or the queue was backed up) is a catch-up:
     ``"latest"`` runs the most recent passed tick once, ``"all"`` runs the missed ticks in
-    order (the most recent :data:`MAX_CATCH_UP`), ``"none"`` runs nothing.
+    order (the most recent ``MAX_CATCH_UP``), ``"none"`` runs nothing.
     """
     schedule = job.schedule
     assert schedule is not None

@@ -78,7 +78,7 @@ def check_jobs(
     by_key: defaultdict[object, list[str]] = defaultdict(list)
     for job in registry.all():
         # hashtext keys are only known to the server; distinct names are assumed distinct.
-        by_key[job.key.pg_locks_ids or ("hashtext", job.name)].append(job.name)
+        by_key[job.key.lock_ids or ("hashtext", job.name)].append(job.name)
     for names in by_key.values():
         if len(names) > 1:
             errors.append(

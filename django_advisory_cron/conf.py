@@ -85,7 +85,7 @@ class Setting:
 
 
 SETTINGS: dict[str, Setting] = {
-    # First key of every two-int advisory lock this app takes (``pg_locks.classid``).
+    # First key of every two-int advisory lock this app takes (the lock table's ``classid``).
     "NAMESPACE": Setting(DEFAULT_NAMESPACE, "E101", _namespace),
     # Database alias that holds the locks and the run history; ``None`` means "default".
     "LOCK_DATABASE": Setting(None, "E102", _lock_database),

@@ -1,6 +1,6 @@
 """Held advisory locks: the SQL view's rows, annotated with what only Python knows.
 
-The view (migration 0002) joins ``pg_locks`` with ``pg_stat_activity``. Job names, their
+The view (migration 0002) joins the server's lock table with ``pg_stat_activity``. Job names, their
 ``max_runtime`` and the namespace live in the registry and the settings, so they are added here
 as ``CASE`` expressions whose values are query parameters: one query returns each lock with its
 job name, how long it has been held and whether it is stale, and the admin can filter, sort and
@@ -37,6 +37,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Now
 
+from . import sql
 from .conf import app_settings
 from .jobs import Job, registry
 from .models import HeldLock, JobRun, RunStatus
@@ -76,9 +77,9 @@ class ArrayMap(Func):
 
 
 def _job_name(jobs: list[Job[Any, Any]], namespace: int) -> Any:
-    """The name of the registered job whose key a ``pg_locks`` row holds, else NULL."""
-    two_int = [(job.key.pg_locks_ids, job.name) for job in jobs if job.key.pg_locks_ids]
-    hashtext = [job.name for job in jobs if job.key.pg_locks_ids is None]
+    """The name of the registered job whose key a lock-table row holds, else NULL."""
+    two_int = [(job.key.lock_ids, job.name) for job in jobs if job.key.lock_ids]
+    hashtext = [job.name for job in jobs if job.key.lock_ids is None]
     whens = []
     if two_int:
         objids = [ids[1] for ids, _name in two_int]
@@ -140,7 +141,7 @@ def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
 
 
 def held_locks() -> QuerySet[Any]:
-    """All advisory locks in the lock database, annotated (see :func:`annotate`).
+    """All advisory locks in the lock database, annotated (see ``annotate()``).
 
     The way to read held locks: ``HeldLock.objects`` alone reads the default database and
     knows nothing of jobs. Typed loosely on purpose: callers filter on the annotations
@@ -156,19 +157,9 @@ def terminate(pids: list[int]) -> tuple[list[int], list[int]]:
     reused since the page was rendered) is refused, as is our own backend. Returns
     ``(terminated, refused)``.
     """
-    connection = connections[app_settings.lock_database]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT holder.pid, pg_terminate_backend(holder.pid)
-              FROM (SELECT DISTINCT pid FROM pg_locks
-                     WHERE locktype = 'advisory' AND granted
-                       AND database = (SELECT oid FROM pg_database
-                                        WHERE datname = current_database())
-                       AND pid = ANY(%s) AND pid <> pg_backend_pid()) AS holder
-            """,
-            [list(pids)],
-        )
+    text, params = sql.terminate_holders(pids)
+    with connections[app_settings.lock_database].cursor() as cursor:
+        cursor.execute(text, params)
         done = sorted(int(pid) for pid, ok in cursor.fetchall() if ok)
     refused = sorted(set(pids) - set(done))
     return done, refused

@@ -1,4 +1,4 @@
-"""``@locked_task``, :class:`Job` and the registry of jobs."""
+"""``@locked_task``, ``Job`` and the registry of jobs."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class Job(Generic[P, R]):
 
     @functools.cached_property
     def schedule(self) -> Schedule | None:
-        """The parsed ``cron`` expression; raises :class:`InvalidSchedule` when it is bad."""
+        """The parsed ``cron`` expression; raises ``InvalidSchedule`` when it is bad."""
         return None if self.cron is None else Schedule(self.cron)
 
     @property
@@ -189,7 +189,7 @@ def locked_task(
     one, a run also records its tick and a tick runs at most once. ``scope`` is ``"session"``,
     ``"transaction"`` or ``"auto"``; ``wait`` seconds are spent waiting for the lock;
     ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
-    :class:`LockNotAcquired` instead of returning :data:`SKIPPED`; ``key="hashtext"`` shares
+    ``LockNotAcquired`` instead of returning ``SKIPPED``; ``key="hashtext"`` shares
     the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``.
     """
     check_scope(scope)

@@ -3,7 +3,7 @@
 The default key is the two-int form ``(namespace, objid)``: ``objid`` is the first four bytes of
 the SHA-256 digest of the UTF-8 job name, read big-endian as a signed 32-bit integer. It is
 computed in Python, so it is the same on every machine and every PostgreSQL version, and
-``pg_locks`` rows with our ``classid`` and ``objsubid = 2`` are ours.
+rows of the server's lock table with our ``classid`` and ``objsubid = 2`` are ours.
 
 ``hashtext`` mode reproduces the widely copied ``pg_try_advisory_lock(hashtext(name))`` so that a
 job can share its lock with existing SQL scripts. ``hashtext`` is internal to PostgreSQL and
@@ -48,14 +48,14 @@ class LockKey:
 
     @property
     def params(self) -> dict[str, int | str]:
-        """Parameters for :attr:`sql`."""
+        """Parameters for ``sql``."""
         if self.mode == "sha256":
             return {"lock_ns": self.namespace, "lock_id": self.objid}
         return {"lock_name": self.name}
 
     @property
-    def pg_locks_ids(self) -> tuple[int, int, int] | None:
-        """``(classid, objid, objsubid)`` as ``pg_locks`` shows them (oids are unsigned).
+    def lock_ids(self) -> tuple[int, int, int] | None:
+        """``(classid, objid, objsubid)`` as the server's lock table shows them (oids are unsigned).
 
         ``None`` in ``hashtext`` mode: the value is only known to the server.
         """

@@ -6,7 +6,7 @@ the lock connection is therefore built from a copy of the alias's settings witho
 outside Django's connection handler, with TCP keepalives so a dead peer is noticed, and a
 connect timeout so a server that accepts TCP and never answers cannot hang a cron job.
 
-Our own statements get a client-side deadline (:func:`answer_within`): a pooler queue or a
+Our own statements get a client-side deadline (``answer_within()``): a pooler queue or a
 silent network can otherwise stall them for minutes.
 """
 
@@ -60,7 +60,7 @@ def describe_server(alias: str) -> str:
 
 
 def unavailable(alias: str, error: BaseException) -> DatabaseUnavailable:
-    """A one-line :class:`DatabaseUnavailable` for a failed connection attempt."""
+    """A one-line ``DatabaseUnavailable`` for a failed connection attempt."""
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return DatabaseUnavailable(
         f"cannot reach PostgreSQL at {describe_server(alias)} (alias {alias!r}): {first_line}"
@@ -152,9 +152,9 @@ def _cut(connection: BaseDatabaseWrapper) -> None:
 
 @contextmanager
 def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
-    """Raise :class:`DatabaseUnavailable` if the block's statements get no answer in time.
+    """Raise ``DatabaseUnavailable`` if the block's statements get no answer in time.
 
-    On time-out the connection is cut (see :func:`_cut`) and unusable afterwards; for a lock
+    On time-out the connection is cut (see ``_cut()``) and unusable afterwards; for a lock
     connection that also ends the lock, as a dead network would.
     """
     fired = threading.Event()

@@ -68,7 +68,7 @@ class LockStatements(Protocol):
 
 
 class PlainStatements:
-    """The lock alone: try, unlock, and ask ``pg_locks``."""
+    """The lock alone: try, unlock, and ask the server's lock table."""
 
     def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
         return sql.try_lock(key, scope)
@@ -86,7 +86,7 @@ class PlainStatements:
 
 
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
-    """The default reaction to a lost lock: :data:`~django_advisory_cron.signals.lock_lost`."""
+    """The default reaction to a lost lock: [lock_lost][django_advisory_cron.signals.lock_lost]."""
     signals.lock_lost.send(sender=None, run=None, lock=lock, error=error)
 
 

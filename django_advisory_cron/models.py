@@ -25,7 +25,7 @@ TICK_TAKING = (RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStat
 
 
 class JobRunQuerySet(models.QuerySet["JobRun"]):
-    """Run history queries; ``prune_jobruns`` is a thin wrapper around :meth:`prune`."""
+    """Run history queries; ``prune_jobruns`` is a thin wrapper around ``prune()``."""
 
     def prunable(self, older_than: datetime) -> JobRunQuerySet:
         """Runs started before ``older_than``, minus running rows and each job's latest success.
@@ -48,7 +48,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         )
 
     def prune(self, older_than: datetime, batch_size: int = 1000) -> int:
-        """Delete :meth:`prunable` rows ``batch_size`` per transaction; return how many went.
+        """Delete ``prunable()`` rows ``batch_size`` per transaction; return how many went.
 
         Small batches keep each transaction (and its row locks and WAL) short, so pruning a
         large history never blocks the runner.
@@ -145,7 +145,7 @@ class HeldLockQuerySet(models.QuerySet["HeldLock"]):
 class HeldLockManager(models.Manager["HeldLock"]):
     """Read-only, and plain: the rows are neither annotated nor routed to the lock database.
 
-    Use :func:`django_advisory_cron.heldlocks.held_locks`, which reads the lock database and
+    Use [held_locks()][django_advisory_cron.heldlocks.held_locks], which reads the lock database and
     adds job names, hold times and stale flags in SQL.
     """
 
@@ -154,7 +154,8 @@ class HeldLockManager(models.Manager["HeldLock"]):
 
 
 class HeldLock(models.Model):
-    """One advisory lock row of ``pg_locks`` in the current database, with its backend.
+    """One advisory lock of the current database, as the server's lock table lists it, with
+    its backend.
 
     Read-only: backed by the ``django_advisory_cron_heldlock`` view (see migration 0002).
     """

@@ -5,23 +5,23 @@ server connection. Behind PgBouncer in transaction (or statement) pooling the un
 another server connection and silently do nothing, leaving the lock held until that backend
 dies. This module tells the cases apart:
 
-- :func:`static_pooling`: settings alone (``ADVISORY_CRON["POOLING"]``, port 6432,
+- ``static_pooling()``: settings alone (``ADVISORY_CRON["POOLING"]``, port 6432,
   ``DISABLE_SERVER_SIDE_CURSORS``). Free; used on every run.
-- :func:`probe`: two live probes against the server, each a couple of round trips, with a
+- ``probe()``: two live probes against the server, each a couple of round trips, with a
   client-side deadline on every step (connect, send, receive), so a database that is down or a
   pooler whose pool is exhausted yields an "unknown" result instead of a hang or a crash.
 
   1. *Is a pooler in the path?* The backend PID a client receives at start-up equals
      ``pg_backend_pid()`` on a direct connection; PgBouncer invents its own.
   2. *Transaction pooling?* Client A takes a **shared** session lock on a reserved key and
-     disconnects; client B looks for it in ``pg_locks``. A direct connection or session pooling
-     (``DISCARD ALL``) releases it within milliseconds; under transaction or statement pooling
-     the server connection, and the lock, outlive the client. That is exactly the hazard. The
-     shared mode on a reserved key never conflicts with anything.
+     disconnects; client B looks for it in the server's lock table. A direct connection or
+     session pooling (``DISCARD ALL``) releases it within milliseconds; under transaction or
+     statement pooling the server connection, and the lock, outlive the client. That is
+     exactly the hazard. The shared mode on a reserved key never conflicts with anything.
 
 Probe results are cached per process and per alias (errors are not cached).
 
-``scope="auto"`` needs no probe (:func:`resolve_scope`): whether *any* pooler is in the path is
+``scope="auto"`` needs no probe (``resolve_scope()``): whether *any* pooler is in the path is
 one round trip on Django's own connection (the start-up PID against ``pg_backend_pid()``),
 cached per process and alias. Direct means session scope; a pooler means transaction scope,
 which is correct under every pooling mode. The probe stays for the check that proves an
@@ -88,7 +88,7 @@ def static_pooling(alias: str) -> tuple[Pooling | None, str]:
 def resolve_scope(scope: str, alias: str) -> ResolvedScope:
     """The scope a lock on ``alias`` uses: ``"auto"`` is transaction scope whenever the
     settings say the alias is transaction pooled or a pooler is found in the path, else
-    session scope. May cost one round trip per process and alias (see :func:`pooler_in_path`).
+    session scope. May cost one round trip per process and alias (see ``pooler_in_path()``).
     """
     requested: Scope = check_scope(scope)
     if requested != "auto":
@@ -292,7 +292,7 @@ def _run_probe(alias: str, timeout: float, window: float) -> ProbeResult:
     started = time.monotonic()
     deadline = started + timeout
     key = probe_key()
-    classid, objid, objsubid = key.pg_locks_ids or (0, 0, 0)
+    classid, objid, objsubid = key.lock_ids or (0, 0, 0)
     if connections[alias].vendor != "postgresql":
         raise ProbeError(f"database {alias!r} is not PostgreSQL")
     params = connect_params(alias)
@@ -360,7 +360,8 @@ def _still_held(
     ids: tuple[int, int, int],
     counts: dict[str, int],
 ) -> bool:
-    """Poll ``pg_locks`` from a second client until the probe lock is gone or time runs out."""
+    """Poll the server's lock table from a second client until the probe lock is gone or time
+    runs out."""
     query = sql.probe_still_held(pid, ids)
     client_b = _Client(params, deadline)
     counts["connections"] += 1
@@ -395,7 +396,7 @@ def _cache_key(alias: str) -> tuple[Any, ...]:
 
 
 def cached_probe(alias: str) -> ProbeResult | None:
-    """The result of an earlier successful :func:`probe` of ``alias`` in this process."""
+    """The result of an earlier successful ``probe()`` of ``alias`` in this process."""
     if alias not in connections.settings:
         return None
     with _cache_lock:

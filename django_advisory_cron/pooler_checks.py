@@ -1,7 +1,7 @@
 """System checks for connection pooling (PgBouncer and friends).
 
 Static checks read settings only and always run. The live check opens two short connections
-per alias (see :func:`.pooler.probe`), so it is registered under Django's ``database`` tag and
+per alias (see ``probe()``), so it is registered under Django's ``database`` tag and
 runs only when asked: ``manage.py check --database default`` (``migrate`` does it too).
 """
 
@@ -33,7 +33,7 @@ PREPARED_HINT = (
 
 
 def register() -> None:
-    """Register the pooling checks (called from :func:`.checks.register`)."""
+    """Register the pooling checks (called from ``register()``)."""
     checks.register(check_pooling_static, CHECK_TAG)
     checks.register(check_pooling_live, CHECK_TAG, checks.Tags.database)
 
@@ -92,7 +92,7 @@ def check_pooling_static(
     messages: list[checks.CheckMessage] = []
     probe_key = pooler.probe_key()
     for job in registry.all():
-        if job.key.pg_locks_ids == probe_key.pg_locks_ids or job.name == pooler.PROBE_NAME:
+        if job.key.lock_ids == probe_key.lock_ids or job.name == pooler.PROBE_NAME:
             messages.append(
                 checks.Error(
                     f"Job {job.name!r} uses the lock key reserved for the pooling probe.",

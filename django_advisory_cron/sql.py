@@ -1,10 +1,10 @@
 """Every statement this app sends to PostgreSQL, in one place.
 
 Each function returns ``(sql, params)`` with named placeholders. The run-history table name is
-quoted once and the status values are filled in once (:func:`names`), from the model; the model
+quoted once and the status values are filled in once (``names()``), from the model; the model
 is imported lazily, so importing this module needs no app registry.
 
-The lock statements take a :class:`~django_advisory_cron.keys.LockKey`, whose ``sql`` renders
+The lock statements take a [LockKey][django_advisory_cron.keys.LockKey], whose ``sql`` renders
 the key arguments (two ints, or ``hashtext(name)``).
 """
 
@@ -58,7 +58,7 @@ def unlock(key: LockKey) -> Statement:
 
 def _held_condition(key: LockKey) -> Statement:
     """``pg_locks`` condition: this backend holds ``key`` exclusively."""
-    ids = key.pg_locks_ids
+    ids = key.lock_ids
     if ids is not None:
         classid, objid, objsubid = ids
         where = "classid = %(hb_classid)s AND objid = %(hb_objid)s AND objsubid = %(hb_objsubid)s"

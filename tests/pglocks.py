@@ -18,7 +18,7 @@ def holders(
     observer: psycopg.Connection[Any], key: LockKey, mode: str = "ExclusiveLock"
 ) -> list[int]:
     """Backend pids holding ``key`` in ``mode``, read from ``pg_locks`` on the server."""
-    ids = key.pg_locks_ids
+    ids = key.lock_ids
     assert ids is not None
     rows = observer.execute(HELD_BY, (mode, *ids)).fetchall()
     return [int(row[0]) for row in rows]

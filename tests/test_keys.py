@@ -38,14 +38,14 @@ def test_default_namespace_is_cron_in_ascii() -> None:
 def test_namespace_setting() -> None:
     key = job_key("send_daily_digest")
     assert key.params == {"lock_ns": -5, "lock_id": -1141730283}
-    assert key.pg_locks_ids == (2**32 - 5, 2**32 - 1141730283, 2)
+    assert key.lock_ids == (2**32 - 5, 2**32 - 1141730283, 2)
 
 
 def test_hashtext_mode_renders_hashtext_sql() -> None:
     key = job_key("nightly", mode="hashtext")
     assert key.sql == "hashtext(%(lock_name)s)"
     assert key.params == {"lock_name": "nightly"}
-    assert key.pg_locks_ids is None
+    assert key.lock_ids is None
 
 
 def test_unknown_mode_is_refused() -> None:
@@ -63,7 +63,7 @@ def test_pg_locks_shows_the_key(raw_connect) -> None:
             "SELECT classid::bigint, objid::bigint, objsubid FROM pg_locks "
             "WHERE locktype = 'advisory' AND granted"
         ).fetchall()
-    assert row == [key.pg_locks_ids]
+    assert row == [key.lock_ids]
 
 
 def test_hashtext_key_interoperates_with_plain_sql(raw_connect) -> None:

@@ -1,17 +1,17 @@
 """Schedule registered jobs through django-q2, once per tick across every cluster.
 
 Every job with a ``schedule`` gets one django-q2 ``Schedule`` of CRON type, named
-``advisory_cron:<job>``, that calls :func:`run_scheduled` with the job's name. django-q2 passes
+``advisory_cron:<job>``, that calls ``run_scheduled()`` with the job's name. django-q2 passes
 the time it *meant* to run the schedule through the row's ``intended_date_kwarg``, so every
 delivery of one tick claims the same ``(job, tick)`` record, and each delivery after the first
 is a recorded skip.
 
-* :mod:`.delivery` — :func:`run_scheduled`, the function django-q2 calls;
-* :mod:`.schedules` — :func:`sync` of the ``Schedule`` rows, and the ``post_migrate`` hook;
-* :mod:`.checks` — the ``Q_CLUSTER`` and "schedules in sync" system checks.
+* ``delivery`` — ``run_scheduled()``, the function django-q2 calls;
+* ``schedules`` — ``sync()`` of the ``Schedule`` rows, and the ``post_migrate`` hook;
+* ``checks`` — the ``Q_CLUSTER`` and "schedules in sync" system checks.
 
 Which ticks a late delivery runs (``CATCH_UP``) is decided by the core module
-:mod:`django_advisory_cron.catchup`. The names below are re-exported here because synced rows
+[catchup][django_advisory_cron.catchup]. The names below are re-exported here because synced rows
 store ``django_advisory_cron.contrib.django_q.run_scheduled`` as their ``func``, and because
 this package was one module before. Needs the ``[q2]`` extra (``django-q2`` with ``croniter``).
 """

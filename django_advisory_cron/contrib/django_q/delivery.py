@@ -1,10 +1,11 @@
-"""The function django-q2 calls for a synced schedule: :func:`run_scheduled`.
+"""The function django-q2 calls for a synced schedule: ``run_scheduled()``.
 
 django-q2 passes the time it *meant* to run the schedule (the row's ``next_run`` before the
 scheduler advances it) through the row's ``intended_date_kwarg``, so every delivery of one
 tick — several clusters, a retry while the first delivery still runs, a failed task
 redelivered — claims the same ``(job, tick)`` record, and each delivery after the first is a
-recorded skip. Which ticks a late delivery runs is decided by :mod:`django_advisory_cron.catchup`.
+recorded skip. Which ticks a late delivery runs is decided by
+[catchup][django_advisory_cron.catchup].
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ...runner import RunResult
 logger = logging.getLogger("django_advisory_cron")
 
 #: The dotted path django-q2 calls. It is stored in every synced ``Schedule.func`` (and synced
-#: rows are recognised by it), so it names the package, where :func:`run_scheduled` is
+#: rows are recognised by it), so it names the package, where ``run_scheduled()`` is
 #: re-exported, and must never change.
 RUNNER = "django_advisory_cron.contrib.django_q.run_scheduled"
 #: The keyword argument through which django-q2 passes the intended run time.

@@ -1,8 +1,8 @@
 """Schedule sync: one django-q2 ``Schedule`` of CRON type per scheduled job, and its hook.
 
 Every job with a ``schedule`` gets one row named ``advisory_cron:<job>`` that calls
-:data:`~.delivery.RUNNER` with the job's name. Rows are recognised by their name prefix *and*
-their ``func``; rows made by hand are never touched. :func:`sync_after_migrate` is the
+``RUNNER`` with the job's name. Rows are recognised by their name prefix *and*
+their ``func``; rows made by hand are never touched. ``sync_after_migrate()`` is the
 ``post_migrate`` receiver connected when ``SYNC_ON_MIGRATE`` is set.
 """
 
@@ -163,8 +163,9 @@ def sync(*, prune: bool = False, dry_run: bool = False) -> list[Change]:
 
     Idempotent. Concurrent syncs (every replica at start-up) serialise on an advisory lock and
     commit before releasing it, so the second finds the first's rows and changes nothing.
-    Raises :class:`~django_advisory_cron.exceptions.ScheduleSyncTimeout` (a ``TimeoutError``)
-    when another sync holds the lock for :data:`SYNC_LOCK_WAIT` seconds.
+    Raises [ScheduleSyncTimeout][django_advisory_cron.exceptions.ScheduleSyncTimeout]
+    (a ``TimeoutError``)
+    when another sync holds the lock for ``SYNC_LOCK_WAIT`` seconds.
     """
     alias = router.db_for_write(schedule_model())
     with advisory_lock(

@@ -2,7 +2,7 @@
 
 Exit 0 when every job is healthy and non-zero otherwise, so the command works as a Kubernetes
 exec probe, an uptime check or a cron ``&&`` guard. The facts come from
-:mod:`django_advisory_cron.status`, as on the admin's Jobs page.
+[status][django_advisory_cron.status], as on the admin's Jobs page.
 """
 
 from __future__ import annotations

@@ -98,14 +98,17 @@ class Job(Generic[P, R]):
         """
         # Imported here: the runner needs the models, and this module is imported by the
         # package's ``__init__`` before the app registry is ready.
-        from .runner import run_job
+        from .runner import execute
 
-        return run_job(self, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using)
+        result = execute(
+            self, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using
+        )
+        return result.reraise()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | _Skipped:
-        from .runner import run_job
+        from .runner import execute
 
-        result = run_job(self, args=args, kwargs=kwargs)
+        result = execute(self, args=args, kwargs=kwargs).reraise()
         if result.ran:
             value: R = result.value
             return value

@@ -6,8 +6,8 @@ The order of one run, top to bottom: the job's
 the row while taking the lock; finish the row while releasing it); the runner only calls the
 job and decides the outcome. Every outcome, failures and signals included, is a
 [RunResult][django_advisory_cron.runner.RunResult]:
-[execute][django_advisory_cron.runner.execute] returns it,
-[run_job][django_advisory_cron.runner.run_job] re-raises what the job raised.
+[execute][django_advisory_cron.runner.execute] returns it, and ``result.reraise()`` raises
+what the job raised (as ``Job.run`` does).
 """
 
 from __future__ import annotations
@@ -104,25 +104,12 @@ class RunResult:
     def status_label(self) -> str:
         return str(RunStatus(self.status).label)
 
-
-def run_job(
-    job: RunnableJob,
-    *,
-    args: tuple[Any, ...] = (),
-    kwargs: Mapping[str, Any] | None = None,
-    now: datetime | None = None,
-    scope: Scope | None = None,
-    wait: float | None = None,
-    using: str | None = None,
-) -> RunResult:
-    """Run ``job`` once under its lock; re-raise what it raised (recorded first).
-
-    ``now`` replaces the database clock as the run's reference time (tests, catch-up runs).
-    """
-    result = execute(job, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using)
-    if result.error is not None:
-        raise result.error
-    return result
+    def reraise(self) -> RunResult:
+        """Raise what ended the run (the job's exception, a signal), if anything; else return
+        the result. The run is recorded either way."""
+        if self.error is not None:
+            raise self.error
+        return self
 
 
 def execute(

@@ -5,33 +5,20 @@ process, importing this module registers them (inside the ``fresh_registry`` fix
 stay out of ``tasks.py`` so that the admin, cronstatus and django-q2 tests do not see them.
 """
 
-import os
 import time
 
 from django.db import transaction
 
 from django_advisory_cron import locked_task
 
-from .models import Marker
-
-
-def _mark(job: str, note: str = "") -> None:
-    Marker.objects.create(job=job, pid=os.getpid(), note=note)
-
-
-def _hold(path: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.02)
+from .tasks import _mark, wait_for_file
 
 
 @locked_task(name="edge_hold_scheduled", schedule="* * * * *", scope="session")
 def edge_hold_scheduled(path: str, timeout: str = "60") -> str:
     """A scheduled job that holds its lock until ``path`` exists."""
     _mark("edge_hold_scheduled")
-    _hold(path, float(timeout))
+    wait_for_file(path, float(timeout))
     return "released"
 
 

@@ -16,6 +16,15 @@ def _mark(job: str, note: str = "") -> None:
     Marker.objects.create(job=job, pid=os.getpid(), note=note)
 
 
+def wait_for_file(path: str, timeout: float) -> None:
+    """Return once ``path`` exists: the test decides when a job holding its lock finishes."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.02)
+
+
 @locked_task
 def sleepy(seconds: str = "1") -> str:
     """Sleeps while holding its lock, so racing replicas must skip."""
@@ -50,11 +59,7 @@ def failing() -> None:
 def hold_until(path: str, timeout: str = "60") -> str:
     """Holds its lock until ``path`` exists, so a test decides when the winner finishes."""
     _mark("hold_until")
-    deadline = time.monotonic() + float(timeout)
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.02)
+    wait_for_file(path, float(timeout))
     return "released"
 
 

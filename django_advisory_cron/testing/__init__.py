@@ -2,17 +2,23 @@
 
 from .pgbouncer import PgBouncer, find_pgbouncer, pgbouncer_version, start_pgbouncer
 from .postgres import (
+    PG_SOURCES,
     PostgresNotFound,
     PostgresServer,
+    PostgresSetupError,
+    embedded_bindir,
     find_pg_bindir,
     parse_database_url,
     start_postgres,
 )
 
 __all__ = [
+    "PG_SOURCES",
     "PgBouncer",
     "PostgresNotFound",
     "PostgresServer",
+    "PostgresSetupError",
+    "embedded_bindir",
     "find_pg_bindir",
     "find_pgbouncer",
     "parse_database_url",

@@ -130,11 +130,13 @@ def fake_install(root: Path) -> Path:
 
 def test_find_pg_bindir_prefers_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     bindir = fake_install(tmp_path)
+    monkeypatch.delenv("PG_SOURCE", raising=False)
     monkeypatch.setenv("PG_BINDIR", str(bindir))
     assert find_pg_bindir() == bindir
 
 
 def test_wrong_pg_bindir_says_it_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PG_SOURCE", raising=False)
     monkeypatch.setenv("PG_BINDIR", str(tmp_path))
     expected = f"^{re.escape(f'PG_BINDIR={tmp_path}')} is wrong"
     with pytest.raises(PostgresNotFound, match=expected) as info:

@@ -333,11 +333,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The q2 mode sets retry below the job's run time on purpose, and says so.
         warnings.filterwarnings("ignore", "Retry and timeout are misconfigured", UserWarning)
     sys.path[:0] = [str(HERE), str(HERE.parent)]
-    from django_advisory_cron.testing import PostgresNotFound
+    from django_advisory_cron.testing import PostgresSetupError
 
     try:
         setup_django()
-    except PostgresNotFound as error:
+    except PostgresSetupError as error:
         print(f"demo: {error}", file=sys.stderr)
         return UNAVAILABLE
     from django.conf import settings

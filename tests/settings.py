@@ -6,13 +6,34 @@ inherit ``DATABASE_URL`` from the test process, so only the first process starts
 
 import json
 import os
+import sys
+from typing import NoReturn
 
-from django_advisory_cron.testing import PostgresServer, parse_database_url, start_postgres
+from django_advisory_cron.testing import (
+    PostgresServer,
+    PostgresSetupError,
+    parse_database_url,
+    start_postgres,
+)
+
+
+def cannot_start(error: PostgresSetupError) -> NoReturn:
+    """Stop with one line saying what to do: pytest's usage error under pytest, else an exit."""
+    message = f"The tests need PostgreSQL. {error}"
+    if "pytest" in sys.modules:
+        import pytest
+
+        raise pytest.UsageError(message) from None
+    raise SystemExit(message)
+
 
 #: The cluster this process started, if any (tests that restart PostgreSQL need it).
 THROWAWAY: PostgresServer | None = None
 if not os.environ.get("DATABASE_URL"):
-    THROWAWAY = start_postgres()
+    try:
+        THROWAWAY = start_postgres()
+    except PostgresSetupError as error:
+        cannot_start(error)
     os.environ["DATABASE_URL"] = THROWAWAY.url("postgres")
 
 SECRET_KEY = "tests-only-not-secret"

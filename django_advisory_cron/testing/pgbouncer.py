@@ -1,4 +1,4 @@
-"""Throwaway PgBouncer in front of a :class:`PostgresServer`.
+"""Throwaway PgBouncer in front of a ``PostgresServer``.
 
 Session-level advisory locks leak across clients under transaction pooling
 (no ``DISCARD ALL`` between clients), so the suite needs a real PgBouncer to
@@ -52,7 +52,7 @@ def pgbouncer_version(binary: str | None = None) -> str | None:
 
 
 class Upstream(Protocol):
-    """Where PgBouncer forwards to: a :class:`PostgresServer` or any server's address."""
+    """Where PgBouncer forwards to: a ``PostgresServer`` or any server's address."""
 
     @property
     def host(self) -> str: ...

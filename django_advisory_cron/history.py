@@ -135,8 +135,7 @@ class RunRecord:
     ) -> Statement | None:
         if self.tick_done:
             return sql.skip_tick(key, scope, job=self.job, host=HOST, pid=self.pid, tick=self.tick)
-        if self.run_id is None:
-            return sql.unlock(key) if scope == "session" else None
+        assert self.run_id is not None  # taken, and the tick not done: the row is ours
         status, text = self.outcome or (status_of(error), error_text(error) if error else "")
         return sql.finish_run(key, scope, run_id=self.run_id, status=status, error=text)
 

@@ -96,7 +96,7 @@ def connect_timeout() -> int:
 def bound_connect(alias: str) -> None:
     """Give Django's own connection for ``alias`` our connect timeout, unless its OPTIONS set
     one. For processes this app owns (``runlocked``), before their first query."""
-    options = connections[alias].settings_dict.setdefault("OPTIONS", {})
+    options = require_postgresql(alias).settings_dict.setdefault("OPTIONS", {})
     options.setdefault("connect_timeout", connect_timeout())
 
 

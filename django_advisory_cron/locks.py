@@ -26,7 +26,7 @@ from contextlib import ExitStack
 from types import TracebackType
 from typing import Any, Protocol
 
-from django.db import DatabaseError, connections, transaction
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import pooler, signals, sql
@@ -306,10 +306,9 @@ class AdvisoryLock:
                 with deferred_signals():
                     row = self.send(statement)
                 self._check_unlocked(row)
-        except DatabaseError as failure:
-            # The connection died after the last heartbeat; the lock died with it.
-            self.mark_lost(failure)
-        except Exception as failure:  # no answer in time: the connection has been cut
+        except Exception as failure:
+            # The connection died after the last heartbeat, or gave no answer in time and was
+            # cut: either way the lock died with it.
             self.mark_lost(failure)
         finally:
             connection.close()

@@ -90,6 +90,9 @@ def test_non_postgresql_alias(manage) -> None:
     result = manage("runlocked", "--database", "sqlite", "sleepy", "0")
     assert result.returncode == exitcodes.CONFIG
     assert "need PostgreSQL" in result.stderr and "Traceback" not in result.stderr
+    unknown = manage("runlocked", "--database", "nope", "sleepy", "0")
+    assert unknown.returncode == exitcodes.CONFIG, unknown.stderr
+    assert "'nope' is not in DATABASES" in unknown.stderr and "Traceback" not in unknown.stderr
 
 
 def test_database_down(manage) -> None:

@@ -212,12 +212,9 @@ class Command(BaseCommand):
             self._leave(exitcodes.USAGE, "--wait must be >= 0 seconds")
         job, arguments = self._find(name, options["job_args"])
         alias = options["database"] or job.using or app_settings.lock_database
-        try:
-            bound_connect(alias)
-        except KeyError:
-            self._leave(exitcodes.CONFIG, f"database alias {alias!r} is not in DATABASES")
         ended: RunResult | BaseException
         try:
+            bound_connect(alias)
             with _signals_unwind():
                 ended = execute(
                     job,

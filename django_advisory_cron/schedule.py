@@ -227,11 +227,6 @@ class Schedule:
                     found.append((abs(again[1] - at), tick))
         return found
 
-    def interval(self, around: datetime) -> timedelta:
-        """The gap between the ticks on either side of ``around``."""
-        previous = self.previous_tick(around)
-        return self.next_tick(previous) - previous
-
 
 def validate(expression: str) -> str | None:
     """Return an error message for an invalid expression, else ``None``."""

@@ -1,14 +1,30 @@
 """Cron expressions -> ticks.
 
-Expressions are standard five-field cron (or ``@hourly``-style aliases), evaluated with croniter
-in the project's ``TIME_ZONE``, so ``"0 2 * * *"`` means 02:00 local time.
+Expressions are standard five-field cron (or ``@hourly``-style aliases), evaluated in the
+project's ``TIME_ZONE``, so ``"0 2 * * *"`` means 02:00 local time.
+
+Daylight saving time follows Debian's cron (see ``docs/once-per-tick.md``). An expression whose
+hour field names every hour (``"*/15 * * * *"``, ``"0 * * * *"``) is a *real-time* schedule:
+it ticks at every real instant whose local time matches, so it ticks in both passes of a
+repeated hour and not at all in a skipped one. Any other expression is a *wall-clock*
+schedule: each local time it names ticks once, at its first occurrence when the clocks go
+back, and a time the clocks skip ticks at the first instant after the gap (several skipped
+times share that one tick).
+
+Ticks are aware datetimes in ``TIME_ZONE``, with ``fold`` set. Around a fall-back compare them
+in UTC: Python ignores ``fold`` when comparing or doing arithmetic within one zone, and never
+equates a repeated local time with a datetime in another zone (PEP 495).
+
+croniter is only asked for wall-clock times, iterating in UTC where there is no DST; mapping
+them to instants happens here, because croniter itself ticks twice for every repeated time
+and its results carry unreliable ``fold`` attributes.
 """
 
 from __future__ import annotations
 
 import zoneinfo
 from collections.abc import Iterator
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 
 from croniter import croniter
 from django.conf import settings
@@ -20,9 +36,62 @@ from .exceptions import InvalidSchedule
 CANDIDATE_MARGIN = timedelta(minutes=5)
 MAX_CANDIDATES = 64
 
+_UTC = timezone.utc
+_SECOND = timedelta(seconds=1)
+_MICROSECOND = timedelta(microseconds=1)
+
 
 def _zone() -> tzinfo:
     return zoneinfo.ZoneInfo(settings.TIME_ZONE or "UTC")
+
+
+def _wall(instant: datetime, zone: tzinfo) -> datetime:
+    """The naive local wall-clock time of an aware ``instant``."""
+    return instant.astimezone(zone).replace(tzinfo=None)
+
+
+def _occurrences(wall: datetime, zone: tzinfo) -> list[datetime]:
+    """The UTC instants showing the naive local time ``wall``: two when the clocks go back
+    over it, none when they skip it."""
+    found = {wall.replace(tzinfo=zone, fold=fold).astimezone(_UTC) for fold in (0, 1)}
+    return sorted(t for t in found if _wall(t, zone) == wall)
+
+
+def _transition(low: datetime, high: datetime, zone: tzinfo) -> datetime:
+    """The first instant in ``(low, high]`` whose UTC offset differs from ``low``'s.
+
+    Bisects to the second: the offsets are known at both ends, the instant of the change is
+    not (``zoneinfo`` does not expose it), and transitions fall on whole seconds.
+    """
+    before = low.astimezone(zone).utcoffset()
+    low = low.replace(microsecond=0)  # still before the change, which is on a whole second
+    seconds = -(-(high - low) // _SECOND)  # the change is at most this many seconds after low
+    while seconds > 1:
+        half = seconds // 2
+        if (low + half * _SECOND).astimezone(zone).utcoffset() == before:
+            low, seconds = low + half * _SECOND, seconds - half
+        else:
+            seconds = half
+    return low + seconds * _SECOND
+
+
+def _gap_end(wall: datetime, zone: tzinfo) -> datetime:
+    """The first instant after the spring-forward gap that swallowed the naive time ``wall``.
+
+    PEP 495 reads a skipped time with the offsets on either side of the gap, which puts the
+    transition between the two readings.
+    """
+    low, high = sorted(wall.replace(tzinfo=zone, fold=fold).astimezone(_UTC) for fold in (0, 1))
+    return _transition(low, high, zone)
+
+
+def _repeated(wall: datetime, zone: tzinfo) -> tuple[datetime, datetime] | None:
+    """The naive ``[start, end)`` of the repeated interval ``wall`` lies in, if it does."""
+    occurrences = _occurrences(wall, zone)
+    if len(occurrences) < 2:
+        return None
+    start = _wall(_transition(occurrences[0], occurrences[1], zone), zone)
+    return start, start + (occurrences[1] - occurrences[0])
 
 
 class Schedule:
@@ -40,26 +109,75 @@ class Schedule:
         if expression in ("@reboot",) or not croniter.is_valid(expression):
             raise InvalidSchedule(f"{expression!r} is not a valid cron expression")
         self.expression = expression
+        hours = croniter(expression).expanded[1]
+        #: Ticks at every real instant that matches (see the module docstring), because the
+        #: expression fires every hour: skipping a repeated hour would leave an hour-long hole.
+        self.real_time = hours == ["*"] or set(hours) >= set(range(24))
 
     def __repr__(self) -> str:
         return f"Schedule({self.expression!r})"
 
-    def _iter(self, start: datetime) -> croniter:
-        return croniter(self.expression, start.astimezone(_zone()))
+    def _ticks_of(self, wall: datetime, zone: tzinfo) -> list[datetime]:
+        """The ticks (UTC, ascending) that the matching local time ``wall`` produces."""
+        occurrences = _occurrences(wall, zone)
+        if self.real_time:
+            return occurrences
+        return occurrences[:1] or [_gap_end(wall, zone)]
+
+    def _walls(self, start: datetime, step: str) -> Iterator[datetime]:
+        """Matching naive wall-clock times after (``get_next``) or before (``get_prev``)."""
+        # UTC has no DST: croniter then yields every matching wall-clock time, in order.
+        walls = croniter(self.expression, start.replace(tzinfo=_UTC))
+        while True:
+            wall: datetime = getattr(walls, step)(datetime)
+            yield wall.replace(tzinfo=None)
+
+    def _first_wall(self, start: datetime, step: str) -> datetime:
+        """The first matching wall-clock time after/before the naive ``start``, exclusive."""
+        return next(self._walls(start, step))
 
     def next_tick(self, after: datetime) -> datetime:
         """The first tick strictly after ``after``."""
-        tick: datetime = self._iter(after).get_next(datetime)
-        return tick
+        zone, after = _zone(), after.astimezone(_UTC)
+        wall, found = _wall(after, zone), []
+        start, repeated = wall, _repeated(wall, zone)
+        if repeated is not None and after == _occurrences(wall, zone)[0]:
+            # First pass of a repeated hour: the repeated times up to ``wall`` come round
+            # again, which is a tick for a real-time schedule.
+            again = self._first_wall(repeated[0] - _MICROSECOND, "get_next")
+            if self.real_time and again <= wall:
+                found.append(self._ticks_of(again, zone)[-1])
+        elif repeated is not None and not self.real_time:
+            # Second pass: the rest of the repeated hour had its (only) ticks the first time.
+            start = repeated[1] - _MICROSECOND
+        for later in self._walls(start, "get_next"):
+            # The first wall time with a tick after ``after`` has the earliest one: ticks grow
+            # with their wall time, and the exceptions are handled above.
+            ticks = [tick for tick in self._ticks_of(later, zone) if tick > after]
+            if ticks:
+                return min([*found, ticks[0]]).astimezone(zone)
+        raise AssertionError("unreachable: croniter iterates forever")
 
     def previous_tick(self, before: datetime) -> datetime:
         """The last tick at or before ``before``."""
-        probe = before + timedelta(microseconds=1)
-        tick: datetime = self._iter(probe).get_prev(datetime)
-        return tick
+        zone, before = _zone(), before.astimezone(_UTC)
+        wall, found = _wall(before, zone), []
+        repeated = _repeated(wall, zone)
+        if repeated is not None and before == _occurrences(wall, zone)[1]:
+            # Second pass of a repeated hour: the rest of it already happened, the first time.
+            last = self._first_wall(repeated[1], "get_prev")
+            if last > wall:
+                found.append(self._ticks_of(last, zone)[0])
+        for earlier in self._walls(wall + _MICROSECOND, "get_prev"):
+            ticks = [tick for tick in self._ticks_of(earlier, zone) if tick <= before]
+            if ticks:
+                return max([*found, ticks[-1]]).astimezone(zone)
+        raise AssertionError("unreachable: croniter iterates forever")
 
     def ticks_between(self, start: datetime, end: datetime) -> Iterator[datetime]:
         """Ticks in ``[start, end]``, at most :data:`MAX_CANDIDATES`."""
+        # Compare in UTC: two datetimes in one zone compare by wall clock, ignoring ``fold``.
+        start, end = start.astimezone(_UTC), end.astimezone(_UTC)
         tick = self.previous_tick(start)
         if tick < start:
             tick = self.next_tick(tick)
@@ -72,18 +190,42 @@ class Schedule:
     def candidates(self, around: datetime, max_skew: float) -> list[datetime]:
         """Ticks that a run whose reference time is near ``around`` may belong to."""
         window = timedelta(seconds=max_skew) + CANDIDATE_MARGIN
+        around = around.astimezone(_UTC)  # arithmetic in a DST zone is wall-clock arithmetic
         return list(self.ticks_between(around - window, around + window))
 
     def nearest_tick(self, at: datetime, max_skew: float) -> datetime | None:
-        """The tick nearest to ``at`` within ``max_skew`` seconds, else ``None``."""
-        before, after = self.previous_tick(at), self.next_tick(at)
-        best = min((before, after), key=lambda tick: abs((tick - at).total_seconds()))
-        return best if abs((best - at).total_seconds()) <= max_skew else None
+        """The tick nearest to ``at`` within ``max_skew`` seconds, else ``None``.
 
-    def interval(self, around: datetime) -> timedelta:
-        """The gap between the ticks on either side of ``around``."""
-        previous = self.previous_tick(around)
-        return self.next_tick(previous) - previous
+        For a wall-clock schedule, the second occurrence of a repeated local time that is a
+        tick (02:30 CET after 02:30 CEST) is no tick of its own but still *belongs* to that
+        tick: a time within ``max_skew`` of it maps to the first occurrence. A scheduler that
+        fires at the repeated local time again (croniter-based ones do) then finds the tick
+        already taken and skips, instead of running unscheduled.
+        """
+        skew, at = timedelta(seconds=max_skew), at.astimezone(_UTC)
+        options = [(abs(tick - at), tick) for tick in (self.previous_tick(at), self.next_tick(at))]
+        if not self.real_time:
+            options += self._repeats_near(at, skew)
+        distance, best = min(options, key=lambda option: (option[0], option[1].astimezone(_UTC)))
+        return best if distance <= skew else None
+
+    def _repeats_near(self, at: datetime, skew: timedelta) -> list[tuple[timedelta, datetime]]:
+        """(distance to ``at``, tick) for ticks whose second occurrence is within ``skew``.
+
+        Probing both ends of the window finds a second pass that starts or ends inside it.
+        """
+        zone, found = _zone(), []
+        for probe in (at - skew, at, at + skew):
+            occurrences = _occurrences(_wall(probe, zone), zone)
+            if len(occurrences) < 2 or probe.astimezone(_UTC) != occurrences[1]:
+                continue  # not in the second pass of a repeated hour
+            shift = occurrences[1] - occurrences[0]
+            for tick in (self.previous_tick(at - shift), self.next_tick(at - shift)):
+                # In UTC: an aware time in a fold never equals one in another zone (PEP 495).
+                again = _occurrences(_wall(tick, zone), zone)
+                if len(again) == 2 and again[0] == tick.astimezone(_UTC):
+                    found.append((abs(again[1] - at), tick))
+        return found
 
 
 def validate(expression: str) -> str | None:

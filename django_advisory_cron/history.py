@@ -71,14 +71,15 @@ class RunRecord:
         self,
         job: str,
         *,
-        candidates: list[datetime],
+        matches: list[tuple[datetime, datetime]],
         now: datetime | None,
         max_skew: float,
         lease: float,
         using: str,
     ) -> None:
         self.job = job
-        self.candidates = candidates
+        #: ``(instant, tick)`` pairs the reference time is matched against.
+        self.matches = matches
         #: The run's reference time. ``None`` until the first attempt returns the database's
         #: ``now()``; then fixed, so a run waiting for the lock keeps the tick it started for.
         self.reference = now
@@ -105,7 +106,7 @@ class RunRecord:
             host=HOST,
             pid=self.pid,
             reference=self.reference,
-            ticks=self.candidates,
+            matches=self.matches,
             max_skew=self.max_skew,
             lease=self.lease if scope == "session" else None,
             final=final,

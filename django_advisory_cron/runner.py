@@ -133,7 +133,7 @@ def execute(
     around = now or datetime.now().astimezone()
     record = history.RunRecord(
         job.name,
-        candidates=schedule.candidates(around, max_skew) if schedule else [],
+        matches=schedule.matches(around, max_skew) if schedule else [],
         now=now,
         max_skew=max_skew,
         lease=app_settings.LEASE,

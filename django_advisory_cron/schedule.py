@@ -11,9 +11,9 @@ schedule: each local time it names ticks once, at its first occurrence when the 
 back, and a time the clocks skip ticks at the first instant after the gap (several skipped
 times share that one tick).
 
-Ticks are aware datetimes in ``TIME_ZONE``, with ``fold`` set. Around a fall-back compare them
-in UTC: Python ignores ``fold`` when comparing or doing arithmetic within one zone, and never
-equates a repeated local time with a datetime in another zone (PEP 495).
+Ticks are aware datetimes in UTC. In ``TIME_ZONE`` a tick of the repeated hour would need
+``fold``, which Python ignores when comparing or doing arithmetic within one zone (PEP 495):
+callers subtracting or comparing ticks would silently be off by an hour that night.
 
 croniter is only asked for wall-clock times, iterating in UTC where there is no DST; mapping
 them to instants happens here, because croniter itself ticks twice for every repeated time
@@ -155,7 +155,7 @@ class Schedule:
             # with their wall time, and the exceptions are handled above.
             ticks = [tick for tick in self._ticks_of(later, zone) if tick > after]
             if ticks:
-                return min([*found, ticks[0]]).astimezone(zone)
+                return min([*found, ticks[0]])
         raise AssertionError("unreachable: croniter iterates forever")
 
     def previous_tick(self, before: datetime) -> datetime:
@@ -171,7 +171,7 @@ class Schedule:
         for earlier in self._walls(wall + _MICROSECOND, "get_prev"):
             ticks = [tick for tick in self._ticks_of(earlier, zone) if tick <= before]
             if ticks:
-                return max([*found, ticks[-1]]).astimezone(zone)
+                return max([*found, ticks[-1]])
         raise AssertionError("unreachable: croniter iterates forever")
 
     def ticks_between(self, start: datetime, end: datetime) -> Iterator[datetime]:
@@ -193,6 +193,17 @@ class Schedule:
         around = around.astimezone(_UTC)  # arithmetic in a DST zone is wall-clock arithmetic
         return list(self.ticks_between(around - window, around + window))
 
+    def matches(self, around: datetime, max_skew: float) -> list[tuple[datetime, datetime]]:
+        """``(instant, tick)`` pairs a run near ``around`` is matched against: each candidate
+        tick at its own instant and, for a wall-clock schedule, also at the second occurrence
+        of its local time when the clocks go back (02:30 CET belongs to the 02:30 CEST tick,
+        so a cron firing at the repeated time finds the tick taken)."""
+        window = timedelta(seconds=max_skew) + CANDIDATE_MARGIN
+        pairs = [(tick, tick) for tick in self.candidates(around, max_skew)]
+        if not self.real_time:
+            pairs += [(again, tick) for again, tick in self._repeats_near(around, window)]
+        return pairs
+
     def nearest_tick(self, at: datetime, max_skew: float) -> datetime | None:
         """The tick nearest to ``at`` within ``max_skew`` seconds, else ``None``.
 
@@ -205,27 +216,27 @@ class Schedule:
         skew, at = timedelta(seconds=max_skew), at.astimezone(_UTC)
         options = [(abs(tick - at), tick) for tick in (self.previous_tick(at), self.next_tick(at))]
         if not self.real_time:
-            options += self._repeats_near(at, skew)
+            options += [(abs(again - at), tick) for again, tick in self._repeats_near(at, skew)]
         distance, best = min(options, key=lambda option: (option[0], option[1].astimezone(_UTC)))
         return best if distance <= skew else None
 
-    def _repeats_near(self, at: datetime, skew: timedelta) -> list[tuple[timedelta, datetime]]:
-        """(distance to ``at``, tick) for ticks whose second occurrence is within ``skew``.
+    def _repeats_near(self, at: datetime, skew: timedelta) -> list[tuple[datetime, datetime]]:
+        """``(second occurrence, tick)`` for ticks whose local time comes round again within
+        ``skew`` of ``at``.
 
         Probing both ends of the window finds a second pass that starts or ends inside it.
         """
-        zone, found = _zone(), []
+        zone, at, found = _zone(), at.astimezone(_UTC), {}
         for probe in (at - skew, at, at + skew):
             occurrences = _occurrences(_wall(probe, zone), zone)
-            if len(occurrences) < 2 or probe.astimezone(_UTC) != occurrences[1]:
+            if len(occurrences) < 2 or probe != occurrences[1]:
                 continue  # not in the second pass of a repeated hour
             shift = occurrences[1] - occurrences[0]
-            for tick in (self.previous_tick(at - shift), self.next_tick(at - shift)):
-                # In UTC: an aware time in a fold never equals one in another zone (PEP 495).
+            for tick in self.ticks_between(at - shift - skew, at - shift + skew):
                 again = _occurrences(_wall(tick, zone), zone)
-                if len(again) == 2 and again[0] == tick.astimezone(_UTC):
-                    found.append((abs(again[1] - at), tick))
-        return found
+                if len(again) == 2 and again[0] == tick and abs(again[1] - at) <= skew:
+                    found[tick] = again[1]
+        return [(again, tick) for tick, again in sorted(found.items())]
 
 
 def validate(expression: str) -> str | None:

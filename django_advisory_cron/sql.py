@@ -103,7 +103,7 @@ def acquire_run(
     host: str,
     pid: int,
     reference: datetime | None,
-    ticks: list[datetime],
+    matches: list[tuple[datetime, datetime]],
     max_skew: float,
     lease: float | None,
     final: bool,
@@ -116,6 +116,8 @@ def acquire_run(
       connection died may still be running its body, so while such a row exists the lock is
       not even tried (holding it would not prove that the old holder stopped).
     - ``interrupted``: running rows whose lease expired, marked ``interrupted`` now.
+    - ``tick``: the tick of the ``(instant, tick)`` match nearest the reference time, within
+      ``max_skew`` (a tick can be matched at two instants on the night the clocks go back).
     - ``run_id`` is NULL when the tick is already taken (the caller records a skip).
     - on the final attempt a process that did not get the lock records its skip.
 
@@ -133,9 +135,10 @@ WITH live AS (
            COALESCE(%(now)s::timestamptz, now()) AS ref
 ), t AS (
     SELECT l.got, l.ref,
-           (SELECT c FROM unnest(%(ticks)s::timestamptz[]) AS c
-             WHERE abs(extract(epoch FROM c - l.ref)) <= %(skew)s
-             ORDER BY abs(extract(epoch FROM c - l.ref)) LIMIT 1) AS tick
+           (SELECT c.tick FROM unnest(%(ticks)s::timestamptz[], %(at)s::timestamptz[])
+                                AS c(tick, at)
+             WHERE abs(extract(epoch FROM c.at - l.ref)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.ref)) LIMIT 1) AS tick
       FROM l
 ), dead AS (
     UPDATE {table} SET status = {s_interrupted}, finished = clock_timestamp(),
@@ -166,7 +169,8 @@ SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
         **key.params,
         **_who(job, host, pid),
         "now": reference,
-        "ticks": ticks,
+        "ticks": [tick for _at, tick in matches],
+        "at": [at for at, _tick in matches],
         "skew": max_skew,
         "lease": lease,
         "final": final,

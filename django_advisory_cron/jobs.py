@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .schedule import Schedule
+from .schedule import AnySchedule, Every, Schedule
 from .scopes import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ class Job(Generic[P, R]):
     func: Callable[P, R]
     name: str
     cron: str | None = None
+    #: The interval of an interval schedule (``every=``), instead of ``cron``.
+    every: timedelta | None = None
     scope: Scope = "auto"
     wait: float = 0
     max_runtime: float | None = None
@@ -67,9 +69,19 @@ class Job(Generic[P, R]):
             self.description = (self.func.__doc__ or "").strip().split("\n")[0]
 
     @functools.cached_property
-    def schedule(self) -> Schedule | None:
-        """The parsed ``cron`` expression; raises ``InvalidSchedule`` when it is bad."""
+    def schedule(self) -> AnySchedule | None:
+        """The parsed ``cron`` expression, or the ``every`` interval; raises
+        ``InvalidSchedule`` when it is bad."""
+        if self.every is not None:
+            return Every(self.every)
         return None if self.cron is None else Schedule(self.cron)
+
+    @property
+    def schedule_text(self) -> str | None:
+        """The schedule as people read it: the cron expression, or "every 5s"."""
+        if self.every is not None:
+            return f"every {self.every.total_seconds():g}s"
+        return self.cron
 
     @property
     def key(self) -> LockKey:
@@ -155,6 +167,16 @@ class Registry:
 registry = Registry()
 
 
+def _interval(every: timedelta | float | None) -> timedelta | None:
+    """``every=`` as a positive ``timedelta`` (a number is seconds)."""
+    if every is None:
+        return None
+    interval = every if isinstance(every, timedelta) else timedelta(seconds=every)
+    if interval <= timedelta(0):
+        raise ValueError("every must be a positive duration")
+    return interval
+
+
 @overload
 def locked_task(func: Callable[P, R], /) -> Job[P, R]: ...
 
@@ -164,6 +186,7 @@ def locked_task(
     *,
     name: str | None = None,
     schedule: str | None = None,
+    every: timedelta | float | None = None,
     scope: Scope = "auto",
     wait: float = 0,
     max_runtime: float | None = None,
@@ -179,6 +202,7 @@ def locked_task(
     *,
     name: str | None = None,
     schedule: str | None = None,
+    every: timedelta | float | None = None,
     scope: Scope = "auto",
     wait: float = 0,
     max_runtime: float | None = None,
@@ -188,8 +212,10 @@ def locked_task(
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
-    ``name`` defaults to the function's ``__name__``. ``schedule`` is a cron expression; with
-    one, a run also records its tick and a tick runs at most once. ``scope`` is ``"session"``,
+    ``name`` defaults to the function's ``__name__``. ``schedule`` is a cron expression (five
+    fields); with one, a run also records its tick and a tick runs at most once. ``every``
+    (a ``timedelta`` or seconds) is an interval schedule instead, its ticks on the Unix
+    epoch's grid. ``scope`` is ``"session"``,
     ``"transaction"`` or ``"auto"``; ``wait`` seconds are spent waiting for the lock;
     ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
     ``LockNotAcquired`` instead of returning ``SKIPPED``; ``key="hashtext"`` shares
@@ -202,6 +228,9 @@ def locked_task(
         raise ValueError(f"key must be one of {KEY_MODES}, not {key!r}")
     if wait < 0 or (max_runtime is not None and max_runtime <= 0):
         raise ValueError("wait must be >= 0 and max_runtime > 0 seconds")
+    interval = _interval(every)
+    if interval is not None and schedule is not None:
+        raise ValueError("give a job either schedule= (cron) or every= (an interval), not both")
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:
         job_name = name or function.__name__
@@ -214,6 +243,7 @@ def locked_task(
             func=function,
             name=job_name,
             cron=schedule,
+            every=interval,
             scope=scope,
             wait=wait,
             max_runtime=max_runtime,

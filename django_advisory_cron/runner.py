@@ -27,7 +27,7 @@ from .heartbeat import lost_text
 from .keys import LockKey
 from .locks import AdvisoryLock
 from .models import RunStatus
-from .schedule import Schedule
+from .schedule import AnySchedule
 from .scopes import Scope
 
 logger = logging.getLogger("django_advisory_cron")
@@ -67,7 +67,7 @@ class RunnableJob(Protocol):
     def key(self) -> LockKey: ...
 
     @property
-    def schedule(self) -> Schedule | None: ...
+    def schedule(self) -> AnySchedule | None: ...
 
 
 @dataclass
@@ -85,6 +85,8 @@ class RunResult:
     error: BaseException | None = field(default=None, repr=False)
     interrupted_runs: int = 0
     lock: AdvisoryLock | None = field(default=None, repr=False)
+    #: The run's history record, to finish it from elsewhere (a worker shutting down).
+    record: history.RunRecord | None = field(default=None, repr=False)
 
     @property
     def ran(self) -> bool:
@@ -139,7 +141,7 @@ def execute(
         lease=app_settings.LEASE,
         using=alias,
     )
-    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED)
+    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, record=record)
 
     def on_lost(lock: AdvisoryLock, error: BaseException) -> None:
         record.mark_lost(lost_text(error))

@@ -239,6 +239,69 @@ class Schedule:
         return [(again, tick) for tick, again in sorted(found.items())]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
+
+
+class Every:
+    """An interval schedule: ticks on the Unix epoch's grid of ``interval`` (every 5 s falls on
+    :00, :05, :10...), so replicas agree on the ticks without talking to each other. Time
+    zones and DST do not apply: the grid is in real time."""
+
+    real_time = True
+
+    def __init__(self, interval: timedelta) -> None:
+        if interval <= timedelta(0):
+            raise InvalidSchedule("every must be a positive duration")
+        self.interval = interval
+        self.expression = f"every {interval.total_seconds():g}s"
+
+    def __repr__(self) -> str:
+        return f"Every({self.interval!r})"
+
+    def _index(self, at: datetime) -> int:
+        """How many whole intervals lie between the epoch and ``at`` (floor)."""
+        return (at.astimezone(_UTC) - _EPOCH) // self.interval
+
+    def next_tick(self, after: datetime) -> datetime:
+        """The first tick strictly after ``after``."""
+        return _EPOCH + (self._index(after) + 1) * self.interval
+
+    def previous_tick(self, before: datetime) -> datetime:
+        """The last tick at or before ``before``."""
+        return _EPOCH + self._index(before) * self.interval
+
+    def ticks_between(self, start: datetime, end: datetime) -> Iterator[datetime]:
+        """Ticks in ``[start, end]``, at most ``MAX_CANDIDATES``."""
+        tick = self.previous_tick(start)
+        if tick < start:
+            tick += self.interval
+        for _ in range(MAX_CANDIDATES):
+            if tick > end:
+                return
+            yield tick
+            tick += self.interval
+
+    def candidates(self, around: datetime, max_skew: float) -> list[datetime]:
+        """The ticks within ``max_skew`` of ``around`` (an interval grid needs no margin for
+        the host's clock: the database's picks the nearest)."""
+        skew = timedelta(seconds=max_skew)
+        return list(self.ticks_between(around - skew, around + skew))
+
+    def matches(self, around: datetime, max_skew: float) -> list[tuple[datetime, datetime]]:
+        """``(instant, tick)`` pairs: each tick at its own instant."""
+        return [(tick, tick) for tick in self.candidates(around, max_skew)]
+
+    def nearest_tick(self, at: datetime, max_skew: float) -> datetime | None:
+        """The tick nearest to ``at`` within ``max_skew`` seconds, else ``None``."""
+        before = self.previous_tick(at)
+        best = min((before, before + self.interval), key=lambda tick: abs(tick - at))
+        return best if abs(best - at) <= timedelta(seconds=max_skew) else None
+
+
+#: Either kind of schedule a job can have.
+AnySchedule = Schedule | Every
+
+
 def validate(expression: str) -> str | None:
     """Return an error message for an invalid expression, else ``None``."""
     try:

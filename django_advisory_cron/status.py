@@ -26,7 +26,7 @@ from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
 from .jobs import Job, registry
 from .models import HeldLock, JobRun, RunStatus
-from .schedule import Schedule
+from .schedule import AnySchedule
 
 SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK)
 FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)
@@ -84,7 +84,7 @@ class JobStatus:
         return self.job.name
 
     @property
-    def schedule(self) -> Schedule | None:
+    def schedule(self) -> AnySchedule | None:
         try:
             return self.job.schedule
         except InvalidSchedule as error:
@@ -182,7 +182,7 @@ class JobStatus:
         return {
             "job": self.name,
             "key": str(self.job.key),
-            "schedule": self.job.cron,
+            "schedule": self.job.schedule_text,
             "schedule_description": self.schedule_description,
             "scope": self.job.scope,
             "max_runtime": self.job.max_runtime,

@@ -33,6 +33,7 @@ LAYERS = {
     "locks": 2,
     "history": 3,
     "runner": 4,
+    "worker": 4,
     "jobs": 4,
     "catchup": 4,
 }

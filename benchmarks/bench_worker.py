@@ -1,0 +1,109 @@
+"""Tick-start latency of ``cronworker`` and how the wins spread across workers.
+
+Run on demand: ``python benchmarks/bench_worker.py [--jobs 200] [--workers 3] [--seconds 16]``.
+Starts a throwaway PostgreSQL (or uses DATABASE_URL), then real ``manage.py cronworker``
+processes on the test project, with empty jobs on a 5-second interval. The latency of a run is
+its row's ``started`` (the database's clock, in the statement that takes the lock, right before
+the body) minus its tick. The baseline, measured in the same run: one worker with one job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = ROOT / "tests" / "manage.py"
+sys.path.insert(0, str(ROOT))
+
+from django_advisory_cron.testing import start_postgres  # noqa: E402
+
+
+def environment(url: str, jobs: int) -> dict[str, str]:
+    settings = {"JOBS_MODULE": "bench_worker_tasks", "MAX_SKEW": 1}
+    env = {**os.environ, "DATABASE_URL": url, "ADVISORY_CRON_JSON": json.dumps(settings)}
+    env.update(BENCH_WORKER_JOBS=str(jobs), BENCH_WORKER_EVERY="5", PYTHONUNBUFFERED="1")
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return env
+
+
+def measure(url: str, jobs: int, workers: int, seconds: float) -> tuple[list[float], list[int]]:
+    """Run the workers; return the latencies (ms) and the runs each worker won."""
+    import psycopg
+
+    env = environment(url, jobs)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE django_advisory_cron_jobrun")
+        processes = [
+            subprocess.Popen(
+                [sys.executable, str(MANAGE), "cronworker", "--grace", "10"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
+        time.sleep(seconds)
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(60)
+        rows = conn.execute(
+            "SELECT extract(epoch FROM started - tick) * 1000, pid "
+            "FROM django_advisory_cron_jobrun WHERE status = 'succeeded'"
+        ).fetchall()
+    wins = {process.pid: 0 for process in processes}
+    for _latency, pid in rows:
+        wins[pid] = wins.get(pid, 0) + 1
+    return [float(latency) for latency, _pid in rows], list(wins.values())
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=16)
+    options = parser.parse_args()
+    server = None
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        server = start_postgres()
+        url = server.url("postgres")
+    try:
+        subprocess.run(
+            [sys.executable, str(MANAGE), "migrate", "-v0"], env=environment(url, 0), check=True
+        )
+        base, _wins = measure(url, 1, 1, options.seconds)
+        latencies, wins = measure(url, options.jobs, options.workers, options.seconds)
+    finally:
+        if server is not None:
+            server.stop()
+    base_p50 = statistics.median(base)
+    print("tick-start latency, ms (tick instant -> run row written, database clock)")
+    print(f"{'':40} {'runs':>6} {'p50':>8} {'p99':>8} {'max':>8} {'p99 x base p50':>15}")
+    for label, values in (
+        ("baseline: 1 worker, 1 job", base),
+        (f"{options.workers} workers, {options.jobs} jobs", latencies),
+    ):
+        p99 = percentile(values, 0.99)
+        print(
+            f"{label:40} {len(values):>6} {statistics.median(values):>8.1f} {p99:>8.1f} "
+            f"{max(values):>8.1f} {p99 / base_p50:>15.1f}"
+        )
+    print(f"runs won per worker: {wins}")
+
+
+if __name__ == "__main__":
+    main()

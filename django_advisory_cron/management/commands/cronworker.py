@@ -1,0 +1,123 @@
+"""``manage.py cronworker``: run the scheduler in every replica; each tick runs once."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from ... import exitcodes
+from ...conf import app_settings
+from ...exceptions import DatabaseUnavailable, LockDatabaseError
+from ...jobs import registry
+from ...lockconn import bound_connect
+from ...worker import Worker
+
+EPILOG = """\
+Run the same command in every replica, next to the web process: each tick of each scheduled
+job runs once, whichever replicas are up. No leader, no cron daemon.
+
+On SIGTERM or SIGINT it starts nothing new, gives running jobs --grace seconds, records
+those still running as interrupted and exits.
+
+exit codes:
+  2    usage error: unknown job name, no scheduled job to run, bad option
+  69   the lock database cannot be reached
+  78   configuration error: the lock database is not PostgreSQL
+  130  stopped by SIGINT, 143 by SIGTERM
+"""
+
+
+class Command(BaseCommand):
+    help = (
+        "Run every scheduled job at each of its ticks, in every replica at once: the database "
+        "lets exactly one replica run each tick."
+    )
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = EPILOG
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "jobs", nargs="*", metavar="JOB", help="only these scheduled jobs (default: all)"
+        )
+        parser.add_argument(
+            "--grace",
+            type=float,
+            default=25.0,
+            metavar="SECONDS",
+            help="on SIGTERM/SIGINT, wait this long for running jobs (default 25, inside "
+            "Kubernetes' default 30 s)",
+        )
+        parser.add_argument(
+            "--max-concurrency",
+            type=int,
+            default=32,
+            metavar="N",
+            help="run at most N jobs at once in this worker (default 32)",
+        )
+        parser.add_argument(
+            "--database", default=None, metavar="ALIAS", help="database alias holding the locks"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["grace"] < 0 or options["max_concurrency"] < 1:
+            self._leave(exitcodes.USAGE, "--grace must be >= 0 and --max-concurrency >= 1")
+        unknown = [name for name in options["jobs"] if name not in registry]
+        if unknown:
+            self._leave(exitcodes.USAGE, f"no job named {', '.join(map(repr, unknown))}")
+        jobs = [registry.get(name) for name in options["jobs"]] or registry.all()
+        scheduled = [job for job in jobs if job.schedule is not None]
+        if not scheduled:
+            self._leave(exitcodes.USAGE, "no scheduled job to run: give a job a schedule")
+        alias = options["database"] or app_settings.lock_database
+        worker = Worker(
+            scheduled,
+            using=alias,
+            max_concurrency=options["max_concurrency"],
+            grace=options["grace"],
+        )
+        stopped_by: list[int] = []
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            stopped_by.append(signum)
+            worker.stop()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        try:
+            bound_connect(alias)
+            worker.run()
+        except DatabaseUnavailable as error:
+            self._leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
+        except LockDatabaseError as error:
+            self._leave(exitcodes.CONFIG, str(error))
+        stats = worker.stats
+        self.stdout.write(
+            f"cronworker {worker.identity}: stopped; started {stats.started} run(s): "
+            f"{stats.ran} ran, {stats.skipped} skipped (another replica had them), "
+            f"{stats.failed} failed"
+        )
+        code = exitcodes.SIGINT if stopped_by[:1] == [signal.SIGINT] else exitcodes.SIGTERM
+        if worker.abandoned:
+            self.stderr.write(
+                f"cronworker: {len(worker.abandoned)} run(s) still going after "
+                f"{worker.grace:g} s of grace, recorded as interrupted"
+            )
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # their threads cannot be stopped; their locks go with the process
+        sys.exit(code)
+
+    def _leave(self, code: int, message: str) -> None:
+        self.stderr.write(f"cronworker: {message}")
+        sys.exit(code)

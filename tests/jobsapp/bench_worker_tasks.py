@@ -1,0 +1,18 @@
+"""Jobs for ``benchmarks/bench_worker.py``: ``BENCH_WORKER_JOBS`` jobs (default 200) on a
+``BENCH_WORKER_EVERY``-second interval (default 5) with empty bodies."""
+
+import os
+from datetime import timedelta
+
+from django_advisory_cron import locked_task
+
+
+def _register(number: int, every: float) -> None:
+    def body() -> None:
+        return None
+
+    locked_task(name=f"bench_{number}", every=timedelta(seconds=every))(body)
+
+
+for _number in range(int(os.environ.get("BENCH_WORKER_JOBS", "200"))):
+    _register(_number, float(os.environ.get("BENCH_WORKER_EVERY", "5")))

@@ -1,0 +1,33 @@
+"""Jobs for the cronworker tests, loaded with
+``ADVISORY_CRON_JSON='{"JOBS_MODULE": "worker_tasks", ...}'`` in the worker processes."""
+
+import os
+import time
+from datetime import timedelta
+
+from django_advisory_cron import locked_task
+
+from .models import Marker
+
+#: How many two-second jobs the worker tests run.
+JOBS = 10
+
+
+def _every_two_seconds(number: int) -> None:
+    name = f"every2_{number}"
+
+    def body() -> None:
+        Marker.objects.create(job=name, pid=os.getpid())
+
+    locked_task(name=name, every=timedelta(seconds=2))(body)
+
+
+for _number in range(JOBS):
+    _every_two_seconds(_number)
+
+
+@locked_task(name="every2_slow", every=timedelta(seconds=2))
+def every2_slow() -> None:
+    """Runs far longer than its interval: the worker must be stopped while it runs."""
+    Marker.objects.create(job="every2_slow", pid=os.getpid())
+    time.sleep(60)

@@ -507,7 +507,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 else "—",
                 # Plain values only: a Job is callable, and templates call callables.
                 "key": str(item.job.key),
-                "cron": item.job.cron or "",
+                "cron": item.job.schedule_text or "",
                 "scope": item.job.scope,
                 "description": item.job.description,
             }

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .schedule import Schedule
+from .schedule import Every, Schedule, as_interval, describe_interval
 from .scopes import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ class Job(Generic[P, R]):
     func: Callable[P, R]
     name: str
     cron: str | None = None
+    #: The interval of an interval schedule (``every=``); exclusive with ``cron``.
+    every: timedelta | None = None
     scope: Scope = "auto"
     wait: float = 0
     max_runtime: float | None = None
@@ -65,11 +67,25 @@ class Job(Generic[P, R]):
         functools.update_wrapper(self, self.func)
         if not self.description:
             self.description = (self.func.__doc__ or "").strip().split("\n")[0]
+        if self.every is not None:
+            _exclusive(self.cron, self.every)
+            self.every = as_interval(self.every)
 
     @functools.cached_property
     def schedule(self) -> Schedule | None:
-        """The parsed ``cron`` expression; raises ``InvalidSchedule`` when it is bad."""
+        """The parsed ``cron`` expression, or an ``Every`` (``schedule.Every``) for ``every``;
+        raises ``InvalidSchedule`` when the expression is bad."""
+        if self.every is not None:
+            return Every(self.every)
         return None if self.cron is None else Schedule(self.cron)
+
+    @property
+    def schedule_text(self) -> str | None:
+        """What to show as the job's schedule: its cron expression as written,
+        ``"every 5s"`` for an interval, ``None`` without a schedule. Never raises."""
+        if self.every is not None:
+            return describe_interval(self.every)
+        return self.cron
 
     @property
     def key(self) -> LockKey:
@@ -121,6 +137,14 @@ class Job(Generic[P, R]):
         return f"<Job {self.name}>"
 
 
+def _exclusive(schedule: str | None, every: object) -> None:
+    if schedule is not None and every is not None:
+        raise ValueError(
+            f"schedule={schedule!r} and every={every!r} are mutually exclusive: a job has "
+            "either a cron expression or an interval"
+        )
+
+
 class Registry:
     """All jobs by name, remembering clashes for the system checks."""
 
@@ -164,6 +188,7 @@ def locked_task(
     *,
     name: str | None = None,
     schedule: str | None = None,
+    every: timedelta | float | None = None,
     scope: Scope = "auto",
     wait: float = 0,
     max_runtime: float | None = None,
@@ -179,6 +204,7 @@ def locked_task(
     *,
     name: str | None = None,
     schedule: str | None = None,
+    every: timedelta | float | None = None,
     scope: Scope = "auto",
     wait: float = 0,
     max_runtime: float | None = None,
@@ -189,7 +215,9 @@ def locked_task(
     """Register a function as a job that runs once across all replicas.
 
     ``name`` defaults to the function's ``__name__``. ``schedule`` is a cron expression; with
-    one, a run also records its tick and a tick runs at most once. ``scope`` is ``"session"``,
+    one, a run also records its tick and a tick runs at most once. ``every`` (a ``timedelta``
+    or a number of seconds) is an interval schedule instead, ticking at whole multiples of it
+    since the Unix epoch; it excludes ``schedule``. ``scope`` is ``"session"``,
     ``"transaction"`` or ``"auto"``; ``wait`` seconds are spent waiting for the lock;
     ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
     ``LockNotAcquired`` instead of returning ``SKIPPED``; ``key="hashtext"`` shares
@@ -202,6 +230,8 @@ def locked_task(
         raise ValueError(f"key must be one of {KEY_MODES}, not {key!r}")
     if wait < 0 or (max_runtime is not None and max_runtime <= 0):
         raise ValueError("wait must be >= 0 and max_runtime > 0 seconds")
+    _exclusive(schedule, every)
+    interval = None if every is None else as_interval(every)
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:
         job_name = name or function.__name__
@@ -214,6 +244,7 @@ def locked_task(
             func=function,
             name=job_name,
             cron=schedule,
+            every=interval,
             scope=scope,
             wait=wait,
             max_runtime=max_runtime,

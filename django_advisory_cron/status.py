@@ -182,7 +182,7 @@ class JobStatus:
         return {
             "job": self.name,
             "key": str(self.job.key),
-            "schedule": self.job.cron,
+            "schedule": self.job.schedule_text,
             "schedule_description": self.schedule_description,
             "scope": self.job.scope,
             "max_runtime": self.job.max_runtime,

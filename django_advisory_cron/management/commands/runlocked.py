@@ -246,7 +246,7 @@ class Command(BaseCommand):
         for job in jobs:
             runtime = f"{job.max_runtime:g}s" if job.max_runtime else "-"
             self.stdout.write(
-                f"{job.name:<{width}}  {job.cron or '(no schedule)':<15}  "
+                f"{job.name:<{width}}  {job.schedule_text or '(no schedule)':<15}  "
                 f"scope={job.scope:<11}  max_runtime={runtime:<6}  key={job.key}"
             )
 

@@ -151,8 +151,9 @@ class Schedule:
     def min_interval(self) -> timedelta:
         """The shortest time between two ticks, from the second, minute and hour fields.
 
-        A lower bound: it assumes every day matches, and ignores daylight saving time (which
-        only merges or drops ticks, never brings two closer than their local times are).
+        A lower bound on ordinary days: it assumes every day matches. It ignores daylight saving
+        time, though: on the spring-forward night a wall-clock schedule's skipped times tick at
+        the end of the gap, which may be closer than that to the next tick.
         """
         seconds = _field(self._expanded[5], 60) if self.has_seconds else [0]
         minutes, hours = _field(self._expanded[0], 60), _field(self._expanded[1], 24)

@@ -12,6 +12,7 @@ from django.core import checks
 
 from . import conf, pooler_checks
 from .conf import APP_LABEL, CHECK_TAG, app_settings
+from .exceptions import InvalidSchedule
 from .jobs import MAX_JOB_NAME, registry
 from .schedule import validate
 
@@ -23,6 +24,7 @@ def register() -> None:
     checks.register(check_settings, CHECK_TAG)
     checks.register(check_lock_database, CHECK_TAG, checks.Tags.database)
     checks.register(check_jobs, CHECK_TAG)
+    checks.register(check_max_skew, CHECK_TAG)
     pooler_checks.register()
     if django_apps.is_installed("django_q"):
         from .contrib.django_q import register_checks
@@ -104,8 +106,45 @@ def check_jobs(
             errors.append(
                 checks.Error(
                     f"Job {job.name!r} has an invalid schedule: {problem}",
-                    hint="Use a five-field cron expression such as '0 2 * * *'.",
+                    hint="Use a five-field cron expression such as '0 2 * * *' (or six, "
+                    "with the second last: '0 2 * * * 30').",
                     id=f"{APP}.E005",
                 )
             )
     return errors
+
+
+def check_max_skew(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W007: for sub-minute schedules, ``MAX_SKEW`` must stay below half the shortest interval
+    between a job's ticks, or a run between two ticks is within ``MAX_SKEW`` of both.
+
+    Schedules of a minute or more are left alone: with the default ``MAX_SKEW`` of 60 s an
+    every-minute job still gets the nearest tick (the documented behaviour), and warning on
+    the most common schedule with the default setting would only teach people to silence it.
+    """
+    if any(problem.key == "MAX_SKEW" for problem in conf.problems()):
+        return []  # reported by check_settings
+    skew = app_settings.MAX_SKEW
+    warnings: list[checks.CheckMessage] = []
+    for job in registry.all():
+        try:
+            schedule = job.schedule
+        except InvalidSchedule:
+            continue  # E005
+        if schedule is None:
+            continue
+        gap = schedule.min_interval.total_seconds()
+        if gap < 60 and gap <= 2 * skew:
+            warnings.append(
+                checks.Warning(
+                    f"Job {job.name!r} ({job.schedule_text}) has ticks {gap:g}s apart, but "
+                    f"MAX_SKEW is {skew:g}s: a run between two ticks is within MAX_SKEW of "
+                    "both, so two ticks compete for one run.",
+                    hint=f"Lower ADVISORY_CRON['MAX_SKEW'] below {gap / 2:g}s (half the "
+                    "shortest interval between the job's ticks), or schedule it less often.",
+                    id=f"{APP}.W007",
+                )
+            )
+    return warnings

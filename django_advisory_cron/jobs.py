@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .schedule import AnySchedule, Every, Schedule
+from .schedule import Every, Schedule, as_interval, describe_interval
 from .scopes import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Job(Generic[P, R]):
     func: Callable[P, R]
     name: str
     cron: str | None = None
-    #: The interval of an interval schedule (``every=``), instead of ``cron``.
+    #: The interval of an interval schedule (``every=``); exclusive with ``cron``.
     every: timedelta | None = None
     scope: Scope = "auto"
     wait: float = 0
@@ -67,20 +67,24 @@ class Job(Generic[P, R]):
         functools.update_wrapper(self, self.func)
         if not self.description:
             self.description = (self.func.__doc__ or "").strip().split("\n")[0]
+        if self.every is not None:
+            _exclusive(self.cron, self.every)
+            self.every = as_interval(self.every)
 
     @functools.cached_property
-    def schedule(self) -> AnySchedule | None:
-        """The parsed ``cron`` expression, or the ``every`` interval; raises
-        ``InvalidSchedule`` when it is bad."""
+    def schedule(self) -> Schedule | None:
+        """The parsed ``cron`` expression, or an ``Every`` (``schedule.Every``) for ``every``;
+        raises ``InvalidSchedule`` when the expression is bad."""
         if self.every is not None:
             return Every(self.every)
         return None if self.cron is None else Schedule(self.cron)
 
     @property
     def schedule_text(self) -> str | None:
-        """The schedule as people read it: the cron expression, or "every 5s"."""
+        """What to show as the job's schedule: its cron expression as written,
+        ``"every 5s"`` for an interval, ``None`` without a schedule. Never raises."""
         if self.every is not None:
-            return f"every {self.every.total_seconds():g}s"
+            return describe_interval(self.every)
         return self.cron
 
     @property
@@ -133,6 +137,14 @@ class Job(Generic[P, R]):
         return f"<Job {self.name}>"
 
 
+def _exclusive(schedule: str | None, every: object) -> None:
+    if schedule is not None and every is not None:
+        raise ValueError(
+            f"schedule={schedule!r} and every={every!r} are mutually exclusive: a job has "
+            "either a cron expression or an interval"
+        )
+
+
 class Registry:
     """All jobs by name, remembering clashes for the system checks."""
 
@@ -165,16 +177,6 @@ class Registry:
 
 
 registry = Registry()
-
-
-def _interval(every: timedelta | float | None) -> timedelta | None:
-    """``every=`` as a positive ``timedelta`` (a number is seconds)."""
-    if every is None:
-        return None
-    interval = every if isinstance(every, timedelta) else timedelta(seconds=every)
-    if interval <= timedelta(0):
-        raise ValueError("every must be a positive duration")
-    return interval
 
 
 @overload
@@ -212,10 +214,10 @@ def locked_task(
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
-    ``name`` defaults to the function's ``__name__``. ``schedule`` is a cron expression (five
-    fields); with one, a run also records its tick and a tick runs at most once. ``every``
-    (a ``timedelta`` or seconds) is an interval schedule instead, its ticks on the Unix
-    epoch's grid. ``scope`` is ``"session"``,
+    ``name`` defaults to the function's ``__name__``. ``schedule`` is a cron expression; with
+    one, a run also records its tick and a tick runs at most once. ``every`` (a ``timedelta``
+    or a number of seconds) is an interval schedule instead, ticking at whole multiples of it
+    since the Unix epoch; it excludes ``schedule``. ``scope`` is ``"session"``,
     ``"transaction"`` or ``"auto"``; ``wait`` seconds are spent waiting for the lock;
     ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
     ``LockNotAcquired`` instead of returning ``SKIPPED``; ``key="hashtext"`` shares
@@ -228,9 +230,8 @@ def locked_task(
         raise ValueError(f"key must be one of {KEY_MODES}, not {key!r}")
     if wait < 0 or (max_runtime is not None and max_runtime <= 0):
         raise ValueError("wait must be >= 0 and max_runtime > 0 seconds")
-    interval = _interval(every)
-    if interval is not None and schedule is not None:
-        raise ValueError("give a job either schedule= (cron) or every= (an interval), not both")
+    _exclusive(schedule, every)
+    interval = None if every is None else as_interval(every)
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:
         job_name = name or function.__name__

@@ -27,7 +27,7 @@ from .heartbeat import lost_text
 from .keys import LockKey
 from .locks import AdvisoryLock
 from .models import RunStatus
-from .schedule import AnySchedule
+from .schedule import Schedule
 from .scopes import Scope
 
 logger = logging.getLogger("django_advisory_cron")
@@ -67,7 +67,7 @@ class RunnableJob(Protocol):
     def key(self) -> LockKey: ...
 
     @property
-    def schedule(self) -> AnySchedule | None: ...
+    def schedule(self) -> Schedule | None: ...
 
 
 @dataclass

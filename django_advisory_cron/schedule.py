@@ -1,7 +1,10 @@
-"""Cron expressions -> ticks.
+"""Cron expressions and intervals -> ticks.
 
-Expressions are standard five-field cron (or ``@hourly``-style aliases), evaluated in the
-project's ``TIME_ZONE``, so ``"0 2 * * *"`` means 02:00 local time.
+Expressions are standard five-field cron (or ``@hourly``-style aliases), or croniter's
+six-field form whose sixth field is the *second* (``"0 2 * * * 30"`` is 02:00:30; croniter's
+default, ``second_at_beginning=False``), evaluated in the project's ``TIME_ZONE``, so
+``"0 2 * * *"`` means 02:00 local time. :class:`Every` is an interval schedule instead: its
+ticks are the Unix epoch plus whole multiples of the interval, the same on every host.
 
 Daylight saving time follows Debian's cron (see ``docs/once-per-tick.md``). An expression whose
 hour field names every hour (``"*/15 * * * *"``, ``"0 * * * *"``) is a *real-time* schedule:
@@ -25,6 +28,8 @@ from __future__ import annotations
 import zoneinfo
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
+from itertools import pairwise
+from typing import Any
 
 from croniter import croniter
 from django.conf import settings
@@ -34,7 +39,13 @@ from .exceptions import InvalidSchedule
 # A run is matched against ticks up to this far from its reference time, beyond ``MAX_SKEW``,
 # so that a host whose clock is off from the database's still finds its tick.
 CANDIDATE_MARGIN = timedelta(minutes=5)
+#: At most this many candidate ticks are sent with a run: those nearest its reference time, so
+#: a dense schedule (every few seconds) narrows the margin instead of losing the ticks that can
+#: match (see ``Schedule.candidates``).
 MAX_CANDIDATES = 64
+
+#: Interval ticks are ``EPOCH + n * interval``.
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _UTC = timezone.utc
 _SECOND = timedelta(seconds=1)
@@ -94,25 +105,61 @@ def _repeated(wall: datetime, zone: tzinfo) -> tuple[datetime, datetime] | None:
     return start, start + (occurrences[1] - occurrences[0])
 
 
+def _smallest_gap(values: list[int], outer: int) -> int:
+    """The smallest distance between consecutive matching values of one cron field, in its
+    own unit, when matching periods of the enclosing field start ``outer`` units apart."""
+    gaps = [later - earlier for earlier, later in pairwise(values)]
+    return min([*gaps, outer - values[-1] + values[0]])
+
+
+def _field(expanded: list[Any], size: int) -> list[int]:
+    return list(range(size)) if expanded == ["*"] else sorted({int(value) for value in expanded})
+
+
 class Schedule:
-    """A parsed cron expression."""
+    """A parsed cron expression: five fields, or six with the second last (croniter's order)."""
+
+    #: A readable form of the schedule: the normalised cron expression, or ``"every 5s"``.
+    expression: str
+    #: Ticks at every real instant that matches (see the module docstring); interval
+    #: schedules are always real-time.
+    real_time: bool
 
     def __init__(self, expression: str) -> None:
         if not isinstance(expression, str) or not expression.strip():
             raise InvalidSchedule("a schedule must be a non-empty cron expression")
         expression = " ".join(expression.split())
         fields = expression.split(" ")
-        if not expression.startswith("@") and len(fields) != 5:
+        if not expression.startswith("@") and len(fields) not in (5, 6):
             raise InvalidSchedule(
-                f"{expression!r} has {len(fields)} fields; use five: minute hour day month weekday"
+                f"{expression!r} has {len(fields)} fields; use five (minute hour day month "
+                "weekday) or six (minute hour day month weekday second)"
             )
         if expression in ("@reboot",) or not croniter.is_valid(expression):
             raise InvalidSchedule(f"{expression!r} is not a valid cron expression")
         self.expression = expression
-        hours = croniter(expression).expanded[1]
-        #: Ticks at every real instant that matches (see the module docstring), because the
-        #: expression fires every hour: skipping a repeated hour would leave an hour-long hole.
+        expanded = croniter(expression).expanded
+        #: True for six-field expressions (the sixth field is the second).
+        self.has_seconds = len(expanded) == 6
+        hours = expanded[1]
+        # Real-time because the expression fires every hour: skipping a repeated hour would
+        # leave an hour-long hole.
         self.real_time = hours == ["*"] or set(hours) >= set(range(24))
+        self._expanded = expanded
+
+    @property
+    def min_interval(self) -> timedelta:
+        """The shortest time between two ticks, from the second, minute and hour fields.
+
+        A lower bound on ordinary days: it assumes every day matches. It ignores daylight saving
+        time, though: on the spring-forward night a wall-clock schedule's skipped times tick at
+        the end of the gap, which may be closer than that to the next tick.
+        """
+        seconds = _field(self._expanded[5], 60) if self.has_seconds else [0]
+        minutes, hours = _field(self._expanded[0], 60), _field(self._expanded[1], 24)
+        hour_gap = _smallest_gap(hours, 24)
+        minute_gap = _smallest_gap(minutes, hour_gap * 60)
+        return timedelta(seconds=_smallest_gap(seconds, minute_gap * 60))
 
     def __repr__(self) -> str:
         return f"Schedule({self.expression!r})"
@@ -187,11 +234,34 @@ class Schedule:
             yield tick
             tick = self.next_tick(tick)
 
+    def _nearest(self, center: datetime, reach: timedelta) -> list[datetime]:
+        """Ticks within ``reach`` of ``center``, ascending: the :data:`MAX_CANDIDATES` nearest
+        to ``center`` when there are more."""
+        center = center.astimezone(_UTC)  # arithmetic in a DST zone is wall-clock arithmetic
+        found: list[datetime] = []
+        tick = self.previous_tick(center)
+        for _ in range(MAX_CANDIDATES):
+            if tick < center - reach:
+                break
+            found.append(tick)
+            tick = self.previous_tick(tick - _MICROSECOND)
+        tick = self.next_tick(center)
+        for _ in range(MAX_CANDIDATES):
+            if tick > center + reach:
+                break
+            found.append(tick)
+            tick = self.next_tick(tick)
+        return sorted(sorted(found, key=lambda tick: (abs(tick - center), tick))[:MAX_CANDIDATES])
+
     def candidates(self, around: datetime, max_skew: float) -> list[datetime]:
-        """Ticks that a run whose reference time is near ``around`` may belong to."""
-        window = timedelta(seconds=max_skew) + CANDIDATE_MARGIN
-        around = around.astimezone(_UTC)  # arithmetic in a DST zone is wall-clock arithmetic
-        return list(self.ticks_between(around - window, around + window))
+        """Ticks that a run whose reference time is near ``around`` may belong to: those within
+        ``max_skew`` plus :data:`CANDIDATE_MARGIN` of it, at most :data:`MAX_CANDIDATES`.
+
+        For a dense schedule the cap keeps the ticks *nearest* ``around`` (every 2 s: those
+        within about 64 s), so the ticks that can match are never crowded out; only the margin
+        for a host clock that is off from the database's shrinks.
+        """
+        return self._nearest(around, timedelta(seconds=max_skew) + CANDIDATE_MARGIN)
 
     def matches(self, around: datetime, max_skew: float) -> list[tuple[datetime, datetime]]:
         """``(instant, tick)`` pairs a run near ``around`` is matched against: each candidate
@@ -232,74 +302,74 @@ class Schedule:
             if len(occurrences) < 2 or probe != occurrences[1]:
                 continue  # not in the second pass of a repeated hour
             shift = occurrences[1] - occurrences[0]
-            for tick in self.ticks_between(at - shift - skew, at - shift + skew):
+            for tick in self._nearest(at - shift, skew):
                 again = _occurrences(_wall(tick, zone), zone)
                 if len(again) == 2 and again[0] == tick and abs(again[1] - at) <= skew:
                     found[tick] = again[1]
         return [(again, tick) for tick, again in sorted(found.items())]
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
+def _seconds_text(seconds: float) -> str:
+    return f"{seconds:.6f}".rstrip("0").rstrip(".")
 
 
-class Every:
-    """An interval schedule: ticks on the Unix epoch's grid of ``interval`` (every 5 s falls on
-    :00, :05, :10...), so replicas agree on the ticks without talking to each other. Time
-    zones and DST do not apply: the grid is in real time."""
+def describe_interval(interval: timedelta) -> str:
+    """``timedelta(seconds=90)`` -> ``"every 1m30s"``; fractions of a second in seconds."""
+    if interval % _SECOND:
+        return f"every {_seconds_text(interval / _SECOND)}s"
+    rest, parts = int(interval / _SECOND), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "every " + "".join(parts)
 
-    real_time = True
 
-    def __init__(self, interval: timedelta) -> None:
-        if interval <= timedelta(0):
-            raise InvalidSchedule("every must be a positive duration")
-        self.interval = interval
-        self.expression = f"every {interval.total_seconds():g}s"
+def as_interval(every: timedelta | float) -> timedelta:
+    """``every`` as a positive ``timedelta`` (a number is seconds); else ``InvalidSchedule``
+    (a ``ValueError``)."""
+    if isinstance(every, (int, float)) and not isinstance(every, bool):
+        try:
+            every = timedelta(seconds=every)
+        except OverflowError:
+            raise InvalidSchedule(f"every={every!r} is too long") from None
+    if not isinstance(every, timedelta):
+        raise InvalidSchedule(
+            f"every must be a timedelta or a number of seconds, not {type(every).__name__}"
+        )
+    if every <= timedelta(0):
+        raise InvalidSchedule("every must be a positive duration")
+    return every
+
+
+class Every(Schedule):
+    """An interval schedule: ticks at ``EPOCH + n * interval`` (UTC), for every integer ``n``.
+
+    Aligned to the Unix epoch rather than to a start time, so every replica computes the same
+    ticks without coordination; ``TIME_ZONE`` and daylight saving time play no part. Same
+    interface as :class:`Schedule` (``expression`` reads ``"every 5s"``).
+    """
+
+    def __init__(self, every: timedelta | float) -> None:
+        self.interval = as_interval(every)
+        self.expression = describe_interval(self.interval)
+        self.real_time = True
+        self.has_seconds = bool(self.interval % timedelta(minutes=1))
 
     def __repr__(self) -> str:
-        return f"Every({self.interval!r})"
+        return f"Every({_seconds_text(self.interval / _SECOND)})"
 
-    def _index(self, at: datetime) -> int:
-        """How many whole intervals lie between the epoch and ``at`` (floor)."""
-        return (at.astimezone(_UTC) - _EPOCH) // self.interval
+    @property
+    def min_interval(self) -> timedelta:
+        return self.interval
 
     def next_tick(self, after: datetime) -> datetime:
         """The first tick strictly after ``after``."""
-        return _EPOCH + (self._index(after) + 1) * self.interval
+        return EPOCH + ((after.astimezone(_UTC) - EPOCH) // self.interval + 1) * self.interval
 
     def previous_tick(self, before: datetime) -> datetime:
         """The last tick at or before ``before``."""
-        return _EPOCH + self._index(before) * self.interval
-
-    def ticks_between(self, start: datetime, end: datetime) -> Iterator[datetime]:
-        """Ticks in ``[start, end]``, at most ``MAX_CANDIDATES``."""
-        tick = self.previous_tick(start)
-        if tick < start:
-            tick += self.interval
-        for _ in range(MAX_CANDIDATES):
-            if tick > end:
-                return
-            yield tick
-            tick += self.interval
-
-    def candidates(self, around: datetime, max_skew: float) -> list[datetime]:
-        """The ticks within ``max_skew`` of ``around`` (an interval grid needs no margin for
-        the host's clock: the database's picks the nearest)."""
-        skew = timedelta(seconds=max_skew)
-        return list(self.ticks_between(around - skew, around + skew))
-
-    def matches(self, around: datetime, max_skew: float) -> list[tuple[datetime, datetime]]:
-        """``(instant, tick)`` pairs: each tick at its own instant."""
-        return [(tick, tick) for tick in self.candidates(around, max_skew)]
-
-    def nearest_tick(self, at: datetime, max_skew: float) -> datetime | None:
-        """The tick nearest to ``at`` within ``max_skew`` seconds, else ``None``."""
-        before = self.previous_tick(at)
-        best = min((before, before + self.interval), key=lambda tick: abs(tick - at))
-        return best if abs(best - at) <= timedelta(seconds=max_skew) else None
-
-
-#: Either kind of schedule a job can have.
-AnySchedule = Schedule | Every
+        return EPOCH + ((before.astimezone(_UTC) - EPOCH) // self.interval) * self.interval
 
 
 def validate(expression: str) -> str | None:

@@ -26,7 +26,7 @@ from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
 from .jobs import Job, registry
 from .models import HeldLock, JobRun, RunStatus
-from .schedule import AnySchedule
+from .schedule import Schedule
 
 SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK)
 FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)
@@ -84,7 +84,7 @@ class JobStatus:
         return self.job.name
 
     @property
-    def schedule(self) -> AnySchedule | None:
+    def schedule(self) -> Schedule | None:
         try:
             return self.job.schedule
         except InvalidSchedule as error:

@@ -106,12 +106,12 @@ def test_invalid_schedule_is_an_error_naming_the_job() -> None:
     @locked_task(name="never", schedule="61 * * * *")
     def never() -> None: ...
 
-    @locked_task(name="six_fields", schedule="0 0 * * * *")
-    def six_fields() -> None: ...
+    @locked_task(name="seven_fields", schedule="0 0 * * * * *")
+    def seven_fields() -> None: ...
 
     messages = check_jobs()
     assert ids(messages) == ["django_advisory_cron.E005"] * 2
-    assert "'never'" in messages[0].msg and "'six_fields'" in messages[1].msg
+    assert "'never'" in messages[0].msg and "'seven_fields'" in messages[1].msg
     assert registry.get("never").cron == "61 * * * *"
 
 

@@ -2,7 +2,8 @@
 
 ``W060`` to ``W063``: ``Q_CLUSTER`` settings that make duplicate deliveries likely, or that make
 django-q2 and the job schedules disagree on ticks. ``W064``: the synced schedules are missing
-or out of date (a database check).
+or out of date (a database check). ``W065``: a job's schedule is one django-q2 cannot run
+(an interval, or a seconds field), so it is not synced.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.core import checks
 from django.db import DatabaseError, router
 
 from ...conf import APP_LABEL, app_settings
-from .schedules import out_of_date, schedule_model, scheduled_jobs
+from .schedules import out_of_date, schedule_model, scheduled_jobs, unsyncable_jobs
 
 APP = APP_LABEL
 
@@ -23,6 +24,7 @@ APP = APP_LABEL
 def register_checks() -> None:
     """Register the django-q2 checks (only called when ``django_q`` is installed)."""
     checks.register(check_q_cluster)
+    checks.register(check_unsyncable_jobs)
     checks.register(check_schedules_synced, checks.Tags.database)
 
 
@@ -83,6 +85,23 @@ def check_q_cluster(
             )
         )
     return messages
+
+
+def check_unsyncable_jobs(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Warn about scheduled jobs that ``sync_schedules`` skips because django-q2 cannot run
+    their schedule."""
+    return [
+        checks.Warning(
+            f"Job {job.name!r} has {reason}, which django-q2 cannot run: sync_schedules "
+            "skips it, and nothing runs it through django-q2.",
+            hint="Run it with 'manage.py cronworker' on every replica, or give it a "
+            "five-field cron expression.",
+            id=f"{APP}.W065",
+        )
+        for job, reason in unsyncable_jobs()
+    ]
 
 
 def check_schedules_synced(

@@ -1,9 +1,11 @@
 """Schedule sync: one django-q2 ``Schedule`` of CRON type per scheduled job, and its hook.
 
-Every job with a ``schedule`` gets one row named ``advisory_cron:<job>`` that calls
-``RUNNER`` with the job's name. Rows are recognised by their name prefix *and*
-their ``func``; rows made by hand are never touched. ``sync_after_migrate()`` is the
-``post_migrate`` receiver connected when ``SYNC_ON_MIGRATE`` is set.
+Every job with a five-field ``schedule`` gets one row named ``advisory_cron:<job>`` that
+calls ``RUNNER`` with the job's name. Interval jobs (``every=``) and six-field expressions
+(with seconds) are not synced: django-q2 cannot run them (see ``unsyncable()``). Rows are
+recognised by their name prefix *and* their ``func``; rows made by hand are never touched.
+``sync_after_migrate()`` is the ``post_migrate`` receiver connected when ``SYNC_ON_MIGRATE``
+is set.
 """
 
 from __future__ import annotations
@@ -77,8 +79,28 @@ def tally(changes: Iterable[Change]) -> str:
     return ", ".join(f"{action} {count}" for action, count in sorted(counts.items()))
 
 
+def unsyncable(job: Job[Any, Any]) -> str | None:
+    """Why django-q2 cannot run ``job``'s schedule, or ``None`` when it can (or it has none).
+
+    django-q2's scheduler wakes up every 30 seconds or so and knows no seconds field; its
+    ``MINUTES`` schedules count from their first run, so they would not land on the epoch-aligned
+    ticks of an interval job either.
+    """
+    if job.every is not None:
+        return f"an interval schedule ({job.schedule_text})"
+    if job.cron is not None and len(job.cron.split()) == 6:
+        return f"a cron expression with a seconds field ({job.cron!r})"
+    return None
+
+
 def scheduled_jobs() -> list[Job[Any, Any]]:
-    return [job for job in registry.all() if job.cron is not None]
+    """The jobs synced to django-q2: those with a schedule it can run."""
+    return [job for job in registry.all() if job.cron is not None and unsyncable(job) is None]
+
+
+def unsyncable_jobs() -> list[tuple[Job[Any, Any], str]]:
+    """``(job, reason)`` for each scheduled job that django-q2 cannot run."""
+    return [(job, reason) for job in registry.all() if (reason := unsyncable(job)) is not None]
 
 
 def _desired(job: Job[Any, Any]) -> dict[str, Any]:
@@ -110,6 +132,8 @@ def _plan_and_apply(prune: bool, dry_run: bool) -> list[Change]:
         rows.setdefault(row.name[len(PREFIX) :], []).append(row)
     changes: list[Change] = []
     wanted: set[str] = set()
+    for job, reason in unsyncable_jobs():
+        changes.append(Change("invalid", job.name, f"{reason}: run it with manage.py cronworker"))
     for job in scheduled_jobs():
         if len(schedule_name(job.name)) > NAME_MAX_LENGTH:
             changes.append(
@@ -150,7 +174,12 @@ def _plan_and_apply(prune: bool, dry_run: bool) -> list[Change]:
     for name, leftover in rows.items():
         if name in wanted:
             continue
-        reason = "job no longer registered" if name not in registry else "job has no schedule"
+        if name not in registry:
+            reason = "job no longer registered"
+        elif unsyncable(registry.get(name)) is not None:
+            reason = "django-q2 cannot run its schedule"
+        else:
+            reason = "job has no schedule"
         for row in leftover:
             changes.append(Change("delete" if prune else "stale", name, reason))
             if prune and not dry_run:

@@ -104,3 +104,10 @@ def test_bad_input_is_one_line(worker_jobs: None, manage: Any) -> None:
     assert unknown.stderr.strip() == "cronworker: no job named 'no_such_job'"
     bad = manage("cronworker", "--max-concurrency", "0")
     assert bad.returncode == exitcodes.USAGE and "Traceback" not in bad.stderr
+
+
+def test_an_invalid_schedule_is_one_line(manage: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "tasks"}))
+    result = manage("cronworker", "--settings=tests.settings_badjobs")
+    assert result.returncode == exitcodes.USAGE, result.stderr
+    assert "bad_schedule" in result.stderr and "Traceback" not in result.stderr

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from ... import exitcodes
 from ...conf import app_settings
-from ...exceptions import DatabaseUnavailable, LockDatabaseError
+from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
 from ...jobs import registry
 from ...lockconn import bound_connect
 from ...worker import Worker
@@ -76,7 +76,13 @@ class Command(BaseCommand):
         if unknown:
             self._leave(exitcodes.USAGE, f"no job named {', '.join(map(repr, unknown))}")
         jobs = [registry.get(name) for name in options["jobs"]] or registry.all()
-        scheduled = [job for job in jobs if job.schedule is not None]
+        scheduled = []
+        for job in jobs:
+            try:
+                if job.schedule is not None:
+                    scheduled.append(job)
+            except InvalidSchedule as error:
+                self._leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
         if not scheduled:
             self._leave(exitcodes.USAGE, "no scheduled job to run: give a job a schedule")
         alias = options["database"] or app_settings.lock_database

@@ -26,7 +26,7 @@ from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
 from .jobs import Job, registry
 from .models import HeldLock, JobRun, RunStatus
-from .schedule import Schedule
+from .schedule import Every, Schedule
 
 SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK)
 FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)
@@ -96,6 +96,8 @@ class JobStatus:
         schedule = self.schedule
         if schedule is None:
             return self.schedule_error or "unscheduled"
+        if isinstance(schedule, Every):
+            return schedule.expression  # real time: no time zone applies
         return f"{describe(schedule.expression)} ({timezone.get_current_timezone_name()})"
 
     @property

@@ -351,6 +351,7 @@ def test_runlocked_list_and_status_show_intervals() -> None:
     assert "every 5s" in line
     status = JobStatus(job=job, now=at(3))
     assert status.as_dict()["schedule"] == "every 5s"
+    assert status.schedule_description == "every 5s"  # real time: no zone in brackets
     assert status.next_tick == at(5)
 
 

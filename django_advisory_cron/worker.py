@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connections
@@ -89,14 +89,12 @@ class DatabaseClock:
 
 @dataclass
 class WorkerStats:
-    """What this worker did, for its log line at shutdown and for the benchmark."""
+    """What this worker did, for its line at shutdown."""
 
     started: int = 0
     ran: int = 0
     skipped: int = 0
     failed: int = 0
-    #: Seconds from a tick's instant to the start of its body, for the runs this worker won.
-    latencies: list[float] = field(default_factory=list)
 
 
 class Worker:
@@ -192,9 +190,6 @@ class Worker:
         if threading.current_thread().name.startswith(RUN_THREAD):
             with self._lock:
                 self._active[threading.get_ident()] = run
-                self.stats.latencies.append(
-                    (datetime.now(run.tick.tzinfo) - run.tick).total_seconds() if run.tick else 0
-                )
 
     def _run_one(self, job: Job[..., object], tick: datetime) -> RunResult:
         try:

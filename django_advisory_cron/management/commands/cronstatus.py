@@ -8,10 +8,9 @@ exec probe, an uptime check or a cron ``&&`` guard. The facts come from
 from __future__ import annotations
 
 import json
-from argparse import RawDescriptionHelpFormatter
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.db import DatabaseError, OperationalError
 
 from ... import exitcodes
@@ -19,6 +18,7 @@ from ...conf import app_settings
 from ...exceptions import CommandFailed
 from ...lockconn import unavailable
 from ...status import PROBLEMS, JobStatus, health_report, job_statuses, unhealthy
+from ..base import AppCommand
 
 EPILOG = """\
 exit codes:
@@ -34,15 +34,11 @@ class CronStatusError(CommandFailed):
     """``cronstatus`` could not answer: a ``CommandError`` and an ``AdvisoryCronError``."""
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
+    epilog = EPILOG
     help = "Report jobs that are overdue, stuck (stale lock) or failing; exit non-zero if any."
     # A probe runs every few seconds and must answer about jobs, not about the whole project.
     requires_system_checks: list[str] = []
-
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        parser = super().create_parser(prog_name, subcommand, epilog=EPILOG, **kwargs)
-        parser.formatter_class = RawDescriptionHelpFormatter
-        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="print one JSON document")

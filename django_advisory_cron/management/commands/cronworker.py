@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from ... import exitcodes
 from ...conf import app_settings
@@ -17,6 +16,7 @@ from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseErro
 from ...jobs import registry
 from ...lockconn import bound_connect
 from ...worker import Worker
+from ..base import AppCommand
 
 EPILOG = """\
 Run the same command in every replica, next to the web process: each tick of each scheduled
@@ -33,18 +33,13 @@ exit codes:
 """
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
+    epilog = EPILOG
     help = (
         "Run every scheduled job at each of its ticks, in every replica at once: the database "
         "lets exactly one replica run each tick."
     )
     requires_system_checks: list[str] = []
-
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
-        parser.epilog = EPILOG
-        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -71,10 +66,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["grace"] < 0 or options["max_concurrency"] < 1:
-            self._leave(exitcodes.USAGE, "--grace must be >= 0 and --max-concurrency >= 1")
+            self.leave(exitcodes.USAGE, "--grace must be >= 0 and --max-concurrency >= 1")
         unknown = [name for name in options["jobs"] if name not in registry]
         if unknown:
-            self._leave(exitcodes.USAGE, f"no job named {', '.join(map(repr, unknown))}")
+            self.leave(exitcodes.USAGE, f"no job named {', '.join(map(repr, unknown))}")
         jobs = [registry.get(name) for name in options["jobs"]] or registry.all()
         scheduled = []
         for job in jobs:
@@ -82,9 +77,9 @@ class Command(BaseCommand):
                 if job.schedule is not None:
                     scheduled.append(job)
             except InvalidSchedule as error:
-                self._leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
+                self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
         if not scheduled:
-            self._leave(exitcodes.USAGE, "no scheduled job to run: give a job a schedule")
+            self.leave(exitcodes.USAGE, "no scheduled job to run: give a job a schedule")
         alias = options["database"] or app_settings.lock_database
         worker = Worker(
             scheduled,
@@ -104,9 +99,9 @@ class Command(BaseCommand):
             bound_connect(alias)
             worker.run()
         except DatabaseUnavailable as error:
-            self._leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
         except LockDatabaseError as error:
-            self._leave(exitcodes.CONFIG, str(error))
+            self.leave(exitcodes.CONFIG, str(error))
         stats = worker.stats
         self.stdout.write(
             f"cronworker {worker.identity}: stopped; started {stats.started} run(s): "
@@ -122,8 +117,4 @@ class Command(BaseCommand):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)  # their threads cannot be stopped; their locks go with the process
-        sys.exit(code)
-
-    def _leave(self, code: int, message: str) -> None:
-        self.stderr.write(f"cronworker: {message}")
         sys.exit(code)

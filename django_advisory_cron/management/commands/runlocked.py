@@ -6,7 +6,6 @@ import argparse
 import difflib
 import inspect
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +13,7 @@ from types import FrameType
 from typing import Any
 
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.db import ProgrammingError
 
 from ... import exitcodes, signals
@@ -31,6 +30,7 @@ from ...lockconn import bound_connect
 from ...models import RunStatus
 from ...runner import RunResult, execute
 from ...scopes import SCOPES
+from ..base import AppCommand
 
 EPILOG = """\
 exit codes:
@@ -156,18 +156,13 @@ def _command_job(command: str, arguments: list[str]) -> Job[[], Any]:
     return job
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
+    epilog = EPILOG
     help = (
         "Run a registered job, or any management command, under its PostgreSQL advisory lock: "
         "exactly one replica runs it, the others skip at once (or wait with --wait)."
     )
     requires_system_checks: list[str] = []
-
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
-        parser.epilog = EPILOG
-        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("job", nargs="?", help="a registered job, or a management command")
@@ -207,9 +202,9 @@ class Command(BaseCommand):
             return
         name = options["job"]
         if not name:
-            self._leave(exitcodes.USAGE, "name a job to run (or use --list)")
+            self.leave(exitcodes.USAGE, "name a job to run (or use --list)")
         if options["wait"] is not None and options["wait"] < 0:
-            self._leave(exitcodes.USAGE, "--wait must be >= 0 seconds")
+            self.leave(exitcodes.USAGE, "--wait must be >= 0 seconds")
         job, arguments = self._find(name, options["job_args"])
         alias = options["database"] or job.using or app_settings.lock_database
         ended: RunResult | BaseException
@@ -230,12 +225,7 @@ class Command(BaseCommand):
             if options["verbosity"] >= 1:
                 self.stdout.write(message)
             return
-        self._leave(code, message)
-
-    def _leave(self, code: int, message: str) -> None:
-        """Print one line to stderr and exit with ``code``."""
-        self.stderr.write(f"runlocked: {message}")
-        sys.exit(code)
+        self.leave(code, message)
 
     def _list(self) -> None:
         jobs = registry.all()
@@ -256,7 +246,7 @@ class Command(BaseCommand):
             try:
                 inspect.signature(job.func).bind(*arguments)
             except TypeError as error:
-                self._leave(
+                self.leave(
                     exitcodes.USAGE, f"job {name!r} does not take arguments {arguments}: {error}"
                 )
             return job, arguments
@@ -265,5 +255,4 @@ class Command(BaseCommand):
         candidates = [job.name for job in registry.all()] + sorted(get_commands())
         close = difflib.get_close_matches(name, candidates, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see runlocked --list"
-        self._leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")
-        raise AssertionError("unreachable")
+        self.leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")

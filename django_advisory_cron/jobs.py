@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
+from .conf import CatchUp
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
 from .schedule import Every, Schedule, as_interval, describe_interval
@@ -61,6 +62,17 @@ class Job(Generic[P, R]):
     on_locked: OnLocked = "skip"
     key_mode: KeyMode = "sha256"
     using: str | None = None
+    #: Which missed ticks run after a gap (``None``: the ``CATCH_UP`` setting).
+    catch_up: CatchUp | None = None
+    #: A tick later than this (seconds after it) is passed over instead of run.
+    max_lateness: float | None = None
+    #: The time zone of the cron expression (``None``: ``TIME_ZONE``).
+    timezone: str | None = None
+    #: Hard limit in seconds: the run is stopped (process isolation) and recorded timed out.
+    timeout: float | None = None
+    #: Where a scheduled tick runs: ``None`` in place, ``"tasks"`` or ``"tasks:<alias>"`` through
+    #: Django's Tasks framework.
+    deliver: str | None = None
     description: str = field(default="")
 
     def __post_init__(self) -> None:
@@ -195,6 +207,11 @@ def locked_task(
     on_locked: OnLocked = "skip",
     key: KeyMode = "sha256",
     using: str | None = None,
+    catch_up: CatchUp | None = None,
+    max_lateness: float | None = None,
+    timezone: str | None = None,
+    timeout: float | None = None,
+    deliver: str | None = None,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -211,6 +228,11 @@ def locked_task(
     on_locked: OnLocked = "skip",
     key: KeyMode = "sha256",
     using: str | None = None,
+    catch_up: CatchUp | None = None,
+    max_lateness: float | None = None,
+    timezone: str | None = None,
+    timeout: float | None = None,
+    deliver: str | None = None,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -251,6 +273,11 @@ def locked_task(
             on_locked=on_locked,
             key_mode=key,
             using=using,
+            catch_up=catch_up,
+            max_lateness=max_lateness,
+            timezone=timezone,
+            timeout=timeout,
+            deliver=deliver,
         )
         registry.register(job)
         return job

@@ -17,11 +17,19 @@ class RunStatus(models.TextChoices):
     SKIPPED_TICK = "skipped_tick", _("skipped: already ran this tick")
     INTERRUPTED = "interrupted", _("interrupted")
     LOCK_LOST = "lock_lost", _("lock lost")
+    TIMED_OUT = "timed_out", _("timed out")
+    SKIPPED_PAUSED = "skipped_paused", _("skipped: paused")
 
 
 #: Statuses that take a tick: a second run of the same tick is refused while one of these exists.
 #: An interrupted run gives its tick back, so the next holder of the lock may run it again.
-TICK_TAKING = (RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.LOCK_LOST)
+TICK_TAKING = (
+    RunStatus.RUNNING,
+    RunStatus.SUCCEEDED,
+    RunStatus.FAILED,
+    RunStatus.LOCK_LOST,
+    RunStatus.TIMED_OUT,
+)
 
 
 class JobRunQuerySet(models.QuerySet["JobRun"]):
@@ -79,6 +87,11 @@ class JobRun(models.Model):
     #: connection may have died while its body runs on), so a running row whose lease has not
     #: expired keeps the job from starting again.
     lease_until = models.DateTimeField(_("lease until"), null=True, blank=True)
+    #: Started by hand ("run now"), outside the schedule: such a run never takes a tick. The
+    #: defaults live in the database too: the run statements insert rows in raw SQL.
+    manual = models.BooleanField(_("manual"), default=False, db_default=False)
+    #: The task result id when the run was delivered through a task queue.
+    task_id = models.CharField(_("task id"), max_length=255, blank=True, default="", db_default="")
 
     objects = JobRunQuerySet.as_manager()
 
@@ -112,6 +125,33 @@ class JobRun(models.Model):
         if self.finished is None:
             return None
         return (self.finished - self.started).total_seconds()
+
+
+class JobState(models.Model):
+    """What an operator said about a job: paused (maybe until a time), and "run now" requests.
+
+    Jobs live in code; a row exists only for a job someone paused or triggered.
+    """
+
+    job = models.CharField(_("job"), max_length=200, primary_key=True)
+    paused = models.BooleanField(_("paused"), default=False)
+    #: A pause ends by itself at this time (``None``: until resumed).
+    paused_until = models.DateTimeField(_("paused until"), null=True, blank=True)
+    paused_by = models.CharField(_("paused by"), max_length=150, blank=True, default="")
+    reason = models.TextField(_("reason"), blank=True, default="")
+    #: A "run now" request not yet picked up by a worker.
+    run_requested = models.DateTimeField(_("run requested"), null=True, blank=True)
+    run_requested_by = models.CharField(
+        _("run requested by"), max_length=150, blank=True, default=""
+    )
+    changed = models.DateTimeField(_("changed"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("job state")
+        verbose_name_plural = _("job states")
+
+    def __str__(self) -> str:
+        return f"{self.job}: {'paused' if self.paused else 'active'}"
 
 
 class HeldLockQuerySet(models.QuerySet["HeldLock"]):

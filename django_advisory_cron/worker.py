@@ -121,19 +121,21 @@ class Worker:
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
         self.abandoned: list[RunResult] = []
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor
 
     def stop(self) -> None:
         """Ask the loop to stop starting runs (from a signal handler or another thread)."""
         self._stop.set()
 
     def run(self) -> None:
-        """Schedule until :meth:`stop`; then wait up to ``grace`` seconds for running jobs."""
+        """Schedule until [stop][django_advisory_cron.worker.Worker.stop]; then wait up to
+        ``grace`` seconds for running jobs."""
         presence = unpooled_connection(
             self.using, application_name=f"{PRESENCE_NAME} {self.identity}"[:63]
         )
         ensure_connected(presence)
         clock = DatabaseClock(presence)
-        pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
+        self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
         signals.job_started.connect(self._track, weak=False, dispatch_uid=self.identity)
         try:
             now = clock.read()
@@ -151,18 +153,27 @@ class Worker:
                     now = clock.read()  # the wake's one reading, before deciding
                     for name in run_order(self.identity, due):
                         job = self.jobs[name]
-                        # After a pause several ticks may have passed: the latest runs, once.
-                        self._start(pool, job, max(upcoming[name], self._latest_tick(job, now)))
+                        for tick in self._ticks_due(job, upcoming[name], now):
+                            self._dispatch(job, tick)
                         upcoming[name] = self._next_tick(job, now)
                 if not upcoming:
-                    self._stop.wait(CLOCK_REFRESH)
+                    self._sleep(CLOCK_REFRESH)
                     continue
                 wait = (min(upcoming.values()) - clock.now()).total_seconds()
-                self._stop.wait(max(0.0, min(wait, CLOCK_REFRESH)))
+                self._sleep(max(0.0, min(wait, CLOCK_REFRESH)))
         finally:
-            self._shut_down(pool)
+            self._shut_down(self._pool)
             signals.job_started.disconnect(dispatch_uid=self.identity)
             presence.close()
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait until the next tick is due, or until stopped."""
+        self._stop.wait(seconds)
+
+    def _ticks_due(self, job: Job[..., object], first: datetime, now: datetime) -> list[datetime]:
+        """The ticks of ``job`` to run now: ``first`` is the earliest not yet started here.
+        After a pause several ticks may have passed: the latest runs, once."""
+        return [max(first, self._latest_tick(job, now))]
 
     @staticmethod
     def _next_tick(job: Job[..., object], now: datetime) -> datetime:
@@ -176,14 +187,15 @@ class Worker:
         assert schedule is not None
         return schedule.previous_tick(now)
 
-    def _start(self, pool: ThreadPoolExecutor, job: Job[..., object], tick: datetime) -> None:
+    def _dispatch(self, job: Job[..., object], tick: datetime) -> None:
+        """Start one run of ``job`` for ``tick`` without waiting for it."""
         with self._lock:
             previous = self._running.get(job.name)
             if previous is not None and not previous.done():
                 # Its last run (here) is still going: the runner would skip anyway; say why.
                 logger.info("cronworker: %s's previous run still runs at tick %s", job.name, tick)
             self.stats.started += 1
-            self._running[job.name] = pool.submit(self._run_one, job, tick)
+            self._running[job.name] = self._pool.submit(self._run_one, job, tick)
 
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads."""

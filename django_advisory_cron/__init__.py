@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .keys import LockKey, job_key
     from .locks import AdvisoryLock, advisory_lock
     from .schedule import Schedule
+    from .worker import Worker, start_worker
 
 _WHERE = {
     "AdvisoryCronError": "exceptions",
@@ -44,6 +45,8 @@ _WHERE = {
     "AdvisoryLock": "locks",
     "advisory_lock": "locks",
     "Schedule": "schedule",
+    "Worker": "worker",
+    "start_worker": "worker",
 }
 
 __all__ = [
@@ -60,10 +63,12 @@ __all__ = [
     "LockScopeError",
     "Schedule",
     "UnknownJob",
+    "Worker",
     "advisory_lock",
     "job_key",
     "locked_task",
     "registry",
+    "start_worker",
 ]
 
 

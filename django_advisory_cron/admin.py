@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 from . import heldlocks, status
 from .conf import app_settings
+from .liveworkers import live_workers
 from .models import HeldLock, JobRun, RegisteredJob, RunStatus
 
 logger = logging.getLogger("django_advisory_cron")
@@ -513,9 +514,14 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             }
             for item in statuses
         ]
+        workers = live_workers()
         context = {
             **self.admin_site.each_context(request),
             "title": _("Jobs"),
+            "workers": workers,
+            "workers_problem": status.missing_workers(
+                statuses, workers, app_settings.EXPECT_WORKERS
+            ),
             "subtitle": None,
             "opts": self.opts,
             "rows": rows,

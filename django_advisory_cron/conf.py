@@ -62,6 +62,12 @@ def _days(value: object) -> str | None:
     return "must be a positive integer or None"
 
 
+def _count(value: object) -> str | None:
+    if _is_int(value) and cast(int, value) >= 0:
+        return None
+    return "must be a whole number, 0 or more"
+
+
 def _one_of(choices: tuple[object, ...]) -> Callable[[object], str | None]:
     def check(value: object) -> str | None:
         # ``in`` alone would accept 1 for True and 0 for False.
@@ -113,6 +119,9 @@ SETTINGS: dict[str, Setting] = {
     "CONNECT_TIMEOUT": Setting(5, "E113", _seconds),
     # Seconds one of our own statements (acquire, finish) may wait for an answer.
     "STATEMENT_TIMEOUT": Setting(30, "E114", _seconds),
+    # ``cronstatus`` and the health document call the project unhealthy while fewer
+    # ``cronworker`` processes than this are alive (0: the project does not use workers).
+    "EXPECT_WORKERS": Setting(0, "E160", _count),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -197,6 +206,10 @@ class AppSettings:
     @property
     def STATEMENT_TIMEOUT(self) -> float:
         return float(self._get("STATEMENT_TIMEOUT"))
+
+    @property
+    def EXPECT_WORKERS(self) -> int:
+        return int(self._get("EXPECT_WORKERS"))
 
 
 app_settings = AppSettings()

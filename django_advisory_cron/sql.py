@@ -300,6 +300,17 @@ def fail_committed_run(*, run_id: int, error: str) -> Statement:
 # -- the pooling probe and the admin --------------------------------------------------------
 
 
+def live_workers(prefix: str) -> Statement:
+    """The sessions of live ``cronworker`` processes (their ``application_name`` starts with
+    ``prefix``), oldest first: ``(application_name, backend_start, client_addr)``."""
+    return (
+        "SELECT application_name, backend_start, client_addr FROM pg_stat_activity "
+        "WHERE datname = current_database() AND starts_with(application_name, %(prefix)s) "
+        "ORDER BY backend_start",
+        {"prefix": prefix},
+    )
+
+
 def probe_lock(key: LockKey) -> str:
     """Client A of the pooling probe: its backend pid and a shared lock on the probe key.
 

@@ -10,6 +10,10 @@ keeps irregular schedules (weekdays only, the 1st of the month) from raising fal
 job that has never run is reported as such but not as overdue: a fresh deployment is healthy.
 *Failing*: its last run failed or lost its lock. *Stuck*: its lock is held longer than its
 ``max_runtime`` (or ``STALE_AFTER``).
+
+A project that runs its schedules with ``cronworker`` says how many workers it expects
+(``EXPECT_WORKERS``): with scheduled jobs and fewer live workers than that, nothing would run
+them, and the project is unhealthy whatever each job's own history says.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .conf import app_settings
 from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
 from .jobs import Job, registry
+from .liveworkers import LiveWorker
 from .models import HeldLock, JobRun, RunStatus
 from .schedule import Every, Schedule
 
@@ -240,12 +245,37 @@ def unhealthy(statuses: list[JobStatus], ignore: tuple[str, ...] = ()) -> list[J
     return [status for status in statuses if set(status.problems) - set(ignore)]
 
 
-def health_report(statuses: list[JobStatus], ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+def missing_workers(statuses: list[JobStatus], workers: list[LiveWorker], expected: int) -> str:
+    """What is wrong with the live workers, in one line; empty when nothing is (no scheduled
+    job, or at least ``expected`` workers alive)."""
+    scheduled = any(item.job.schedule_text is not None for item in statuses)
+    if not scheduled or len(workers) >= expected:
+        return ""
+    alive = f"{len(workers)} alive" if workers else "none is running"
+    return (
+        f"cronworker: expected at least {expected} live worker(s), {alive}; nothing runs the "
+        "scheduled jobs: start 'manage.py cronworker' in each replica"
+    )
+
+
+def health_report(
+    statuses: list[JobStatus],
+    ignore: tuple[str, ...] = (),
+    workers: list[LiveWorker] | None = None,
+    expected_workers: int = 0,
+) -> dict[str, Any]:
     """The JSON document of ``cronstatus --json``."""
     bad = unhealthy(statuses, ignore)
+    live = workers or []
+    problem = missing_workers(statuses, live, expected_workers)
     return {
-        "healthy": not bad,
+        "healthy": not bad and not problem,
         "unhealthy": [item.name for item in bad],
         "ignored": list(ignore),
+        "workers": {
+            "expected": expected_workers,
+            "live": [worker.as_dict() for worker in live],
+            "problem": problem or None,
+        },
         "jobs": [item.as_dict() for item in statuses],
     }

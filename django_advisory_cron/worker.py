@@ -10,6 +10,10 @@ Time: ticks are judged on the database's clock, as the runner does. The worker r
 per wake and sleeps on the monotonic clock in between, so a suspended VM, an NTP step or a
 long pause can neither skip the tick it wakes up for nor run one twice: after a pause, the
 latest tick that passed runs once (the others are missed, and the history shows the gap).
+
+A database restart or failover does not stop a worker: it logs the loss once, reconnects with
+a growing pause, and carries on from the database's clock. The same scheduler runs in a
+background thread of any process with [start_worker][django_advisory_cron.worker.start_worker].
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import history, signals, sql
 from .conf import app_settings
+from .exceptions import DatabaseUnavailable
 from .history import HOST
-from .jobs import Job
+from .jobs import Job, registry
 from .lockconn import answer_within, ensure_connected, unpooled_connection
 from .runner import RunResult, execute
 
@@ -46,6 +51,12 @@ RUN_THREAD = "advisory-cron-run"
 #: Seconds between database clock readings while nothing is due (the clock is read at every
 #: wake too). Keeps a long sleep from drifting when the host's clock is stepped.
 CLOCK_REFRESH = 30.0
+
+#: Pauses between attempts to reach the database again after losing it (the last repeats).
+RECONNECT_PAUSES = (0.5, 1.0, 2.0, 5.0)
+
+#: The scheduler thread of [start_worker][django_advisory_cron.worker.start_worker].
+SCHEDULER_THREAD = "advisory-cron-scheduler"
 
 
 def worker_identity() -> str:
@@ -107,15 +118,21 @@ class Worker:
         using: str | None = None,
         max_concurrency: int = 32,
         grace: float = 25.0,
+        persistent: bool = False,
     ) -> None:
         self.jobs = {job.name: job for job in jobs if job.schedule is not None}
         self.using = using or app_settings.lock_database
         self.max_concurrency = max_concurrency
         self.grace = grace
+        #: Keep trying to reach the database at start instead of raising (a background worker
+        #: must not die with its host process's first database hiccup).
+        self.persistent = persistent
+        self.thread: threading.Thread | None = None
         self.identity = worker_identity()
+        self._uid = f"{self.identity}:{id(self)}"  # several workers may share one process
         self.stats = WorkerStats()
         self._stop = threading.Event()
-        self._running: dict[str, Future[RunResult]] = {}
+        self._running: dict[str, Future[RunResult | None]] = {}
         #: Runs in progress, by pool thread: their rows are finished here if the grace ends.
         self._active: dict[int, RunResult] = {}
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
@@ -127,17 +144,30 @@ class Worker:
         """Ask the loop to stop starting runs (from a signal handler or another thread)."""
         self._stop.set()
 
+    def close(self, timeout: float | None = None) -> None:
+        """Stop a worker started by [start_worker][django_advisory_cron.worker.start_worker]
+        and wait for its thread: up to ``grace`` seconds for running jobs, then those still
+        running are recorded interrupted."""
+        self.stop()
+        if self.thread is not None:
+            self.thread.join(timeout)
+
     def run(self) -> None:
         """Schedule until [stop][django_advisory_cron.worker.Worker.stop]; then wait up to
-        ``grace`` seconds for running jobs."""
-        presence = unpooled_connection(
-            self.using, application_name=f"{PRESENCE_NAME} {self.identity}"[:63]
-        )
-        ensure_connected(presence)
-        clock = DatabaseClock(presence)
+        ``grace`` seconds for running jobs.
+
+        Raises [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable] when
+        the database cannot be reached at start (unless ``persistent``); a connection lost
+        later is reconnected.
+        """
         self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
-        signals.job_started.connect(self._track, weak=False, dispatch_uid=self.identity)
+        signals.job_started.connect(self._track, weak=False, dispatch_uid=self._uid)
+        presence: BaseDatabaseWrapper | None = None
         try:
+            presence = self._attend() if not self.persistent else self._reattend(None)
+            if presence is None:
+                return
+            clock = DatabaseClock(presence)
             now = clock.read()
             upcoming = {name: self._next_tick(job, now) for name, job in self.jobs.items()}
             logger.info(
@@ -147,24 +177,75 @@ class Worker:
                 min(upcoming.values(), default=None),
             )
             while not self._stop.is_set():
-                now = clock.now()
-                due = [name for name, tick in upcoming.items() if tick <= now]
-                if due:
-                    now = clock.read()  # the wake's one reading, before deciding
-                    for name in run_order(self.identity, due):
-                        job = self.jobs[name]
-                        for tick in self._ticks_due(job, upcoming[name], now):
-                            self._dispatch(job, tick)
-                        upcoming[name] = self._next_tick(job, now)
-                if not upcoming:
-                    self._sleep(CLOCK_REFRESH)
-                    continue
-                wait = (min(upcoming.values()) - clock.now()).total_seconds()
-                self._sleep(max(0.0, min(wait, CLOCK_REFRESH)))
+                try:
+                    self._sleep(self._wake(clock, upcoming))
+                except (DatabaseError, DatabaseUnavailable) as error:
+                    presence.close()
+                    presence = self._reattend(error)
+                    if presence is None:
+                        break
+                    clock = DatabaseClock(presence)
         finally:
             self._shut_down(self._pool)
-            signals.job_started.disconnect(dispatch_uid=self.identity)
+            signals.job_started.disconnect(dispatch_uid=self._uid)
+            if presence is not None:
+                presence.close()
+
+    def _wake(self, clock: DatabaseClock, upcoming: dict[str, datetime]) -> float:
+        """Start the runs that are due; return the seconds until the next tick."""
+        now = clock.now()
+        due = [name for name, tick in upcoming.items() if tick <= now]
+        if due:
+            now = clock.read()  # the wake's one reading, before deciding
+            for name in run_order(self.identity, due):
+                job = self.jobs[name]
+                for tick in self._ticks_due(job, upcoming[name], now):
+                    self._dispatch(job, tick)
+                upcoming[name] = self._next_tick(job, now)
+        if not upcoming:
+            return CLOCK_REFRESH
+        wait = (min(upcoming.values()) - clock.now()).total_seconds()
+        return max(0.0, min(wait, CLOCK_REFRESH))
+
+    def _attend(self) -> BaseDatabaseWrapper:
+        """Open the presence connection: it names this worker, and it reads the clock."""
+        presence = unpooled_connection(
+            self.using, application_name=f"{PRESENCE_NAME} {self.identity}"[:63]
+        )
+        try:
+            ensure_connected(presence)
+        except BaseException:
             presence.close()
+            raise
+        return presence
+
+    def _reattend(self, error: BaseException | None) -> BaseDatabaseWrapper | None:
+        """Reach the database again after ``error`` (or at a persistent start), pausing longer
+        each time; ``None`` when stopped meanwhile."""
+        if error is not None:
+            logger.warning(
+                "cronworker %s: lost the database (%s); reconnecting",
+                self.identity,
+                _first_line(error),
+            )
+        attempt = 0
+        while not self._stop.is_set():
+            try:
+                presence = self._attend()
+            except (DatabaseError, DatabaseUnavailable) as failure:
+                if attempt == 0 and error is None:
+                    logger.warning(
+                        "cronworker %s: cannot reach the database yet (%s); retrying",
+                        self.identity,
+                        _first_line(failure),
+                    )
+                self._stop.wait(RECONNECT_PAUSES[min(attempt, len(RECONNECT_PAUSES) - 1)])
+                attempt += 1
+                continue
+            if error is not None or attempt:
+                logger.warning("cronworker %s: database reachable again", self.identity)
+            return presence
+        return None
 
     def _sleep(self, seconds: float) -> None:
         """Wait until the next tick is due, or until stopped."""
@@ -194,8 +275,13 @@ class Worker:
             if previous is not None and not previous.done():
                 # Its last run (here) is still going: the runner would skip anyway; say why.
                 logger.info("cronworker: %s's previous run still runs at tick %s", job.name, tick)
+            try:
+                future = self._pool.submit(self._run_one, job, tick)
+            except RuntimeError:  # the interpreter is exiting: start nothing more
+                self._stop.set()
+                return
             self.stats.started += 1
-            self._running[job.name] = self._pool.submit(self._run_one, job, tick)
+            self._running[job.name] = future
 
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads."""
@@ -203,9 +289,16 @@ class Worker:
             with self._lock:
                 self._active[threading.get_ident()] = run
 
-    def _run_one(self, job: Job[..., object], tick: datetime) -> RunResult:
+    def _run_one(self, job: Job[..., object], tick: datetime) -> RunResult | None:
         try:
             result = execute(job, now=tick, using=job.using or self.using)
+        except Exception as error:  # nothing could be recorded (the database is away)
+            logger.error(
+                "cronworker: job %s, tick %s, did not run: %s", job.name, tick, _first_line(error)
+            )
+            with self._lock:
+                self.stats.failed += 1
+            return None
         finally:
             with self._lock:
                 self._active.pop(threading.get_ident(), None)
@@ -247,3 +340,31 @@ class Worker:
             result.record.finish_lost(
                 history.INTERRUPTED, f"interrupted: cronworker {self.identity} stopped"
             )
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def start_worker(
+    names: Iterable[str] | None = None,
+    *,
+    using: str | None = None,
+    max_concurrency: int = 32,
+    grace: float = 25.0,
+) -> Worker:
+    """Run the scheduler in a background thread of this process and return its worker.
+
+    For processes that already run (an ASGI lifespan, gunicorn's ``post_fork``): safe to call
+    in every process of every replica, since the database lets one of them run each tick.
+    ``names`` limits it to those scheduled jobs (default: all). The worker keeps trying while
+    the database is unreachable. Call ``close()`` when the process shuts down, so running jobs
+    get ``grace`` seconds and are recorded interrupted after that.
+    """
+    jobs = [registry.get(name) for name in names] if names is not None else registry.all()
+    worker = Worker(
+        jobs, using=using, max_concurrency=max_concurrency, grace=grace, persistent=True
+    )
+    worker.thread = threading.Thread(target=worker.run, name=SCHEDULER_THREAD, daemon=True)
+    worker.thread.start()
+    return worker

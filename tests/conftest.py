@@ -89,10 +89,12 @@ def spawn(db_url: str) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """Start ``tests/manage.py`` subprocesses without waiting; killed at teardown if alive."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(*args: str, url: str | None = None) -> subprocess.Popen[str]:
+    def start(
+        *args: str, url: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         process = subprocess.Popen(
             [sys.executable, str(MANAGE), *args],
-            env=manage_env(url or db_url),
+            env=manage_env(url or db_url, **(env or {})),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -16,8 +16,16 @@ from django.db import DatabaseError, OperationalError
 from ... import exitcodes
 from ...conf import app_settings
 from ...exceptions import CommandFailed
+from ...liveworkers import LiveWorker, live_workers
 from ...lockconn import unavailable
-from ...status import PROBLEMS, JobStatus, health_report, job_statuses, unhealthy
+from ...status import (
+    PROBLEMS,
+    JobStatus,
+    health_report,
+    job_statuses,
+    missing_workers,
+    unhealthy,
+)
 from ..base import AppCommand
 
 EPILOG = """\
@@ -25,7 +33,8 @@ exit codes:
   0    healthy: no job is overdue, stuck or failing (or all such problems are --ignore'd)
   1    the command itself failed (e.g. the migrations are not applied)
   2    usage error (unknown --job)
-  3    unhealthy: at least one job is overdue, stuck (stale lock) or failing
+  3    unhealthy: at least one job is overdue, stuck (stale lock) or failing, or fewer
+       cronworker processes are alive than --expect-workers (EXPECT_WORKERS) asks for
   69   the lock database cannot be reached
 """
 
@@ -55,11 +64,25 @@ class Command(AppCommand):
         parser.add_argument(
             "--all", action="store_true", help="list every job, not only those with problems"
         )
+        parser.add_argument(
+            "--expect-workers",
+            type=int,
+            default=None,
+            metavar="N",
+            help="unhealthy while scheduled jobs exist and fewer than N cronworker processes "
+            "are alive (default: the EXPECT_WORKERS setting, 0)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         names: list[str] | None = options["job"]
+        expected = options["expect_workers"]
+        if expected is None:
+            expected = app_settings.EXPECT_WORKERS
+        elif expected < 0:
+            raise CronStatusError("--expect-workers must be 0 or more", exitcodes.USAGE)
         try:
             statuses = job_statuses(names)
+            workers = live_workers()
         except OperationalError as error:
             raise CronStatusError(
                 str(unavailable(app_settings.lock_database, error)), exitcodes.DATABASE_UNAVAILABLE
@@ -73,11 +96,14 @@ class Command(AppCommand):
                 raise CronStatusError(f"unknown job(s): {', '.join(unknown)}", exitcodes.USAGE)
         ignore = tuple(options["ignore"])
         bad = unhealthy(statuses, ignore)
+        problem = missing_workers(statuses, workers, expected)
         if options["json"]:
-            self.stdout.write(json.dumps(health_report(statuses, ignore), indent=2))
+            report = health_report(statuses, ignore, workers, expected)
+            self.stdout.write(json.dumps(report, indent=2))
         else:
             self._print(statuses if options["all"] else bad, bad, len(statuses))
-        if bad:
+            self._print_workers(workers, problem, expected or options["all"])
+        if bad or problem:
             raise SystemExit(exitcodes.UNHEALTHY)
 
     def _print(self, shown: list[JobStatus], bad: list[JobStatus], total: int) -> None:
@@ -85,3 +111,15 @@ class Command(AppCommand):
             self.stdout.write(self.style.ERROR(item.summary) if item in bad else item.summary)
         summary = f"{len(bad)} of {total} job(s) unhealthy" if bad else f"{total} job(s) healthy"
         self.stdout.write(self.style.ERROR(summary) if bad else self.style.SUCCESS(summary))
+
+    def _print_workers(self, workers: list[LiveWorker], problem: str, wanted: object) -> None:
+        if problem:
+            self.stdout.write(self.style.ERROR(problem))
+        elif workers or wanted:
+            since = ", ".join(
+                f"{worker.identity} since {worker.since.isoformat(timespec='seconds')}"
+                for worker in workers
+            )
+            self.stdout.write(
+                f"{len(workers)} cronworker(s) alive" + (f": {since}" if since else "")
+            )

@@ -1,0 +1,33 @@
+"""Jobs for the worker fleet tests (many workers, kills, restarts, skewed clocks), loaded with
+``ADVISORY_CRON_JSON='{"JOBS_MODULE": "fleet_tasks", ...}'`` in the worker processes."""
+
+import os
+import time
+from datetime import timedelta
+
+from django_advisory_cron import locked_task
+
+from .models import Marker
+
+#: How many two-second jobs the fleet tests run.
+JOBS = 20
+
+
+def _every_two_seconds(number: int) -> None:
+    name = f"fleet_{number}"
+
+    def body() -> None:
+        Marker.objects.create(job=name, pid=os.getpid())
+
+    locked_task(name=name, every=timedelta(seconds=2))(body)
+
+
+for _number in range(JOBS):
+    _every_two_seconds(_number)
+
+
+@locked_task(name="fleet_work", every=timedelta(seconds=2))
+def fleet_work() -> None:
+    """Busy for most of its interval, so that a worker can be killed in the middle of it."""
+    Marker.objects.create(job="fleet_work", pid=os.getpid())
+    time.sleep(1.5)

@@ -8,7 +8,8 @@ site, creates a few users, then starts N real ``manage.py runlocked send_daily_d
 processes at once, as N replicas' crontabs would at 02:00. It reads their output, the ``JobRun``
 history and the digests table, and checks that exactly one replica ran and each user got one
 digest. Then N replicas run a fast every-minute job one after another within one tick: it runs
-once, and the later replicas skip with "already ran this tick".
+once, and the later replicas skip with "already ran this tick". Last, N replicas each run
+``manage.py cronworker`` (no cron at all) for two ticks of a 5-second job: each tick runs once.
 
 Exits 0 when both guarantees held and 1 when one was broken, so it doubles as a smoke test
 (69 when there is no PostgreSQL to run against, 2 for bad arguments).
@@ -26,6 +27,7 @@ import argparse
 import importlib.util
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +45,8 @@ SETTINGS = "example.settings"
 USERS = ("alice", "bob", "carol", "dave", "erin")
 DIGEST_JOB = "send_daily_digest"
 TICK_JOB = "refresh_digest_stats"
+WORKER_JOB = "sample_uptime"
+WORKER_TICKS = 2
 # How long the winner spends "sending": long enough that every replica, all started together,
 # tries the lock while it is held (starting a Django process takes a fraction of a second, and
 # more when many start at once).
@@ -111,6 +115,11 @@ def replica_names(count: int) -> list[str]:
 
 def start_replica(name: str, job: str, **extra_env: str) -> subprocess.Popen[str]:
     """Start ``manage.py runlocked JOB`` as its own OS process, as one replica's cron would."""
+    return start_manage(name, "runlocked", job, **extra_env)
+
+
+def start_manage(name: str, *args: str, **extra_env: str) -> subprocess.Popen[str]:
+    """Start ``manage.py ARGS`` as one replica's own OS process."""
     env = {
         **os.environ,  # carries DATABASE_URL, so every replica uses the same server
         "DJANGO_SETTINGS_MODULE": SETTINGS,
@@ -119,7 +128,7 @@ def start_replica(name: str, job: str, **extra_env: str) -> subprocess.Popen[str
         **extra_env,
     }
     return subprocess.Popen(
-        [sys.executable, str(MANAGE), "runlocked", job],
+        [sys.executable, str(MANAGE), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -150,14 +159,15 @@ def check_exit_codes(replicas: Sequence[Replica], problems: list[str]) -> None:
 
 
 def reset_demo_data() -> None:
-    from digest.models import DigestEmail, DigestStats
+    from digest.models import DigestEmail, DigestStats, UptimeSample
     from django.contrib.auth import get_user_model
 
     from django_advisory_cron.models import JobRun
 
-    JobRun.objects.filter(job__in=[DIGEST_JOB, TICK_JOB]).delete()
+    JobRun.objects.filter(job__in=[DIGEST_JOB, TICK_JOB, WORKER_JOB]).delete()
     DigestEmail.objects.all().delete()
     DigestStats.objects.all().delete()
+    UptimeSample.objects.all().delete()
     user_model = get_user_model()
     for username in USERS:
         user_model.objects.get_or_create(
@@ -304,6 +314,57 @@ def one_tick(count: int, problems: list[str], startup: float) -> None:
         print("   note: the runs straddled two ticks (the machine is slow); each tick ran once")
 
 
+def workers(count: int, problems: list[str]) -> None:
+    """Part 3: ``count`` replicas each run ``cronworker`` until two ticks of a 5-second job
+    have run; every replica fires every tick, and each tick runs once."""
+    from digest.models import UptimeSample
+
+    from django_advisory_cron.models import JobRun
+
+    print(
+        f"\n3. {count} replicas each run `manage.py cronworker` (no cron): the 5-second job "
+        f"`{WORKER_JOB}`, for {WORKER_TICKS} ticks"
+    )
+    names = replica_names(count)
+    processes = [start_manage(name, "cronworker", WORKER_JOB, "--grace", "5") for name in names]
+    by_pid = {process.pid: name for name, process in zip(names, processes, strict=True)}
+    runs = JobRun.objects.filter(job=WORKER_JOB, pid__in=list(by_pid))
+    deadline = time.monotonic() + 5.0 * WORKER_TICKS + PROCESS_TIMEOUT / 4
+    while time.monotonic() < deadline:
+        if runs.filter(status="succeeded").count() >= WORKER_TICKS:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)  # the other replicas' skips of the last tick
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for name, process in zip(names, processes, strict=True):
+        replica = wait_for(name, process)
+        if replica.returncode != 143:  # SIGTERM: the way a worker is stopped
+            problems.append(f"{name}'s cronworker exited with {replica.returncode}")
+            print(f"\n   {name} stderr:\n{replica.stderr.rstrip()}\n")
+    by_tick: dict[datetime | None, list[Any]] = {}
+    for run in runs.order_by("tick", "started"):
+        by_tick.setdefault(run.tick, []).append(run)
+    ran_ticks = 0
+    for tick, tick_runs in by_tick.items():
+        ran = [run for run in tick_runs if run.status == "succeeded"]
+        skipped = len(tick_runs) - len(ran)
+        if tick is None or len(ran) > 1:
+            listing = "; ".join(f"{by_pid.get(run.pid)} {run.status}" for run in tick_runs)
+            problems.append(f"{WORKER_JOB} tick {tick}: expected 1 run; got {listing}")
+        elif ran:
+            ran_ticks += 1
+            print(
+                f"   JobRun:     tick {tick:%H:%M:%S}: {by_pid[ran[0].pid]} succeeded; "
+                f"{skipped} skipped (another replica had it)"
+            )
+    samples = UptimeSample.objects.count()
+    if ran_ticks < WORKER_TICKS:
+        problems.append(f"{WORKER_JOB} ran {ran_ticks} tick(s), expected {WORKER_TICKS}")
+    if samples != ran_ticks:
+        problems.append(f"{WORKER_JOB} wrote {samples} samples for {ran_ticks} tick(s)")
+
+
 def describe_database() -> str:
     from django.conf import settings
     from django.db import connection
@@ -358,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reset_demo_data()
             startup = concurrent_replicas(args.replicas, problems)
             one_tick(args.replicas, problems, startup)
+            workers(args.replicas, problems)
     except OperationalError as error:
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"demo: cannot use the database: {first_line}", file=sys.stderr)
@@ -375,7 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  - {problem}")
         return 1
     if not closing:
-        closing = "OK: one replica ran the job, one digest per user, one run per tick"
+        closing = (
+            "OK: one replica ran the job, one digest per user, one run per tick, cron or cronworker"
+        )
     print(f"\n{closing} ({elapsed:.1f} s).")
     return 0
 

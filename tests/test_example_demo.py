@@ -75,11 +75,18 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
             ).format(jobrun)
         ).fetchone()
         stats_rows = conn.execute("SELECT count(*) FROM digest_digeststats").fetchone()
+        uptime = conn.execute(
+            sql.SQL(
+                "SELECT tick, count(*) FILTER (WHERE status = 'succeeded') FROM {} "
+                "WHERE job = 'sample_uptime' GROUP BY tick"
+            ).format(jobrun)
+        ).fetchall()
+        samples = conn.execute("SELECT count(*) FROM digest_uptimesample").fetchone()
     assert len(per_user) == 5
     assert all(count == 1 for _, count in per_user)
     assert len(senders) == 1
     assert senders[0][0].startswith("replica-")
-    assert sorted(statuses) == [
+    assert sorted(item for item in statuses if item[0] != "sample_uptime") == [
         ("refresh_digest_stats", "skipped_tick", 4),
         ("refresh_digest_stats", "succeeded", 1),
         ("send_daily_digest", "skipped_locked", 4),
@@ -87,6 +94,12 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
     ]
     assert ticks == (1,)
     assert stats_rows == (1,)
+    # Part 3: five cronworker replicas; each tick of the 5-second job ran once.
+    ran = [count for tick, count in uptime if count]
+    assert len(ran) >= 2 and set(ran) == {1}, uptime
+    assert all(tick is not None for tick, _count in uptime)
+    assert samples == (len(ran),)
+    assert len(re.findall(r"tick \d\d:\d\d:\d\d: replica-\d succeeded", out)) >= 2
 
 
 def test_readme_command_starts_and_stops_its_own_postgres() -> None:
@@ -98,6 +111,7 @@ def test_readme_command_starts_and_stops_its_own_postgres() -> None:
     assert out.count("send_daily_digest: skipped, locked by another process") == 2
     assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == 2
     assert "2 skipped_tick (already ran this tick)" in out
+    assert "`manage.py cronworker` (no cron)" in out
     assert "Stopped the throwaway PostgreSQL and deleted its data." in out
     # Stopped means stopped: nothing listens on its port any more.
     with pytest.raises(psycopg.OperationalError):

@@ -52,3 +52,20 @@ class BouncePoll(models.Model):
 
     def __str__(self) -> str:
         return f"bounce poll by {self.replica} (pid {self.pid})"
+
+
+class UptimeSample(models.Model):
+    """One sample by the 5-second ``sample_uptime`` job, which ``cronworker`` runs.
+
+    No unique constraint either: two runs of one tick would show here.
+    """
+
+    sampled_at = models.DateTimeField(auto_now_add=True)
+    replica = models.CharField(max_length=100)
+    pid = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["sampled_at", "id"]
+
+    def __str__(self) -> str:
+        return f"uptime sample by {self.replica} (pid {self.pid})"

@@ -1,18 +1,20 @@
 """The example's jobs, found by autodiscovery (a ``tasks`` module in each installed app).
 
-Every replica's crontab calls ``manage.py runlocked <job>``; the advisory lock lets exactly one
-of them run the job, and the run history lets a scheduled job's tick run only once.
+Every replica's crontab calls ``manage.py runlocked <job>`` (or every replica runs
+``manage.py cronworker``); the advisory lock lets exactly one of them run the job, and the run
+history lets a scheduled job's tick run only once.
 """
 
 import os
 import socket
 import time
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 
 from django_advisory_cron import locked_task
 
-from .models import BouncePoll, DigestEmail, DigestStats
+from .models import BouncePoll, DigestEmail, DigestStats, UptimeSample
 
 
 def replica_name() -> str:
@@ -51,4 +53,11 @@ def poll_bounces() -> str:
     """
     time.sleep(float(os.environ.get("BOUNCE_POLL_SECONDS", "3")))
     BouncePoll.objects.create(replica=replica_name(), pid=os.getpid())
+    return replica_name()
+
+
+@locked_task(name="sample_uptime", every=timedelta(seconds=5))
+def sample_uptime() -> str:
+    """Every 5 seconds, on the epoch's grid: the demo's ``cronworker`` replicas all fire it."""
+    UptimeSample.objects.create(replica=replica_name(), pid=os.getpid())
     return replica_name()

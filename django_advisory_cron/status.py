@@ -1,7 +1,8 @@
 """The health of every registered job, shared by the "Jobs" admin page and ``cronstatus``.
 
-Three queries whatever the number of jobs: the last run of each job, the last success of each
-job, and the advisory locks our jobs hold or wait for.
+Two queries whatever the number of jobs: one statement for the run history (each job's last
+run, its last success and, for the metrics, its runs per status over a window), and one for
+the advisory locks our jobs hold or wait for.
 
 A scheduled job is *overdue* when the latest tick that should have finished by now (ticks older
 than ``MAX_SKEW + OVERDUE_GRACE``) has no successful run at or after it, and the job is not
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Max
+from django.db import connections
 from django.utils import timezone
 
+from . import sql
 from .conf import app_settings
 from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
@@ -78,6 +80,8 @@ class JobStatus:
     last_success: datetime | None = None
     locks: list[HeldLock] = field(default_factory=list)
     schedule_error: str = ""
+    #: Runs per status started within the window ``job_statuses`` was asked for, else ``None``.
+    run_counts: dict[str, int] | None = None
 
     @property
     def name(self) -> str:
@@ -215,21 +219,35 @@ class JobStatus:
         }
 
 
-def job_statuses(names: list[str] | None = None, now: datetime | None = None) -> list[JobStatus]:
-    """The status of every registered job (or of ``names``), in name order."""
+def job_statuses(
+    names: list[str] | None = None,
+    now: datetime | None = None,
+    window: float | None = None,
+) -> list[JobStatus]:
+    """The status of every registered job (or of ``names``), in name order.
+
+    With ``window`` (seconds), each status also counts the job's runs per status started in
+    the last ``window`` seconds (``run_counts``), in the same history query.
+    """
     jobs = [job for job in registry.all() if names is None or job.name in names]
     now = now or timezone.now()
     statuses = {job.name: JobStatus(job, now) for job in jobs}
     if not statuses:
         return []
     alias = app_settings.lock_database
-    runs = JobRun.objects.using(alias).filter(job__in=list(statuses))
-    last_runs = runs.exclude(status__in=SKIPS).order_by("job", "-started", "-id").distinct("job")
-    for run in last_runs:
-        statuses[run.job].last_run = run
-    successes = runs.filter(status=RunStatus.SUCCEEDED).values("job").annotate(last=Max("started"))
-    for row in successes:
-        statuses[row["job"]].last_success = row["last"]
+    since = None if window is None else now - timedelta(seconds=window)
+    text, params = sql.job_summaries(list(statuses), skips=list(SKIPS), since=since)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(text, params)
+        rows = cursor.fetchall()
+    width = len(sql.RUN_COLUMNS)
+    for name, *run, last_success, counts in rows:
+        item = statuses[name]
+        if run[0] is not None:
+            item.last_run = JobRun.from_db(alias, list(sql.RUN_COLUMNS), run[:width])
+        item.last_success = last_success
+        if window is not None:
+            item.run_counts = {str(key): int(value) for key, value in (counts or {}).items()}
     for lock in held_locks().filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     return list(statuses.values())

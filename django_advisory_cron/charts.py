@@ -67,10 +67,10 @@ def _seconds(run: JobRun, now: datetime) -> float:
     return max((end - run.started).total_seconds(), 0.0)
 
 
-def _when(value: datetime | None) -> str:
+def _tick(value: datetime | None) -> str:
     if value is None:
-        return "no tick (unscheduled run)"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+        return "outside the schedule"
+    return f"tick {timezone.localtime(value).strftime('%Y-%m-%d %H:%M:%S %Z')}"
 
 
 def _duration(seconds: float) -> str:
@@ -91,7 +91,7 @@ def run_strip(job: str, runs: Iterable[JobRun], now: datetime | None = None) -> 
     for index, (run, seconds) in enumerate(zip(runs, durations, strict=True)):
         height = max(MIN_BAR, round(HEIGHT * seconds / longest))
         label = (
-            f"tick {_when(run.tick)}; {run.host} pid {run.pid}; "
+            f"{_tick(run.tick)}; {run.host} pid {run.pid}; "
             f"{RunStatus(run.status).label}; {_duration(seconds)}"
         )
         bars.append(

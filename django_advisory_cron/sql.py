@@ -349,7 +349,7 @@ def job_summaries(jobs: list[str], *, skips: list[str], since: datetime | None) 
     start of its last success, and (with ``since``) its runs per status started since then.
 
     Each row is the job name, the last run's ``RUN_COLUMNS`` (NULLs when it never ran), the
-    last success and a JSON object of counts (NULL without ``since``). Every lookup is a
+    last success and a JSON object of counts as text (NULL without ``since``). Every lookup is a
     short walk of the ``(job, started)`` index, so the cost follows the number of jobs and
     the runs inside the window, not the size of the history.
     """
@@ -367,7 +367,7 @@ LEFT JOIN LATERAL (
     ORDER BY t.started DESC LIMIT 1
 ) AS s ON true
 LEFT JOIN LATERAL (
-    SELECT jsonb_object_agg(g.status, g.runs) AS counts FROM (
+    SELECT jsonb_object_agg(g.status, g.runs)::text AS counts FROM (
         SELECT t.status, count(*) AS runs FROM {{table}} AS t
         WHERE %(since)s::timestamptz IS NOT NULL AND t.job = j.job
           AND t.started >= %(since)s::timestamptz

@@ -15,6 +15,7 @@ job that has never run is reported as such but not as overdue: a fresh deploymen
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -247,7 +248,7 @@ def job_statuses(
             item.last_run = JobRun.from_db(alias, list(sql.RUN_COLUMNS), run[:width])
         item.last_success = last_success
         if window is not None:
-            item.run_counts = {str(key): int(value) for key, value in (counts or {}).items()}
+            item.run_counts = json.loads(counts) if counts else {}
     for lock in held_locks().filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     return list(statuses.values())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -105,7 +106,7 @@ class JobStatus:
             return schedule.expression  # real time: no time zone applies
         return f"{describe(schedule.expression)} ({timezone.get_current_timezone_name()})"
 
-    @property
+    @cached_property
     def next_tick(self) -> datetime | None:
         schedule = self.schedule
         return None if schedule is None else schedule.next_tick(self.now)
@@ -130,9 +131,10 @@ class JobStatus:
             return f"{run_host} pid {run_pid}"
         return f"{lock.client_addr or 'local'} backend pid {lock.pid}"
 
-    @property
+    @cached_property
     def expected_tick(self) -> datetime | None:
-        """The latest tick that should have a successful run by now."""
+        """The latest tick that should have a successful run by now (computed once: a
+        status is a snapshot at ``now``, and the health report asks several times)."""
         schedule = self.schedule
         if schedule is None:
             return None

@@ -175,7 +175,11 @@ def check_monitoring(
         from .contrib.sentry import sentry_schedule
 
         for job in registry.all():
-            if job.schedule_text is not None and sentry_schedule(job) is None:
+            try:
+                scheduled = job.schedule is not None
+            except InvalidSchedule:
+                continue  # E005
+            if scheduled and sentry_schedule(job) is None:
                 found.append(
                     checks.Warning(
                         f"Job {job.name!r} ({job.schedule_text}) has a schedule Sentry Crons "

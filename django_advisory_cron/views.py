@@ -20,7 +20,7 @@ from typing import Any
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from .conf import app_settings
 from .status import PROBLEMS, health_report, job_statuses
@@ -60,7 +60,7 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
 def guarded(view: View) -> View:
     """``view`` for GET and HEAD only, never cached, behind ``ENDPOINT_ACCESS``."""
 
-    @require_GET
+    @require_safe
     @never_cache
     def wrapper(request: HttpRequest) -> HttpResponse:
         return refusal(request) or view(request)

@@ -93,6 +93,7 @@ def test_access_rules(minutely: Job[Any, Any], django_user_model: Any) -> None:
         assert staff.get(HEALTH).status_code == 200
         assert staff.get(METRICS).status_code == 200
         assert staff.post(HEALTH).status_code == 405
+        assert staff.head(HEALTH).status_code == 200
     with access("token", ENDPOINT_TOKEN=TOKEN):
         missing = anonymous.get(HEALTH)
         assert missing.status_code == 401 and missing["WWW-Authenticate"].startswith("Bearer")
@@ -341,7 +342,7 @@ def test_pings_from_runlocked(
     jobs["ping_500_failing"] = "500"
     urls = {job: f"{server.url}/{mode}/{job}" for job, mode in jobs.items()}
     settings = {"JOBS_MODULE": "monitoring_tasks", "PING_URL": urls}
-    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({**settings, "PING_TIMEOUT": 1}))
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({**settings, "PING_TIMEOUT": 2}))
     started = {job: (spawn("runlocked", job), time.monotonic()) for job in jobs}
     ended = {job: finish(process, at) for job, (process, at) in started.items()}
 
@@ -365,8 +366,8 @@ def test_pings_from_runlocked(
     # A hanging monitor: the job itself is not slowed, the exit waits PING_TIMEOUT at most.
     hang = JobRun.objects.get(job="ping_hang")
     assert hang.status == RunStatus.SUCCEEDED and hang.duration is not None
-    assert hang.duration < 0.5
-    assert ended["ping_hang"][2] < ended["ping_ok"][2] + 1 + 4
+    assert hang.duration < 1  # a waiting start ping would have taken PING_TIMEOUT (2 s)
+    assert ended["ping_hang"][2] < ended["ping_ok"][2] + 2 + 4
     # Failing monitors are logged once per process, without the URL's secret path.
     for job in ("ping_hang", "ping_500", "ping_500_failing"):
         err = ended[job][1]
@@ -418,3 +419,30 @@ def test_sentry_check_ins_come_once_per_tick_from_the_replica_that_ran(
         "max_runtime": 2,
     }
     assert [c["status"] for c in by_slug["monitored_failing"]] == ["in_progress", "error"]
+
+
+def test_sentry_monitor_config_follows_the_job(fresh_registry: None) -> None:
+    from django_advisory_cron.contrib.sentry import monitor_config, monitor_slug
+
+    @locked_task(name="Billing.Nightly Run", schedule="@daily", max_runtime=600)
+    def nightly() -> None: ...
+
+    @locked_task(name="mon.five", every=300)
+    def five() -> None: ...
+
+    @locked_task(name="mon.plain")
+    def plain() -> None: ...
+
+    assert monitor_slug(nightly.name) == "billing-nightly-run"
+    assert monitor_config(nightly) == {
+        "schedule": {"type": "crontab", "value": "0 0 * * *"},
+        "timezone": "UTC",
+        "checkin_margin": 6,  # (MAX_SKEW 60 + OVERDUE_GRACE 300) s
+        "max_runtime": 10,
+    }
+    assert monitor_config(five) == {
+        "schedule": {"type": "interval", "value": 5, "unit": "minute"},
+        "timezone": "UTC",
+        "checkin_margin": 6,
+    }
+    assert monitor_config(plain) is None

@@ -35,7 +35,8 @@ from django.utils.translation import ngettext
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-from . import heldlocks, status
+from . import charts, heldlocks, status
+from .charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
 from .conf import app_settings
 from .liveworkers import live_workers
 from .models import HeldLock, JobRun, RegisteredJob, RunStatus
@@ -46,14 +47,6 @@ BADGE = (
     '<span style="display:inline-block;padding:1px 6px;border-radius:4px;font-weight:bold;'
     'color:#fff;background:{};">{}</span>'
 )
-RED, GREEN, GREY, AMBER = "#ba2121", "#417505", "#666", "#b26b00"
-STATUS_COLOURS = {
-    RunStatus.SUCCEEDED: GREEN,
-    RunStatus.FAILED: RED,
-    RunStatus.LOCK_LOST: RED,
-    RunStatus.INTERRUPTED: AMBER,
-    RunStatus.RUNNING: "#205067",
-}
 
 
 def badge(colour: str, text: Any) -> str:
@@ -456,6 +449,15 @@ class JobRunAdmin(ReadOnlyAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*self.fields, "error_text"]
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Filtered to one job (``?job=``), the page starts with that job's run chart."""
+        job = request.GET.get("job")
+        if job:
+            extra_context = {**(extra_context or {}), "run_chart": charts.job_charts([job])[job]}
+        return super().changelist_view(request, extra_context)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobRun]:
         duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
         queryset: QuerySet[JobRun] = super().get_queryset(request)
@@ -498,6 +500,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
         runs_url = reverse("admin:django_advisory_cron_jobrun_changelist")
         locks_url = reverse("admin:django_advisory_cron_heldlock_changelist")
         statuses = status.job_statuses()
+        strips = charts.job_charts([item.name for item in statuses])
         rows = [
             {
                 "status": item,
@@ -511,6 +514,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 "cron": item.job.schedule_text or "",
                 "scope": item.job.scope,
                 "description": item.job.description,
+                "chart": strips[item.name],
             }
             for item in statuses
         ]

@@ -1,4 +1,5 @@
-"""App configuration: registers the system checks and imports every app's jobs module."""
+"""App configuration: registers the system checks, connects the enabled monitoring
+integrations and imports every app's jobs module."""
 
 from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
@@ -15,9 +16,10 @@ class AdvisoryCronConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks
+        from . import checks, monitoring
 
         checks.register()
+        monitoring.connect()
         if app_settings.SYNC_ON_MIGRATE and apps.is_installed("django_q"):
             from .contrib.django_q import sync_after_migrate
 

@@ -10,7 +10,7 @@ from django.apps import apps as django_apps
 from django.conf import settings
 from django.core import checks
 
-from . import conf, pooler_checks
+from . import conf, monitoring, pooler_checks
 from .conf import APP_LABEL, CHECK_TAG, app_settings
 from .exceptions import InvalidSchedule
 from .jobs import MAX_JOB_NAME, registry
@@ -25,6 +25,7 @@ def register() -> None:
     checks.register(check_lock_database, CHECK_TAG, checks.Tags.database)
     checks.register(check_jobs, CHECK_TAG)
     checks.register(check_max_skew, CHECK_TAG)
+    checks.register(check_monitoring, CHECK_TAG)
     pooler_checks.register()
     if django_apps.is_installed("django_q"):
         from .contrib.django_q import register_checks
@@ -148,3 +149,55 @@ def check_max_skew(
                 )
             )
     return warnings
+
+
+def check_monitoring(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W040/W041: an integration is enabled but its package is missing; W042: a job Sentry
+    Crons cannot monitor; W043: ``PING_URL`` names a job that is not registered."""
+    found: list[checks.CheckMessage] = []
+    extras = {"sentry_sdk": ("W040", "sentry"), "opentelemetry": ("W041", "otel")}
+    for setting, _module, _name, package in monitoring.INTEGRATIONS:
+        if package is None or not monitoring.missing_package(package):
+            continue
+        if getattr(app_settings, setting):
+            check_id, extra = extras[package]
+            found.append(
+                checks.Warning(
+                    f"ADVISORY_CRON['{setting}'] is on, but the {package} package is not "
+                    "installed: nothing is reported.",
+                    hint=f"pip install 'django-advisory-cron[{extra}]', or turn {setting} off.",
+                    id=f"{APP}.{check_id}",
+                )
+            )
+    if app_settings.SENTRY_CRONS and not monitoring.missing_package("sentry_sdk"):
+        from .contrib.sentry import sentry_schedule
+
+        for job in registry.all():
+            try:
+                scheduled = job.schedule is not None
+            except InvalidSchedule:
+                continue  # E005
+            if scheduled and sentry_schedule(job) is None:
+                found.append(
+                    checks.Warning(
+                        f"Job {job.name!r} ({job.schedule_text}) has a schedule Sentry Crons "
+                        "cannot express: its runs send no check-ins.",
+                        hint="Sentry monitors need a five-field cron expression or an interval "
+                        "of whole minutes.",
+                        id=f"{APP}.W042",
+                    )
+                )
+    pings = app_settings.PING_URL
+    if isinstance(pings, dict):
+        for name in sorted(set(pings) - {job.name for job in registry.all()}):
+            found.append(
+                checks.Warning(
+                    f"ADVISORY_CRON['PING_URL'] has a URL for {name!r}, which is not a "
+                    "registered job: it is never pinged.",
+                    hint="Use the job's name as registered (manage.py runlocked --list).",
+                    id=f"{APP}.W043",
+                )
+            )
+    return found

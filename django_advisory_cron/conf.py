@@ -24,8 +24,13 @@ DEFAULT_NAMESPACE = int.from_bytes(b"cron", "big", signed=True)
 Pooling = Literal["none", "session", "transaction", "statement"]
 CatchUp = Literal["latest", "all", "none"]
 
+EndpointAccess = Literal["open", "token", "staff"]
+
 POOLING_CHOICES: tuple[Pooling | None, ...] = (None, "none", "session", "transaction", "statement")
 CATCH_UP_CHOICES: tuple[CatchUp, ...] = ("latest", "all", "none")
+ENDPOINT_ACCESS_CHOICES: tuple[EndpointAccess, ...] = ("open", "token", "staff")
+#: The shortest ``ENDPOINT_TOKEN`` accepted: a guessable token is no protection.
+MIN_TOKEN_LENGTH = 16
 
 
 def _is_int(value: object) -> bool:
@@ -66,6 +71,35 @@ def _count(value: object) -> str | None:
     if _is_int(value) and cast(int, value) >= 0:
         return None
     return "must be a whole number, 0 or more"
+
+
+def _flag(value: object) -> str | None:
+    return None if isinstance(value, bool) else "must be True or False"
+
+
+def _token(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and len(value) >= MIN_TOKEN_LENGTH):
+        return None
+    return f"must be None or a string of at least {MIN_TOKEN_LENGTH} characters"
+
+
+def _url(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(("http://", "https://"))
+
+
+def _ping_url(value: object) -> str | None:
+    if value is None or (_url(value) and "{job}" in cast(str, value)):
+        return None
+    if (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(job, str) and _url(url) for job, url in value.items())
+    ):
+        return None
+    return (
+        "must be None, an http(s) URL template containing {job}, or a dict of job names to "
+        "http(s) URLs"
+    )
 
 
 def _one_of(choices: tuple[object, ...]) -> Callable[[object], str | None]:
@@ -122,6 +156,22 @@ SETTINGS: dict[str, Setting] = {
     # ``cronstatus`` and the health document call the project unhealthy while fewer
     # ``cronworker`` processes than this are alive (0: the project does not use workers).
     "EXPECT_WORKERS": Setting(0, "E160", _count),
+    # Who may read the health/ and metrics/ views: "open", "token" or "staff".
+    "ENDPOINT_ACCESS": Setting("staff", "E140", _one_of(ENDPOINT_ACCESS_CHOICES)),
+    # The bearer token of ENDPOINT_ACCESS = "token".
+    "ENDPOINT_TOKEN": Setting(None, "E141", _token),
+    # Send Sentry Crons check-ins from the replica that runs a scheduled tick.
+    "SENTRY_CRONS": Setting(False, "E143", _flag),
+    # Ping URLs: a template with {job} for every job, or a dict of job name -> URL.
+    "PING_URL": Setting(None, "E144", _ping_url),
+    # Seconds one ping may take; also the most a process waits for its pings at exit.
+    "PING_TIMEOUT": Setting(5, "E145", _seconds),
+    # Further attempts after a ping fails.
+    "PING_RETRIES": Setting(2, "E146", _count),
+    # An OpenTelemetry span per run.
+    "OPENTELEMETRY": Setting(False, "E147", _flag),
+    # Seconds of history the metrics count runs over.
+    "METRICS_WINDOW": Setting(86400, "E148", _seconds),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -131,6 +181,8 @@ NOT_A_DICT_ID = "E001"
 UNKNOWN_KEY_ID = "E100"
 #: Check id of a LEASE too short for its HEARTBEAT.
 LEASE_TOO_SHORT_ID = "E115"
+#: Check id of ENDPOINT_ACCESS = "token" without an ENDPOINT_TOKEN.
+TOKEN_MISSING_ID = "E142"
 #: A lease must outlast this many heartbeats: one to notice a loss, one to stop, one spare.
 LEASE_HEARTBEATS = 3
 
@@ -211,6 +263,38 @@ class AppSettings:
     def EXPECT_WORKERS(self) -> int:
         return int(self._get("EXPECT_WORKERS"))
 
+    @property
+    def ENDPOINT_ACCESS(self) -> EndpointAccess:
+        return cast(EndpointAccess, self._get("ENDPOINT_ACCESS"))
+
+    @property
+    def ENDPOINT_TOKEN(self) -> str | None:
+        return cast("str | None", self._get("ENDPOINT_TOKEN"))
+
+    @property
+    def SENTRY_CRONS(self) -> bool:
+        return bool(self._get("SENTRY_CRONS"))
+
+    @property
+    def PING_URL(self) -> str | dict[str, str] | None:
+        return cast("str | dict[str, str] | None", self._get("PING_URL"))
+
+    @property
+    def PING_TIMEOUT(self) -> float:
+        return float(self._get("PING_TIMEOUT"))
+
+    @property
+    def PING_RETRIES(self) -> int:
+        return int(self._get("PING_RETRIES"))
+
+    @property
+    def OPENTELEMETRY(self) -> bool:
+        return bool(self._get("OPENTELEMETRY"))
+
+    @property
+    def METRICS_WINDOW(self) -> float:
+        return float(self._get("METRICS_WINDOW"))
+
 
 app_settings = AppSettings()
 
@@ -250,6 +334,15 @@ def problems() -> list[Problem]:
                 f"({LEASE_HEARTBEATS * app_settings.HEARTBEAT:g} s), so a live run is never "
                 "taken for a dead one",
                 LEASE_TOO_SHORT_ID,
+            )
+        )
+    if not found and app_settings.ENDPOINT_ACCESS == "token" and not app_settings.ENDPOINT_TOKEN:
+        found.append(
+            Problem(
+                "ENDPOINT_ACCESS",
+                'is "token" but ENDPOINT_TOKEN is not set: the health and metrics views would '
+                "refuse everyone",
+                TOKEN_MISSING_ID,
             )
         )
     return found

@@ -124,6 +124,8 @@ class AdvisoryLock:
         #: commit).
         self.committed = False
         self.acquired_at: float | None = None
+        #: When taking the lock began (``time.monotonic()``): with ``acquired_at``, the wait.
+        self.requested_at: float | None = None
         self.connection: BaseDatabaseWrapper | None = None
         self.heartbeat: Heartbeat | None = None
         self._atomic: Any = None
@@ -148,6 +150,7 @@ class AdvisoryLock:
     def acquire(self) -> AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
+        self.requested_at = time.monotonic()
         try:
             self.scope = pooler.resolve_scope(self.requested_scope, self.using)
             if self.scope == "session":

@@ -336,3 +336,72 @@ def terminate_holders(pids: list[int]) -> Statement:
         "AND pid <> pg_backend_pid()) AS holder"
     )
     return sql, {"pids": list(pids)}
+
+
+# -- the read side: health, metrics, charts -----------------------------------------------------
+
+#: The columns of a run row the read side loads (everything but the lease and task fields).
+RUN_COLUMNS = (
+    "id",
+    "job",
+    "tick",
+    "host",
+    "pid",
+    "started",
+    "finished",
+    "status",
+    "error",
+    "manual",
+)
+
+
+def job_summaries(jobs: list[str], *, skips: list[str], since: datetime | None) -> Statement:
+    """For each job in ``jobs``, in one statement: its last run that was not a skip, the
+    start of its last success, and (with ``since``) its runs per status started since then.
+
+    Each row is the job name, the last run's ``RUN_COLUMNS`` (NULLs when it never ran), the
+    last success and a JSON object of counts as text (NULL without ``since``). Every lookup is a
+    short walk of the ``(job, started)`` index, so the cost follows the number of jobs and
+    the runs inside the window, not the size of the history.
+    """
+    columns = ", ".join(f"r.{column}" for column in RUN_COLUMNS[1:])
+    sql = _fill(
+        f"""
+SELECT j.job, r.id, {columns}, s.started, c.counts
+FROM unnest(%(jobs)s::text[]) AS j(job)
+LEFT JOIN LATERAL (
+    SELECT * FROM {{table}} AS t WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
+    ORDER BY t.started DESC, t.id DESC LIMIT 1
+) AS r ON true
+LEFT JOIN LATERAL (
+    SELECT t.started FROM {{table}} AS t WHERE t.job = j.job AND t.status = {{s_succeeded}}
+    ORDER BY t.started DESC LIMIT 1
+) AS s ON true
+LEFT JOIN LATERAL (
+    SELECT jsonb_object_agg(g.status, g.runs)::text AS counts FROM (
+        SELECT t.status, count(*) AS runs FROM {{table}} AS t
+        WHERE %(since)s::timestamptz IS NOT NULL AND t.job = j.job
+          AND t.started >= %(since)s::timestamptz
+        GROUP BY t.status
+    ) AS g
+) AS c ON true
+ORDER BY j.job"""
+    )
+    return sql, {"jobs": list(jobs), "skips": list(skips), "since": since}
+
+
+def recent_runs(jobs: list[str], *, skips: list[str], limit: int) -> Statement:
+    """The last ``limit`` runs of each job that were not skips, newest first within a job;
+    ``RUN_COLUMNS`` without the error text."""
+    columns = ", ".join(f"r.{column}" for column in RUN_COLUMNS if column != "error")
+    sql = _fill(
+        f"""
+SELECT {columns}
+FROM unnest(%(jobs)s::text[]) AS j(job)
+CROSS JOIN LATERAL (
+    SELECT * FROM {{table}} AS t WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
+    ORDER BY t.started DESC, t.id DESC LIMIT %(limit)s
+) AS r
+ORDER BY r.job, r.started DESC, r.id DESC"""
+    )
+    return sql, {"jobs": list(jobs), "skips": list(skips), "limit": limit}

@@ -1,7 +1,8 @@
 """The health of every registered job, shared by the "Jobs" admin page and ``cronstatus``.
 
-Three queries whatever the number of jobs: the last run of each job, the last success of each
-job, and the advisory locks our jobs hold or wait for.
+Two queries whatever the number of jobs: one statement for the run history (each job's last
+run, its last success and, for the metrics, its runs per status over a window), and one for
+the advisory locks our jobs hold or wait for.
 
 A scheduled job is *overdue* when the latest tick that should have finished by now (ticks older
 than ``MAX_SKEW + OVERDUE_GRACE``) has no successful run at or after it, and the job is not
@@ -18,18 +19,21 @@ them, and the project is unhealthy whatever each job's own history says.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
-from django.db.models import Max
+from django.db import connections
 from django.utils import timezone
 
+from . import sql
 from .conf import app_settings
 from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
 from .jobs import Job, registry
-from .liveworkers import LiveWorker
+from .liveworkers import LiveWorker, live_workers
 from .models import HeldLock, JobRun, RunStatus
 from .schedule import Every, Schedule
 
@@ -83,6 +87,8 @@ class JobStatus:
     last_success: datetime | None = None
     locks: list[HeldLock] = field(default_factory=list)
     schedule_error: str = ""
+    #: Runs per status started within the window ``job_statuses`` was asked for, else ``None``.
+    run_counts: dict[str, int] | None = None
 
     @property
     def name(self) -> str:
@@ -105,7 +111,7 @@ class JobStatus:
             return schedule.expression  # real time: no time zone applies
         return f"{describe(schedule.expression)} ({timezone.get_current_timezone_name()})"
 
-    @property
+    @cached_property
     def next_tick(self) -> datetime | None:
         schedule = self.schedule
         return None if schedule is None else schedule.next_tick(self.now)
@@ -130,9 +136,10 @@ class JobStatus:
             return f"{run_host} pid {run_pid}"
         return f"{lock.client_addr or 'local'} backend pid {lock.pid}"
 
-    @property
+    @cached_property
     def expected_tick(self) -> datetime | None:
-        """The latest tick that should have a successful run by now."""
+        """The latest tick that should have a successful run by now (computed once: a
+        status is a snapshot at ``now``, and the health report asks several times)."""
         schedule = self.schedule
         if schedule is None:
             return None
@@ -220,21 +227,35 @@ class JobStatus:
         }
 
 
-def job_statuses(names: list[str] | None = None, now: datetime | None = None) -> list[JobStatus]:
-    """The status of every registered job (or of ``names``), in name order."""
+def job_statuses(
+    names: list[str] | None = None,
+    now: datetime | None = None,
+    window: float | None = None,
+) -> list[JobStatus]:
+    """The status of every registered job (or of ``names``), in name order.
+
+    With ``window`` (seconds), each status also counts the job's runs per status started in
+    the last ``window`` seconds (``run_counts``), in the same history query.
+    """
     jobs = [job for job in registry.all() if names is None or job.name in names]
     now = now or timezone.now()
     statuses = {job.name: JobStatus(job, now) for job in jobs}
     if not statuses:
         return []
     alias = app_settings.lock_database
-    runs = JobRun.objects.using(alias).filter(job__in=list(statuses))
-    last_runs = runs.exclude(status__in=SKIPS).order_by("job", "-started", "-id").distinct("job")
-    for run in last_runs:
-        statuses[run.job].last_run = run
-    successes = runs.filter(status=RunStatus.SUCCEEDED).values("job").annotate(last=Max("started"))
-    for row in successes:
-        statuses[row["job"]].last_success = row["last"]
+    since = None if window is None else now - timedelta(seconds=window)
+    text, params = sql.job_summaries(list(statuses), skips=list(SKIPS), since=since)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(text, params)
+        rows = cursor.fetchall()
+    width = len(sql.RUN_COLUMNS)
+    for name, *run, last_success, counts in rows:
+        item = statuses[name]
+        if run[0] is not None:
+            item.last_run = JobRun.from_db(alias, list(sql.RUN_COLUMNS), run[:width])
+        item.last_success = last_success
+        if window is not None:
+            item.run_counts = json.loads(counts) if counts else {}
     for lock in held_locks().filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     return list(statuses.values())
@@ -279,3 +300,10 @@ def health_report(
         },
         "jobs": [item.as_dict() for item in statuses],
     }
+
+
+def health_document(ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The health of every job and of the workers (``EXPECT_WORKERS``), as
+    ``cronstatus --json`` prints it: four queries."""
+    statuses = job_statuses()
+    return health_report(statuses, ignore, live_workers(), app_settings.EXPECT_WORKERS)

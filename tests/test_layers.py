@@ -36,6 +36,11 @@ LAYERS = {
     "worker": 4,
     "jobs": 4,
     "catchup": 4,
+    "charts": 5,
+    "metrics": 5,
+    "monitoring": 5,
+    "urls": 5,
+    "views": 5,
 }
 TOP = 5  # the read and operations side: admin, checks, status, commands, contrib, ...
 

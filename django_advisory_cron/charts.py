@@ -1,0 +1,131 @@
+"""Run charts for the admin: each job's last runs as a small inline SVG strip.
+
+One bar per run, oldest on the left: its height is the run's duration (relative to the
+longest run in the strip), its colour the run's status, and its ``<title>`` (the browser's
+hover text) the tick, host, status and duration. Rendered on the server as plain SVG, so the
+page needs no JavaScript and no chart library. The runs of every job on a page come from one
+statement (a short index walk per job), however long the history.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.db import connections
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from . import sql
+from .conf import app_settings
+from .models import JobRun, RunStatus
+
+#: How many runs a strip shows.
+RUNS_SHOWN = 50
+BAR_WIDTH, GAP, HEIGHT, MIN_BAR = 5, 1, 24, 2
+
+RED, GREEN, GREY, AMBER, BLUE = "#ba2121", "#417505", "#666", "#b26b00", "#205067"
+#: The colour of each status, shared with the admin's status badges.
+STATUS_COLOURS = {
+    RunStatus.SUCCEEDED: GREEN,
+    RunStatus.FAILED: RED,
+    RunStatus.LOCK_LOST: RED,
+    RunStatus.TIMED_OUT: RED,
+    RunStatus.INTERRUPTED: AMBER,
+    RunStatus.RUNNING: BLUE,
+}
+#: Skips are not runs: a strip shows what ran.
+SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)
+
+
+def colour(status: str) -> str:
+    return STATUS_COLOURS.get(RunStatus(status), GREY)
+
+
+def recent_runs(names: list[str], limit: int = RUNS_SHOWN) -> dict[str, list[JobRun]]:
+    """The last ``limit`` runs (skips left out) of each job in ``names``, oldest first."""
+    runs: defaultdict[str, list[JobRun]] = defaultdict(list)
+    if not names:
+        return runs
+    alias = app_settings.lock_database
+    text, params = sql.recent_runs(names, skips=list(SKIPS), limit=limit)
+    columns = [column for column in sql.RUN_COLUMNS if column != "error"]
+    with connections[alias].cursor() as cursor:
+        cursor.execute(text, params)
+        for row in cursor.fetchall():
+            run = JobRun.from_db(alias, columns, row)
+            runs[run.job].append(run)
+    for job_runs in runs.values():
+        job_runs.reverse()
+    return runs
+
+
+def _seconds(run: JobRun, now: datetime) -> float:
+    end = run.finished or (now if run.status == RunStatus.RUNNING else run.started)
+    return max((end - run.started).total_seconds(), 0.0)
+
+
+def _tick(value: datetime | None) -> str:
+    if value is None:
+        return "outside the schedule"
+    return f"tick {timezone.localtime(value).strftime('%Y-%m-%d %H:%M:%S %Z')}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return str(timedelta(seconds=round(seconds)))
+
+
+def run_strip(job: str, runs: Iterable[JobRun], now: datetime | None = None) -> SafeString:
+    """An inline ``<svg>`` with one bar per run (oldest first); empty when there is none."""
+    runs = list(runs)
+    if not runs:
+        return SafeString("")
+    now = now or timezone.now()
+    durations = [_seconds(run, now) for run in runs]
+    longest = max(durations) or 1.0
+    bars = []
+    for index, (run, seconds) in enumerate(zip(runs, durations, strict=True)):
+        height = max(MIN_BAR, round(HEIGHT * seconds / longest))
+        label = (
+            f"{_tick(run.tick)}; {run.host} pid {run.pid}; "
+            f"{RunStatus(run.status).label}; {_duration(seconds)}"
+        )
+        bars.append(
+            (
+                index * (BAR_WIDTH + GAP),
+                HEIGHT - height,
+                BAR_WIDTH,
+                height,
+                colour(run.status),
+                run.status,
+                label,
+            )
+        )
+    width = len(runs) * (BAR_WIDTH + GAP) - GAP
+    return format_html(
+        '<svg class="run-chart" xmlns="http://www.w3.org/2000/svg" role="img" width="{}" '
+        'height="{}" viewBox="0 0 {} {}" data-job="{}"><title>{}</title>{}</svg>',
+        width,
+        HEIGHT,
+        width,
+        HEIGHT,
+        job,
+        f"last {len(runs)} runs of {job}",
+        format_html_join(
+            "",
+            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}" data-status="{}">'
+            "<title>{}</title></rect>",
+            bars,
+        ),
+    )
+
+
+def job_charts(names: list[str]) -> dict[str, SafeString]:
+    """A strip per job in ``names`` (an empty string for a job that never ran)."""
+    runs = recent_runs(names)
+    now = timezone.now()
+    return {name: run_strip(name, runs.get(name, []), now) for name in names}

@@ -1,0 +1,174 @@
+"""Ping URLs (``PING_URL``): healthchecks.io-style start, success and failure pings.
+
+For a job with a URL, the replica that runs it requests ``<url>/start`` when the run starts,
+``<url>`` when it succeeds, and ``<url>/<exit status>`` when it ends otherwise (the exit
+status ``runlocked`` would use: 1 failed, 75 lock lost, 130/143 interrupted), with the last
+line of the error as the request body. That is the protocol of healthchecks.io (and of the
+services that copy it).
+
+Pings never fail or delay a job: they are queued to one background thread that sends them in
+order, each attempt bounded by ``PING_TIMEOUT`` and retried ``PING_RETRIES`` times. At exit a
+process waits for its queued pings at most ``PING_TIMEOUT`` seconds in all, so a short-lived
+``runlocked`` still sends its success ping and a hanging monitor costs it that long at most.
+An unreachable monitor is logged once (without the URL, which holds the check's secret key),
+and again only after pings got through in between.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from ..conf import app_settings
+from ..exitcodes import JOB_FAILED, LOCK_LOST, SIGINT, SIGTERM
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: Seconds before the first retry; each further retry waits twice as long.
+FIRST_BACKOFF = 0.5
+#: The longest error text sent with a failure ping.
+MAX_BODY = 10_000
+
+
+def ping_url(job: str) -> str | None:
+    """The base URL of ``job``'s pings, or ``None`` when it has none."""
+    setting = app_settings.PING_URL
+    if isinstance(setting, dict):
+        return setting.get(job)
+    if setting:
+        return setting.replace("{job}", quote(job, safe=""))
+    return None
+
+
+def exit_status(run: Any) -> int:
+    """The exit status ``runlocked`` gives a run that ended this way."""
+    if run.status == "lock_lost":
+        return LOCK_LOST
+    if run.status == "interrupted":
+        return SIGINT if isinstance(run.error, KeyboardInterrupt) else SIGTERM
+    return JOB_FAILED
+
+
+@dataclass(frozen=True)
+class Ping:
+    job: str
+    url: str
+    body: bytes | None = None
+
+
+class Pinger:
+    """One background thread sending pings in order; started with the first ping."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[Ping] = queue.Queue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.failing = False
+
+    def send(self, ping: Ping) -> None:
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._work, name="advisory-cron-pings", daemon=True
+                )
+                self.thread.start()
+                atexit.register(self.drain)
+        self.queue.put(ping)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every queued ping was tried, at most ``timeout`` (``PING_TIMEOUT``)
+        seconds; True when none is left."""
+        deadline = time.monotonic() + (app_settings.PING_TIMEOUT if timeout is None else timeout)
+        while self.queue.unfinished_tasks:
+            if time.monotonic() >= deadline:
+                if not self.failing:
+                    logger.warning(
+                        "ping URLs: %d ping(s) not sent before the process exits (the monitor "
+                        "did not answer within PING_TIMEOUT)",
+                        self.queue.unfinished_tasks,
+                    )
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _work(self) -> None:
+        while True:
+            ping = self.queue.get()
+            try:
+                self._deliver(ping)
+            finally:
+                self.queue.task_done()
+
+    def _deliver(self, ping: Ping) -> None:
+        retries = app_settings.PING_RETRIES
+        for attempt in range(retries + 1):
+            try:
+                self._request(ping)
+            except (OSError, ValueError) as error:
+                if attempt == retries:
+                    self._failed(ping, error)
+                    return
+                time.sleep(FIRST_BACKOFF * 2**attempt)
+            else:
+                if self.failing:
+                    logger.info("ping URLs: the monitor answers again (job %s)", ping.job)
+                self.failing = False
+                return
+
+    def _request(self, ping: Ping) -> None:
+        method = "GET" if ping.body is None else "POST"
+        request = urllib.request.Request(ping.url, data=ping.body, method=method)
+        request.add_header("User-Agent", "django-advisory-cron")
+        if ping.body is not None:
+            request.add_header("Content-Type", "text/plain; charset=utf-8")
+        with urllib.request.urlopen(request, timeout=app_settings.PING_TIMEOUT) as response:
+            response.read()
+
+    def _failed(self, ping: Ping, error: Exception) -> None:
+        if self.failing:
+            return
+        self.failing = True
+        if isinstance(error, urllib.error.HTTPError):
+            error = OSError(f"HTTP {error.code}")
+        logger.warning(
+            "ping URLs: a ping for job %s to %s failed after %d attempt(s): %s; the job is "
+            "not affected, and further ping failures are not logged until one succeeds",
+            ping.job,
+            urlsplit(ping.url).netloc,
+            app_settings.PING_RETRIES + 1,
+            error,
+        )
+
+
+pinger = Pinger()
+
+
+class Pings:
+    """The ``PING_URL`` reporter."""
+
+    label = "ping URLs"
+
+    def started(self, job: Any, run: Any) -> None:
+        url = ping_url(job.name)
+        if url is not None:
+            pinger.send(Ping(job.name, f"{url.rstrip('/')}/start"))
+
+    def ended(self, job: Any, run: Any) -> None:
+        url = ping_url(job.name)
+        if url is None:
+            return
+        if run.status == "succeeded":
+            pinger.send(Ping(job.name, url))
+            return
+        error = run.error
+        line = (str(error).strip().splitlines() or [""])[-1] if error is not None else ""
+        body = f"job {job.name} {run.status}: {line}".strip()[:MAX_BODY]
+        pinger.send(Ping(job.name, f"{url.rstrip('/')}/{exit_status(run)}", body.encode()))

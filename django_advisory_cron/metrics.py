@@ -1,0 +1,119 @@
+"""Prometheus metrics computed from the run history at scrape time (``prometheus_client``).
+
+``runlocked`` processes live for a second and replicas are many, so in-process counters
+would each hold a sliver of the truth; the run history holds all of it. Each scrape reads
+it through [job_statuses][django_advisory_cron.status.job_statuses], the function behind
+``cronstatus --json``: two queries whatever the number of jobs and the size of the history
+(one statement for each job's last run, last success and runs per status in the
+``METRICS_WINDOW``; one for the held locks). The overdue, stuck and failing flags are the
+very ones ``cronstatus`` reports.
+
+Serve it with the ``metrics/`` view (``django_advisory_cron.urls``), or register
+[RunHistoryCollector][django_advisory_cron.metrics.RunHistoryCollector] in a registry of your
+own, such as the default one django-prometheus exposes::
+
+    from prometheus_client import REGISTRY
+    REGISTRY.register(RunHistoryCollector())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from .conf import app_settings
+from .models import RunStatus
+from .status import job_statuses
+
+PREFIX = "advisory_cron_job_"
+
+
+def _families() -> dict[str, GaugeMetricFamily]:
+    window = f"{app_settings.METRICS_WINDOW:g}"
+    job = ["job"]
+    return {
+        "last_success": GaugeMetricFamily(
+            f"{PREFIX}last_success_timestamp_seconds",
+            "Start of the job's last successful run (Unix time).",
+            labels=job,
+        ),
+        "last_run": GaugeMetricFamily(
+            f"{PREFIX}last_run_timestamp_seconds",
+            "Start of the job's last run that was not a skip (Unix time).",
+            labels=job,
+        ),
+        "last_duration": GaugeMetricFamily(
+            f"{PREFIX}last_run_duration_seconds",
+            "Duration of the job's last finished run.",
+            labels=job,
+        ),
+        "runs": GaugeMetricFamily(
+            f"{PREFIX}runs",
+            f"Runs and recorded skips of the job started in the last {window} seconds "
+            "(METRICS_WINDOW), by status.",
+            labels=["job", "status"],
+        ),
+        "next_tick": GaugeMetricFamily(
+            f"{PREFIX}next_tick_timestamp_seconds",
+            "The job's next scheduled tick (Unix time).",
+            labels=job,
+        ),
+        "held": GaugeMetricFamily(
+            f"{PREFIX}held", "1 while a process holds the job's lock.", labels=job
+        ),
+        "overdue": GaugeMetricFamily(
+            f"{PREFIX}overdue",
+            "1 when the job's latest due tick has no successful run (as cronstatus says).",
+            labels=job,
+        ),
+        "stuck": GaugeMetricFamily(
+            f"{PREFIX}stuck",
+            "1 when the job's lock is held longer than its max_runtime (or STALE_AFTER).",
+            labels=job,
+        ),
+        "failing": GaugeMetricFamily(
+            f"{PREFIX}failing", "1 when the job's last run failed or lost its lock.", labels=job
+        ),
+    }
+
+
+class RunHistoryCollector(Collector):
+    """A custom collector: every ``collect()`` reads the run history once."""
+
+    def describe(self) -> Iterator[Metric]:
+        """The metric families without samples, so registering does not query the database."""
+        yield from _families().values()
+
+    def collect(self) -> Iterator[Metric]:
+        families = _families()
+        for item in job_statuses(window=app_settings.METRICS_WINDOW):
+            name = [item.name]
+            last = item.last_run
+            if item.last_success is not None:
+                families["last_success"].add_metric(name, item.last_success.timestamp())
+            if last is not None:
+                families["last_run"].add_metric(name, last.started.timestamp())
+                if last.duration is not None:
+                    families["last_duration"].add_metric(name, last.duration)
+            counts = item.run_counts or {}
+            for status in RunStatus.values:
+                families["runs"].add_metric([item.name, status], counts.get(status, 0))
+            next_tick = item.next_tick
+            if next_tick is not None:
+                families["next_tick"].add_metric(name, next_tick.timestamp())
+            families["held"].add_metric(name, int(item.holder is not None))
+            families["overdue"].add_metric(name, int(item.overdue))
+            families["stuck"].add_metric(name, int(item.stuck))
+            families["failing"].add_metric(name, int(item.failing))
+        yield from families.values()
+
+
+def exposition() -> bytes:
+    """The metrics in Prometheus' text format."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RunHistoryCollector())
+    return generate_latest(registry)

@@ -150,6 +150,24 @@ def test_sigterm_stops_runs_in_child_processes_within_the_grace(
     assert not holders(observer, job_key("sleeps_a_minute"))
 
 
+def test_runlocked_stops_a_transaction_scoped_job_at_its_timeout(
+    isolation_jobs: None, manage: Any, raw_connect: Any
+) -> None:
+    observer = raw_connect()
+    started = time.monotonic()
+    result = manage("runlocked", "times_out_in_transaction")
+    assert time.monotonic() - started < 15
+    assert result.returncode == exitcodes.TIMED_OUT, result.stderr
+    (run,) = runs("times_out_in_transaction")
+    assert run.status == RunStatus.TIMED_OUT
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"runlocked: times_out_in_transaction: stopped after its timeout of 1 s (run {run.id} "
+        "recorded as timed out; lock released)"
+    )
+    assert not Marker.objects.filter(job="times_out_in_transaction").exists()  # rolled back
+    assert not holders(observer, job_key("times_out_in_transaction"))
+
+
 def test_bad_isolation_and_timeout_are_refused_in_one_line(
     isolation_jobs: None, manage: Any, fresh_registry: None
 ) -> None:

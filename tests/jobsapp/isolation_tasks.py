@@ -46,3 +46,10 @@ def sleeps_a_minute() -> None:
     """Still running when the worker is stopped."""
     Marker.objects.create(job="sleeps_a_minute", pid=os.getpid())
     time.sleep(60)
+
+
+@locked_task(timeout=1, scope="transaction")
+def times_out_in_transaction() -> None:
+    """Writes, then sleeps past its timeout: the write rolls back, the timed-out row stays."""
+    Marker.objects.create(job="times_out_in_transaction", pid=os.getpid())
+    time.sleep(30)

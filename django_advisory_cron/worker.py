@@ -214,7 +214,7 @@ class Worker:
 
     def check_processes(self) -> None:
         """Raise ``ValueError`` if some job must run in a child process and this process's
-        settings cannot be passed on to one."""
+        settings cannot be passed on to one (``run()`` checks; call it to check earlier)."""
         if any(self.in_process(job) for job in self.jobs.values()):
             self._child_env = child_environment()
 
@@ -225,6 +225,7 @@ class Worker:
     def run(self) -> None:
         """Schedule until [stop][django_advisory_cron.worker.Worker.stop]; then wait up to
         ``grace`` seconds for running jobs."""
+        self.check_processes()
         presence = unpooled_connection(
             self.using, application_name=f"{PRESENCE_NAME} {self.identity}"[:63]
         )

@@ -93,6 +93,7 @@ def test_a_process_that_ignores_its_timeout_is_killed_and_recorded_by_the_worker
     assert not runs("ignores_timeout", status=RunStatus.RUNNING)
 
 
+@pytest.mark.slow
 def test_process_isolation_runs_each_job_in_a_child_process(
     isolation_jobs: None, spawn: Any
 ) -> None:
@@ -133,6 +134,7 @@ def test_a_tick_that_comes_while_the_previous_run_goes_on_is_skipped_and_recorde
     assert f"{len(skipped)} tick(s) skipped because the job's previous run" in out
 
 
+@pytest.mark.slow
 def test_sigterm_stops_runs_in_child_processes_within_the_grace(
     isolation_jobs: None, spawn: Any, raw_connect: Any
 ) -> None:

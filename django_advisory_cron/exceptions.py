@@ -1,4 +1,7 @@
-"""Every error this app raises, under one base class: ``except AdvisoryCronError`` catches them."""
+"""Every error this app raises, under one base class: ``except AdvisoryCronError`` catches them.
+
+``JobTimedOut`` alone is a ``BaseException``: it stops a run, as ``KeyboardInterrupt`` does.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +38,20 @@ class LockLost(AdvisoryCronError):
     Raised in the job's thread at its next database query (and, under ``runlocked``, at once),
     so that a run that can no longer prove it is alone stops.
     """
+
+
+class JobTimedOut(BaseException):
+    """Raised in the thread of a job that ran past its ``timeout``, so the run unwinds,
+    records ``timed_out`` (its tick stays taken) and releases its lock.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: it stops a run, and a job's
+    ``except Exception`` must not swallow it. Raised only in a process that runs one job in
+    its main thread (``runlocked``, and the processes ``cronworker`` starts).
+    """
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"stopped after its timeout of {timeout:g} s")
+        self.timeout = timeout
 
 
 class UnknownJob(AdvisoryCronError, LookupError):

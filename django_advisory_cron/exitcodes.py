@@ -6,6 +6,7 @@ USAGE = 2  # bad arguments, unknown job, invalid schedule
 DATABASE_UNAVAILABLE = 69  # EX_UNAVAILABLE: the lock database cannot be reached
 LOCK_LOST = 75  # EX_TEMPFAIL: the lock's connection died while the job ran
 CONFIG = 78  # EX_CONFIG: the lock database is not PostgreSQL, or a transaction-scope misuse
+TIMED_OUT = 124  # the job ran past its timeout: stopped, recorded timed out (as timeout(1))
 SIGINT = 130  # interrupted by SIGINT (run recorded as interrupted, lock released)
 SIGTERM = 143  # interrupted by SIGTERM (run recorded as interrupted, lock released)
 

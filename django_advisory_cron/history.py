@@ -26,6 +26,7 @@ from django.db import DatabaseError
 
 from . import sql
 from .conf import app_settings
+from .exceptions import JobTimedOut
 from .keys import LockKey
 from .lockconn import unpooled_connection
 from .locks import Row, Send
@@ -47,10 +48,14 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 INTERRUPTED = "interrupted"
 LOCK_LOST = "lock_lost"
+TIMED_OUT = "timed_out"
 
 
 def error_text(error: BaseException) -> str:
-    """What the history keeps of an exception: its traceback, or one line for a signal."""
+    """What the history keeps of an exception: its traceback, or one line for a signal or a
+    timeout."""
+    if isinstance(error, JobTimedOut):
+        return str(error)
     if isinstance(error, Exception):
         return "".join(traceback.format_exception(error)).strip()
     return f"interrupted by {type(error).__name__}"
@@ -60,6 +65,8 @@ def status_of(error: BaseException | None) -> str:
     """The status of a run that ended with ``error`` (``None``: it returned)."""
     if error is None:
         return SUCCEEDED
+    if isinstance(error, JobTimedOut):
+        return TIMED_OUT
     return FAILED if isinstance(error, Exception) else INTERRUPTED
 
 
@@ -179,6 +186,16 @@ class RunRecord:
 def execute_fresh(alias: str, statement: Statement, *, patience: float) -> bool:
     """Run one statement on a fresh, short-lived connection, retrying for ``patience`` s
     (e.g. through a restart). Returns whether it succeeded; failures are logged, not raised."""
+    return _on_fresh(alias, statement, patience)[0]
+
+
+def fetch_fresh(alias: str, statement: Statement, *, patience: float) -> Row | None:
+    """Like [execute_fresh][django_advisory_cron.history.execute_fresh], returning the
+    statement's first row (``None`` when it returned none, or failed)."""
+    return _on_fresh(alias, statement, patience)[1]
+
+
+def _on_fresh(alias: str, statement: Statement, patience: float) -> tuple[bool, Row | None]:
     sql_text, params = statement
     deadline = time.monotonic() + patience
     delay = 0.2
@@ -187,12 +204,35 @@ def execute_fresh(alias: str, statement: Statement, *, patience: float) -> bool:
         try:
             with connection.cursor() as cursor:
                 cursor.execute(sql_text, params)
-            return True
+                row = cursor.fetchone() if cursor.description else None
+            return True, None if row is None else tuple(row)
         except DatabaseError as error:
             if time.monotonic() + delay > deadline:
                 logger.error("could not record on %r: %s", alias, error)
-                return False
+                return False, None
         finally:
             connection.close()
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+# -- runs in a worker's child processes ----------------------------------------------------
+
+
+def child_run(alias: str, *, job: str, tick: datetime, pid: int) -> tuple[int, str] | None:
+    """``(run id, status)`` of the row a worker's child process (``pid``, this host) wrote
+    for ``tick``; ``None`` if it wrote none."""
+    row = fetch_fresh(
+        alias, sql.child_run(job=job, host=HOST, pid=pid, tick=tick), patience=FINISH_PATIENCE
+    )
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def finish_child(alias: str, *, job: str, tick: datetime, pid: int, status: str, text: str) -> bool:
+    """Record the end of a worker's child process that had to be killed (or died of a
+    signal): its row still ``running`` gets ``status``; with no row at all (a
+    transaction-scoped run rolls back with its process) one is written."""
+    statement = sql.finish_child_run(
+        job=job, host=HOST, pid=pid, tick=tick, status=status, error=text
+    )
+    return execute_fresh(alias, statement, patience=FINISH_PATIENCE)

@@ -1,10 +1,10 @@
-"""Deferring SIGINT and SIGTERM around statements that must not be cut in half.
+"""Deferring SIGINT, SIGTERM and SIGALRM around statements that must not be cut in half.
 
 psycopg answers ``KeyboardInterrupt`` during a query by cancelling it; a statement that both
 unlocks (not transactional) and updates the run row (transactional) would then release the
 lock and roll the row back, handing the tick to another replica. Around such statements the
-signals are recorded instead, and delivered to the previous handler as soon as the statement
-has returned.
+signals are recorded instead (SIGALRM too: it ends a run that is over its ``timeout``), and
+delivered to the previous handler as soon as the statement has returned.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-DEFERRED = (signal.SIGINT, signal.SIGTERM)
+DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
 
 
 @contextmanager
 def deferred_signals() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM for the block; deliver them afterwards. Main thread only, else a no-op
-    (Python runs signal handlers in the main thread alone)."""
+    """Hold the ``DEFERRED`` signals for the block; deliver them afterwards. Main thread only,
+    else a no-op (Python runs signal handlers in the main thread alone)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -68,7 +69,9 @@ class Job(Generic[P, R]):
     max_lateness: float | None = None
     #: The time zone of the cron expression (``None``: ``TIME_ZONE``).
     timezone: str | None = None
-    #: Hard limit in seconds: the run is stopped (process isolation) and recorded timed out.
+    #: Hard limit in seconds: a run still going after it is stopped, recorded ``timed_out``
+    #: and its lock released. Enforced where the job runs in a process of its own
+    #: (``runlocked``; ``cronworker`` always runs such a job in a child process).
     timeout: float | None = None
     #: Where a scheduled tick runs: ``None`` in place, ``"tasks"`` or ``"tasks:<alias>"`` through
     #: Django's Tasks framework.
@@ -243,7 +246,9 @@ def locked_task(
     ``"transaction"`` or ``"auto"``; ``wait`` seconds are spent waiting for the lock;
     ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
     ``LockNotAcquired`` instead of returning ``SKIPPED``; ``key="hashtext"`` shares
-    the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``.
+    the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``. ``timeout``
+    (seconds) stops a run that goes on longer and records it ``timed_out``: ``runlocked``
+    enforces it, and ``cronworker`` runs such a job in a process of its own to do so.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -252,6 +257,12 @@ def locked_task(
         raise ValueError(f"key must be one of {KEY_MODES}, not {key!r}")
     if wait < 0 or (max_runtime is not None and max_runtime <= 0):
         raise ValueError("wait must be >= 0 and max_runtime > 0 seconds")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout < math.inf
+    ):
+        raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
     _exclusive(schedule, every)
     interval = None if every is None else as_interval(every)
 

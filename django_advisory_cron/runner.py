@@ -22,7 +22,7 @@ from django.db import transaction
 
 from . import history, signals
 from .conf import app_settings
-from .exceptions import LockLost
+from .exceptions import JobTimedOut, LockLost
 from .heartbeat import lost_text
 from .keys import LockKey
 from .locks import AdvisoryLock
@@ -34,9 +34,14 @@ logger = logging.getLogger("django_advisory_cron")
 
 # The model is imported by this module (runs need the app registry anyway); the history layer
 # below spells the same values without it.
-assert {history.RUNNING, history.SUCCEEDED, history.FAILED, history.INTERRUPTED} <= set(
-    RunStatus.values
-)
+assert {
+    history.RUNNING,
+    history.SUCCEEDED,
+    history.FAILED,
+    history.INTERRUPTED,
+    history.LOCK_LOST,
+    history.TIMED_OUT,
+} <= set(RunStatus.values)
 
 
 LOST_IN_TRANSACTION = (
@@ -91,7 +96,12 @@ class RunResult:
     @property
     def ran(self) -> bool:
         """True when the job's function was called."""
-        return self.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.LOCK_LOST)
+        return self.status in (
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.LOCK_LOST,
+            RunStatus.TIMED_OUT,
+        )
 
     @property
     def skipped_tick(self) -> bool:
@@ -161,10 +171,11 @@ def execute(
     except BaseException as signal:
         if isinstance(signal, Exception):
             raise  # nothing was recorded: the caller reports it
-        # A signal while the lock was being taken; the lock recorded and released the run.
-        result.status, result.error, result.run_id = RunStatus.INTERRUPTED, signal, record.run_id
-        result.tick = record.tick
-        logger.warning("job %s interrupted by %s", job.name, type(signal).__name__)
+        # A signal (or the timeout) while the lock was being taken; the lock recorded and
+        # released the run.
+        result.status, result.error = RunStatus(history.status_of(signal)), signal
+        result.run_id, result.tick = record.run_id, record.tick
+        _log_stop(job, signal)
         return result
     result.tick, result.interrupted_runs = record.tick, record.interrupted_runs
     result.reference = record.reference
@@ -278,5 +289,13 @@ def _report(
     if isinstance(error, Exception):
         logger.error("job %s %s", job.name, status.label, exc_info=error)
     else:
-        logger.warning("job %s interrupted by %s", job.name, type(error).__name__)
+        _log_stop(job, error)
     signals.job_failed.send(sender=job, run=result, exception=error)
+
+
+def _log_stop(job: RunnableJob, stop: BaseException) -> None:
+    """Log a run ended by a signal or by its timeout."""
+    if isinstance(stop, JobTimedOut):
+        logger.error("job %s timed out: %s", job.name, stop)
+    else:
+        logger.warning("job %s interrupted by %s", job.name, type(stop).__name__)

@@ -297,6 +297,62 @@ def fail_committed_run(*, run_id: int, error: str) -> Statement:
     return sql, {"id": run_id, "error": error}
 
 
+# -- the worker: overlapping ticks and runs in child processes ----------------------------
+
+
+def skip_overlapping(*, job: str, host: str, pid: int, tick: datetime, otherwise: str) -> Statement:
+    """Record a tick skipped because the job's previous run is still going (Kubernetes'
+    ``concurrencyPolicy: Forbid``). The error text names the job's running row if there is
+    one, else is ``otherwise``. Returns the error text recorded."""
+    sql = _fill(
+        """
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+        {s_skipped_locked},
+        COALESCE('its previous run (run ' || (SELECT id FROM {table}
+                   WHERE job = %(job)s AND status = {s_running}
+                   ORDER BY started DESC LIMIT 1) || ') is still running', %(otherwise)s))
+RETURNING error"""
+    )
+    return sql, {**_who(job, host, pid), "tick": tick, "otherwise": otherwise}
+
+
+def _child_row() -> str:
+    return _fill(
+        "SELECT id, status FROM {table} WHERE job = %(job)s AND host = %(host)s "
+        "AND pid = %(pid)s AND tick = %(tick)s ORDER BY id DESC LIMIT 1"
+    )
+
+
+def child_run(*, job: str, host: str, pid: int, tick: datetime) -> Statement:
+    """The latest row a worker's child process wrote for ``tick``: ``(id, status)``."""
+    return _child_row(), {**_who(job, host, pid), "tick": tick}
+
+
+def finish_child_run(
+    *, job: str, host: str, pid: int, tick: datetime, status: str, error: str
+) -> Statement:
+    """Finish the run of a worker's child process that was killed: its row, if still
+    ``running`` (or ``lock_lost``), gets ``status``; if the process left no row for the tick
+    (a transaction-scoped row rolls back with its connection), one is inserted. A row the
+    process finished itself is kept as it is."""
+    sql = _fill(
+        f"""
+WITH mine AS ({_child_row()}),
+upd AS (
+    UPDATE {{table}} SET status = %(status)s, finished = clock_timestamp(), lease_until = NULL,
+           error = CASE WHEN error = '' THEN %(error)s ELSE error || E'\\n' || %(error)s END
+     WHERE id = (SELECT id FROM mine) AND status IN ({{s_running}}, {{s_lock_lost}})
+)
+INSERT INTO {{table}} (job, tick, host, pid, started, finished, status, error)
+SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+       %(status)s, %(error)s
+ WHERE NOT EXISTS (SELECT 1 FROM mine)
+ON CONFLICT (job, tick) WHERE status IN ({{taking}}) DO NOTHING"""
+    )
+    return sql, {**_who(job, host, pid), "tick": tick, "status": status, "error": error}
+
+
 # -- the pooling probe and the admin --------------------------------------------------------
 
 

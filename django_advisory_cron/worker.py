@@ -11,6 +11,13 @@ per wake and sleeps on the monotonic clock in between, so a suspended VM, an NTP
 long pause can neither skip the tick it wakes up for nor run one twice: after a pause, the
 latest tick that passed runs once (the others are missed, and the history shows the gap).
 
+Isolation: a run goes to a pool thread, or (``isolation="process"``, and always for a job with
+a ``timeout``) to a fresh ``python -m django runlocked JOB --tick ...`` process that a pool
+thread waits for: a thread cannot be stopped, a process can. Never ``fork()``: the worker has
+threads and open connections. A job whose previous run here is still going when its next
+tick comes is not started again; the tick is recorded as skipped (Kubernetes'
+``concurrencyPolicy: Forbid``).
+
 A database restart or failover does not stop a worker: it logs the loss once, reconnects with
 a growing pause, and carries on from the database's clock. The same scheduler runs in a
 background thread of any process with [start_worker][django_advisory_cron.worker.start_worker].
@@ -18,9 +25,14 @@ background thread of any process with [start_worker][django_advisory_cron.worker
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import math
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -28,7 +40,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
+from django.conf import settings
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -38,6 +52,7 @@ from .exceptions import DatabaseUnavailable
 from .history import HOST
 from .jobs import Job, registry
 from .lockconn import answer_within, ensure_connected, unpooled_connection
+from .models import RunStatus
 from .runner import RunResult, execute
 
 logger = logging.getLogger("django_advisory_cron")
@@ -58,6 +73,23 @@ RECONNECT_PAUSES = (0.5, 1.0, 2.0, 5.0)
 #: The scheduler thread of [start_worker][django_advisory_cron.worker.start_worker].
 SCHEDULER_THREAD = "advisory-cron-scheduler"
 
+Isolation = Literal["thread", "process"]
+ISOLATIONS: tuple[Isolation, ...] = ("thread", "process")
+
+#: Seconds a child process gets between SIGTERM and SIGKILL. Also how long after its
+#: ``timeout`` a child is sent SIGTERM: it stops itself at its timeout (``runlocked`` arms an
+#: alarm), so the worker steps in only for a process that did not.
+STOP_GRACE = 5.0
+
+#: How often a pool thread waiting for a child process looks at the clock.
+WATCH_INTERVAL = 0.1
+
+#: A run that waited longer than this for a free slot (``--max-concurrency``) is logged.
+SLOT_WAIT_LOGGED = 1.0
+
+#: Statuses counted as failed in the worker's line at shutdown.
+FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST, RunStatus.TIMED_OUT, RunStatus.INTERRUPTED)
+
 
 def worker_identity() -> str:
     return f"{HOST}:{os.getpid()}"
@@ -70,6 +102,41 @@ def run_order(identity: str, names: Iterable[str]) -> list[str]:
         return hashlib.sha256(f"{identity}\0{name}".encode()).digest()
 
     return sorted(names, key=rank)
+
+
+def child_command(job: str, tick: datetime, using: str) -> list[str]:
+    """The command line of a run in a process of its own: ``runlocked`` for that tick, through
+    ``python -m django`` (with the worker's settings module and import path in its
+    environment: see [child_environment][django_advisory_cron.worker.child_environment])."""
+    options = [f"-W{option}" for option in sys.warnoptions]
+    return [
+        sys.executable,
+        *options,
+        "-m",
+        "django",
+        "runlocked",
+        # Options first: what follows the job's name is passed to the job.
+        "--tick",
+        tick.isoformat(),
+        "--database",
+        using,
+        "--verbosity",
+        "0",
+        job,
+    ]
+
+
+def child_environment() -> dict[str, str]:
+    """This process's environment, with its settings module and its import path (``sys.path``,
+    which ``manage.py`` or ``--pythonpath`` may have extended), for a child process."""
+    module = settings.SETTINGS_MODULE
+    if not module:
+        raise ValueError(
+            "running a job in a process of its own needs a settings module "
+            "(DJANGO_SETTINGS_MODULE); settings.configure() cannot be passed on to a child"
+        )
+    path = os.pathsep.join(entry for entry in sys.path if entry)
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": module, "PYTHONPATH": path}
 
 
 class DatabaseClock:
@@ -106,6 +173,8 @@ class WorkerStats:
     ran: int = 0
     skipped: int = 0
     failed: int = 0
+    #: Ticks not started because the job's previous run here was still going.
+    overlapped: int = 0
 
 
 class Worker:
@@ -118,12 +187,17 @@ class Worker:
         using: str | None = None,
         max_concurrency: int = 32,
         grace: float = 25.0,
+        isolation: Isolation = "thread",
         persistent: bool = False,
     ) -> None:
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be 'thread' or 'process', not {isolation!r}")
         self.jobs = {job.name: job for job in jobs if job.schedule is not None}
         self.using = using or app_settings.lock_database
+        #: Runs at once, in threads and child processes together.
         self.max_concurrency = max_concurrency
         self.grace = grace
+        self.isolation = isolation
         #: Keep trying to reach the database at start instead of raising (a background worker
         #: must not die with its host process's first database hiccup).
         self.persistent = persistent
@@ -133,12 +207,32 @@ class Worker:
         self.stats = WorkerStats()
         self._stop = threading.Event()
         self._running: dict[str, Future[RunResult | None]] = {}
+        #: The tick each job was last dispatched for (named when the next one overlaps it).
+        self._last_tick: dict[str, datetime] = {}
         #: Runs in progress, by pool thread: their rows are finished here if the grace ends.
         self._active: dict[int, RunResult] = {}
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
         self.abandoned: list[RunResult] = []
+        #: Child processes stopped when the grace ended (they, or this worker, recorded them).
+        self.stopped_children = 0
+        #: When shutting down: child processes get SIGTERM at the first, SIGKILL at the second.
+        self._terminate_at = math.inf
+        self._kill_at = math.inf
+        self._child_env: dict[str, str] | None = None
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor
+        self._presence: BaseDatabaseWrapper
+
+    def in_process(self, job: Job[..., object]) -> bool:
+        """Whether ``job`` runs in a child process: asked for, or needed to enforce its
+        ``timeout`` (a thread cannot be stopped)."""
+        return self.isolation == "process" or job.timeout is not None
+
+    def check_processes(self) -> None:
+        """Raise ``ValueError`` if some job must run in a child process and this process's
+        settings cannot be passed on to one (``run()`` checks; call it to check earlier)."""
+        if any(self.in_process(job) for job in self.jobs.values()):
+            self._child_env = child_environment()
 
     def stop(self) -> None:
         """Ask the loop to stop starting runs (from a signal handler or another thread)."""
@@ -160,6 +254,7 @@ class Worker:
         the database cannot be reached at start (unless ``persistent``); a connection lost
         later is reconnected.
         """
+        self.check_processes()
         self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
         signals.job_started.connect(self._track, weak=False, dispatch_uid=self._uid)
         presence: BaseDatabaseWrapper | None = None
@@ -167,6 +262,7 @@ class Worker:
             presence = self._attend() if not self.persistent else self._reattend(None)
             if presence is None:
                 return
+            self._presence = presence
             clock = DatabaseClock(presence)
             now = clock.read()
             upcoming = {name: self._next_tick(job, now) for name, job in self.jobs.items()}
@@ -184,6 +280,7 @@ class Worker:
                     presence = self._reattend(error)
                     if presence is None:
                         break
+                    self._presence = presence
                     clock = DatabaseClock(presence)
         finally:
             self._shut_down(self._pool)
@@ -269,19 +366,52 @@ class Worker:
         return schedule.previous_tick(now)
 
     def _dispatch(self, job: Job[..., object], tick: datetime) -> None:
-        """Start one run of ``job`` for ``tick`` without waiting for it."""
+        """Start one run of ``job`` for ``tick`` without waiting for it; if the job's previous
+        run here is still going, record the tick as skipped instead (no thread, no process)."""
         with self._lock:
             previous = self._running.get(job.name)
-            if previous is not None and not previous.done():
-                # Its last run (here) is still going: the runner would skip anyway; say why.
-                logger.info("cronworker: %s's previous run still runs at tick %s", job.name, tick)
-            try:
-                future = self._pool.submit(self._run_one, job, tick)
-            except RuntimeError:  # the interpreter is exiting: start nothing more
-                self._stop.set()
+            if previous is None or previous.done():
+                try:
+                    future = self._pool.submit(self._run_one, job, tick, time.monotonic())
+                except RuntimeError:  # the interpreter is exiting: start nothing more
+                    self._stop.set()
+                    return
+                self.stats.started += 1
+                self._last_tick[job.name] = tick
+                self._running[job.name] = future
                 return
-            self.stats.started += 1
-            self._running[job.name] = future
+            waiting = not previous.running()
+        self._skip_overlapping(job, tick, waiting)
+
+    def _skip_overlapping(self, job: Job[..., object], tick: datetime, waiting: bool) -> None:
+        """Record ``tick`` as skipped because the job's previous run is still going."""
+        previous = f"its previous run (tick {self._last_tick[job.name].isoformat()})"
+        otherwise = (
+            f"{previous} is still waiting for a free slot (--max-concurrency "
+            f"{self.max_concurrency})"
+            if waiting
+            else f"{previous} is still going"
+        )
+        text, params = sql.skip_overlapping(
+            job=job.name, host=HOST, pid=os.getpid(), tick=tick, otherwise=otherwise
+        )
+        try:
+            with (
+                answer_within(self._presence, app_settings.STATEMENT_TIMEOUT),
+                self._presence.cursor() as cursor,
+            ):
+                cursor.execute(text, params)
+                row = cursor.fetchone()
+        except (DatabaseError, DatabaseUnavailable) as error:
+            logger.error(
+                "cronworker: %s: could not record tick %s as skipped: %s", job.name, tick, error
+            )
+            return
+        with self._lock:
+            self.stats.overlapped += 1
+        logger.warning(
+            "cronworker: %s skipped tick %s: %s", job.name, tick, row[0] if row else otherwise
+        )
 
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads."""
@@ -289,9 +419,27 @@ class Worker:
             with self._lock:
                 self._active[threading.get_ident()] = run
 
-    def _run_one(self, job: Job[..., object], tick: datetime) -> RunResult | None:
+    def _run_one(self, job: Job[..., object], tick: datetime, submitted: float) -> RunResult | None:
+        waited = time.monotonic() - submitted
+        if waited > SLOT_WAIT_LOGGED:
+            logger.warning(
+                "cronworker: %s (tick %s) waited %.1f s for a free slot (--max-concurrency %d)",
+                job.name,
+                tick,
+                waited,
+                self.max_concurrency,
+            )
+        using = job.using or self.using
         try:
-            result = execute(job, now=tick, using=job.using or self.using)
+            if self.in_process(job):
+                result = self._run_in_process(job, tick, using)
+            else:
+                try:
+                    result = execute(job, now=tick, using=using)
+                finally:
+                    with self._lock:
+                        self._active.pop(threading.get_ident(), None)
+                    connections.close_all()  # this pool thread's own connections
         except Exception as error:  # nothing could be recorded (the database is away)
             logger.error(
                 "cronworker: job %s, tick %s, did not run: %s", job.name, tick, _first_line(error)
@@ -299,29 +447,125 @@ class Worker:
             with self._lock:
                 self.stats.failed += 1
             return None
-        finally:
-            with self._lock:
-                self._active.pop(threading.get_ident(), None)
-            connections.close_all()  # this pool thread's own connections, used by the job
         with self._lock:
-            if result.ran:
+            if result.ran and result.run_id is not None:
                 self.stats.ran += 1
             elif result.skipped:
                 self.stats.skipped += 1
-            if result.error is not None:
+            if result.status in FAILING:
                 self.stats.failed += 1
         return result
 
+    def _run_in_process(self, job: Job[..., object], tick: datetime, using: str) -> RunResult:
+        """Run ``job`` for ``tick`` in a child process and wait for it; return what its row
+        says. The child records its own run; this worker records it only if it had to kill
+        the child (or something else did)."""
+        child = subprocess.Popen(
+            child_command(job.name, tick, using),
+            env=self._child_env,
+            stdin=subprocess.DEVNULL,
+            # Its own session: a terminal's Ctrl-C reaches the worker alone, which decides
+            # when its children stop; SIGKILL can then take the child's own children too.
+            start_new_session=True,
+        )
+        stopped = self._watch(job, tick, child)
+        if stopped is None and child.returncode < 0:
+            name = signal.Signals(-child.returncode).name
+            stopped = (history.INTERRUPTED, f"interrupted: its process was killed by {name}")
+        if stopped is not None:
+            status, text = stopped
+            history.finish_child(
+                using, job=job.name, tick=tick, pid=child.pid, status=status, text=text
+            )
+        found = history.child_run(using, job=job.name, tick=tick, pid=child.pid)
+        if found is None:
+            logger.error(
+                "cronworker: %s (tick %s): its process exited with code %s without recording a "
+                "run; its own output above says why",
+                job.name,
+                tick,
+                child.returncode,
+            )
+            return RunResult(job.name, RunStatus.FAILED, tick=tick)
+        run_id, status = found
+        return RunResult(job.name, RunStatus(status), run_id=run_id, tick=tick)
+
+    def _watch(
+        self, job: Job[..., object], tick: datetime, child: subprocess.Popen[bytes]
+    ) -> tuple[str, str] | None:
+        """Wait for ``child``. If it is still running ``STOP_GRACE`` s after its timeout, or
+        when this worker's grace is ending, send it SIGTERM (it records its end and releases
+        its lock), then SIGKILL if it has not exited. Returns the status and text to record
+        when it had to be killed, else ``None``."""
+        over = time.monotonic() + job.timeout + STOP_GRACE if job.timeout else math.inf
+        stopping: tuple[str, str] | None = None
+        kill_at = math.inf
+        while True:
+            try:
+                child.wait(WATCH_INTERVAL)
+                return None
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if stopping is None and (now >= over or now >= self._terminate_at):
+                if now >= over:
+                    assert job.timeout is not None
+                    stopping = (
+                        history.TIMED_OUT,
+                        f"stopped after its timeout of {job.timeout:g} s: its process did not "
+                        f"stop by itself and was killed by cronworker {self.identity}",
+                    )
+                    kill_at = now + STOP_GRACE
+                else:
+                    stopping = (
+                        history.INTERRUPTED,
+                        f"interrupted: cronworker {self.identity} stopped, and its process was "
+                        "killed at the end of the grace",
+                    )
+                    kill_at = self._kill_at
+                    with self._lock:
+                        self.stopped_children += 1
+                logger.warning(
+                    "cronworker: %s (tick %s): sending SIGTERM to its process %d (%s)",
+                    job.name,
+                    tick,
+                    child.pid,
+                    "over its timeout" if stopping[0] == history.TIMED_OUT else "shutting down",
+                )
+                child.send_signal(signal.SIGTERM)
+            elif now >= kill_at:
+                logger.error(
+                    "cronworker: %s (tick %s): its process %d did not stop after SIGTERM; "
+                    "killing it",
+                    job.name,
+                    tick,
+                    child.pid,
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)  # its own children too
+                child.wait()
+                return stopping
+
     def _shut_down(self, pool: ThreadPoolExecutor) -> None:
         """Start nothing new; give running jobs ``grace`` seconds; record those still running
-        then as interrupted (their locks go with this process, which must then exit)."""
+        then as interrupted (their locks go with this process, which must then exit).
+
+        Child processes get SIGTERM before the grace ends (``STOP_GRACE`` s before, at most
+        half of it), so they record their end and release their locks themselves; those still
+        alive when it ends are killed and recorded here."""
         pool.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + self.grace
+        self._kill_at = deadline
+        self._terminate_at = deadline - min(STOP_GRACE, self.grace / 2)
         with self._lock:
-            running = [future for future in self._running.values() if not future.done()]
-        for future in running:
+            running = [
+                (name, future) for name, future in self._running.items() if not future.done()
+            ]
+        for name, future in running:
+            # A child killed at the deadline is recorded by its pool thread: wait for that.
+            until = deadline + (STOP_GRACE if self.in_process(self.jobs[name]) else 0.0)
             try:
-                future.result(timeout=max(0.0, deadline - time.monotonic()))
+                future.result(timeout=max(0.0, until - time.monotonic()))
             except FutureTimeout:
                 pass
             except Exception:  # recorded and logged by the runner
@@ -352,6 +596,7 @@ def start_worker(
     using: str | None = None,
     max_concurrency: int = 32,
     grace: float = 25.0,
+    isolation: Isolation = "thread",
 ) -> Worker:
     """Run the scheduler in a background thread of this process and return its worker.
 
@@ -359,11 +604,17 @@ def start_worker(
     in every process of every replica, since the database lets one of them run each tick.
     ``names`` limits it to those scheduled jobs (default: all). The worker keeps trying while
     the database is unreachable. Call ``close()`` when the process shuts down, so running jobs
-    get ``grace`` seconds and are recorded interrupted after that.
+    get ``grace`` seconds and are recorded interrupted after that. ``isolation="process"``
+    runs each job in a child process, as ``cronworker --isolation process`` does.
     """
     jobs = [registry.get(name) for name in names] if names is not None else registry.all()
     worker = Worker(
-        jobs, using=using, max_concurrency=max_concurrency, grace=grace, persistent=True
+        jobs,
+        using=using,
+        max_concurrency=max_concurrency,
+        grace=grace,
+        isolation=isolation,
+        persistent=True,
     )
     worker.thread = threading.Thread(target=worker.run, name=SCHEDULER_THREAD, daemon=True)
     worker.thread.start()

@@ -15,20 +15,26 @@ from ...conf import app_settings
 from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
 from ...jobs import registry
 from ...lockconn import bound_connect
-from ...worker import Worker
+from ...worker import ISOLATIONS, Worker
 from ..base import AppCommand
 
 EPILOG = """\
 Run the same command in every replica, next to the web process: each tick of each scheduled
 job runs once, whichever replicas are up. No leader, no cron daemon.
 
-On SIGTERM or SIGINT it starts nothing new, gives running jobs --grace seconds, records
-those still running as interrupted and exits.
+Runs go to threads, or with --isolation process to a fresh process each; a job with a
+timeout always runs in a process of its own, stopped and recorded as timed out when it runs
+too long. A job whose previous run is still going when its next tick comes skips that tick
+(recorded as skipped).
+
+On SIGTERM or SIGINT it starts nothing new, gives running jobs --grace seconds (processes get
+SIGTERM shortly before it ends), records those still running as interrupted and exits.
 
 exit codes:
   2    usage error: unknown job name, no scheduled job to run, bad option
   69   the lock database cannot be reached
-  78   configuration error: the lock database is not PostgreSQL
+  78   configuration error: the lock database is not PostgreSQL, or a job must run in a
+       process and the settings are not a module a child process can load
   130  stopped by SIGINT, 143 by SIGTERM
 """
 
@@ -58,7 +64,15 @@ class Command(AppCommand):
             type=int,
             default=32,
             metavar="N",
-            help="run at most N jobs at once in this worker (default 32)",
+            help="run at most N jobs at once in this worker, in threads and processes "
+            "together; a run due while all N are busy waits for one (default 32)",
+        )
+        parser.add_argument(
+            "--isolation",
+            default="thread",
+            metavar="{thread,process}",
+            help="run each job in a pool thread (default) or in a process of its own; a job "
+            "with a timeout always runs in a process",
         )
         parser.add_argument(
             "--database", default=None, metavar="ALIAS", help="database alias holding the locks"
@@ -67,6 +81,11 @@ class Command(AppCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["grace"] < 0 or options["max_concurrency"] < 1:
             self.leave(exitcodes.USAGE, "--grace must be >= 0 and --max-concurrency >= 1")
+        if options["isolation"] not in ISOLATIONS:
+            self.leave(
+                exitcodes.USAGE,
+                f"--isolation must be thread or process, not {options['isolation']!r}",
+            )
         unknown = [name for name in options["jobs"] if name not in registry]
         if unknown:
             self.leave(exitcodes.USAGE, f"no job named {', '.join(map(repr, unknown))}")
@@ -86,7 +105,12 @@ class Command(AppCommand):
             using=alias,
             max_concurrency=options["max_concurrency"],
             grace=options["grace"],
+            isolation=options["isolation"],
         )
+        try:
+            worker.check_processes()
+        except ValueError as error:
+            self.leave(exitcodes.CONFIG, str(error))
         stopped_by: list[int] = []
 
         def stop(signum: int, frame: FrameType | None) -> None:
@@ -106,9 +130,16 @@ class Command(AppCommand):
         self.stdout.write(
             f"cronworker {worker.identity}: stopped; started {stats.started} run(s): "
             f"{stats.ran} ran, {stats.skipped} skipped (another replica had them), "
-            f"{stats.failed} failed"
+            f"{stats.failed} failed; {stats.overlapped} tick(s) skipped because the job's "
+            "previous run was still going"
         )
         code = exitcodes.SIGINT if stopped_by[:1] == [signal.SIGINT] else exitcodes.SIGTERM
+        if worker.stopped_children:
+            self.stderr.write(
+                f"cronworker: {worker.stopped_children} run(s) in child processes were still "
+                f"going at the end of the {worker.grace:g} s grace: stopped and recorded as "
+                "interrupted"
+            )
         if worker.abandoned:
             self.stderr.write(
                 f"cronworker: {len(worker.abandoned)} run(s) still going after "

@@ -9,6 +9,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from types import FrameType
 from typing import Any
 
@@ -21,6 +22,7 @@ from ...conf import app_settings
 from ...exceptions import (
     DatabaseUnavailable,
     InvalidSchedule,
+    JobTimedOut,
     LockDatabaseError,
     LockLost,
     LockScopeError,
@@ -40,6 +42,7 @@ exit codes:
   69   the lock database cannot be reached
   75   the lock's connection was lost while the job ran
   78   configuration error: the lock database is not PostgreSQL, or misused scope
+  124  the job ran past its timeout: stopped, recorded as timed out, lock released
   N    with --conflict-exit-code N: skipped because another process holds the lock
   130  interrupted by SIGINT, 143 by SIGTERM (run marked interrupted, lock released)
 """
@@ -55,16 +58,25 @@ LOST_SIGNAL = signal.SIGUSR1
 
 
 @contextmanager
-def _signals_unwind() -> Iterator[None]:
+def _signals_unwind(timeout: float | None) -> Iterator[None]:
     """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks; a lost
-    lock raises ``LockLost`` there.
+    lock raises ``LockLost`` there; ``timeout`` seconds after the start, SIGALRM raises
+    ``JobTimedOut`` (and from then on SIGTERM does too: whoever stops a run that is over its
+    timeout stops it for that).
 
     SIGINT is installed explicitly: a process started in the background by a shell inherits
     SIGINT ignored, and Python then never raises ``KeyboardInterrupt``.
     """
+    expired: list[bool] = []
 
     def terminate(signum: int, frame: FrameType | None) -> None:
+        if expired and timeout:
+            raise JobTimedOut(timeout)
         raise Terminated()
+
+    def alarm(signum: int, frame: FrameType | None) -> None:
+        expired.append(True)
+        raise JobTimedOut(timeout or 0)
 
     def lost(signum: int, frame: FrameType | None) -> None:
         raise LockLost("the lock's connection was lost; stopping this run")
@@ -79,11 +91,15 @@ def _signals_unwind() -> Iterator[None]:
         signal.SIGTERM: signal.signal(signal.SIGTERM, terminate),
         signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
         LOST_SIGNAL: signal.signal(LOST_SIGNAL, lost),
+        signal.SIGALRM: signal.signal(signal.SIGALRM, alarm),
     }
     signals.lock_lost.connect(stop_main, weak=False, dispatch_uid="runlocked-stop-main")
+    if timeout:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signals.lock_lost.disconnect(dispatch_uid="runlocked-stop-main")
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -116,6 +132,11 @@ def outcome(
 
 def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -> tuple[int, str]:
     status, run, error = result.status, f"run {result.run_id}", result.error
+    if isinstance(error, JobTimedOut):
+        if status == RunStatus.TIMED_OUT or not result.run_id:
+            recorded = f"{run} recorded as timed out" if result.run_id else "nothing recorded"
+            return exitcodes.TIMED_OUT, f"{name}: {error} ({recorded}; lock released)"
+        error = None  # the time ran out as the run was being recorded: it ended as recorded
     if error is not None and not isinstance(error, Exception):
         # A signal: the exit code says so, the message says what the history holds.
         by = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
@@ -195,6 +216,8 @@ class Command(AppCommand):
             help="exit with N instead of 0 when skipped because the lock is held elsewhere",
         )
         parser.add_argument("--list", action="store_true", help="list registered jobs and exit")
+        # Internal: cronworker runs a job in a child process for the tick it is due at.
+        parser.add_argument("--tick", default=None, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list"]:
@@ -205,15 +228,17 @@ class Command(AppCommand):
             self.leave(exitcodes.USAGE, "name a job to run (or use --list)")
         if options["wait"] is not None and options["wait"] < 0:
             self.leave(exitcodes.USAGE, "--wait must be >= 0 seconds")
+        tick = self._tick(options["tick"])
         job, arguments = self._find(name, options["job_args"])
         alias = options["database"] or job.using or app_settings.lock_database
         ended: RunResult | BaseException
         try:
             bound_connect(alias)
-            with _signals_unwind():
+            with _signals_unwind(job.timeout):
                 ended = execute(
                     job,
                     args=tuple(arguments),
+                    now=tick,
                     scope=options["scope"],
                     wait=options["wait"],
                     using=options["database"],
@@ -226,6 +251,17 @@ class Command(AppCommand):
                 self.stdout.write(message)
             return
         self.leave(code, message)
+
+    def _tick(self, value: str | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            tick = datetime.fromisoformat(value)
+        except ValueError:
+            tick = None
+        if tick is None or tick.tzinfo is None:
+            self.leave(exitcodes.USAGE, f"--tick needs an ISO 8601 time with an offset: {value!r}")
+        return tick
 
     def _list(self) -> None:
         jobs = registry.all()

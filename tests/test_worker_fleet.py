@@ -32,7 +32,7 @@ from tests.test_worker import wait_for, workers_present
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
 LEASE = 1.5
-FLEET = {"JOBS_MODULE": "fleet_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": LEASE}
+FLEET = {"JOBS_MODULE": "worker_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": LEASE}
 FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
 
@@ -89,7 +89,7 @@ def test_three_workers_twenty_jobs_thirty_seconds_each_tick_once(
     fleet: None, spawn: Any, raw_connect: Any
 ) -> None:
     observer = raw_connect()
-    names = [f"fleet_{number}" for number in range(20)]
+    names = [f"every2_{number}" for number in range(20)]
     workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
     wait_for(lambda: workers_present(observer) == 3)
     started = db_now(observer)
@@ -114,10 +114,10 @@ def test_kill_9_of_a_worker_mid_job_loses_no_tick_after_the_lease(
     fleet: None, spawn: Any, raw_connect: Any
 ) -> None:
     observer = raw_connect()
-    workers = [spawn("cronworker", "fleet_work", "--grace", "1") for _ in range(2)]
+    workers = [spawn("cronworker", "every2_work", "--grace", "1") for _ in range(2)]
     wait_for(lambda: workers_present(observer) == 2)
-    wait_for(lambda: JobRun.objects.filter(job="fleet_work", status="running").exists())
-    victim_run = JobRun.objects.get(job="fleet_work", status="running")
+    wait_for(lambda: JobRun.objects.filter(job="every2_work", status="running").exists())
+    victim_run = JobRun.objects.get(job="every2_work", status="running")
     (victim,) = [worker for worker in workers if worker.pid == victim_run.pid]
     (survivor,) = [worker for worker in workers if worker is not victim]
     victim.send_signal(signal.SIGKILL)
@@ -131,17 +131,17 @@ def test_kill_9_of_a_worker_mid_job_loses_no_tick_after_the_lease(
     # The dead worker's run was found and marked by the survivor once its lease ran out.
     assert victim_run.status == RunStatus.INTERRUPTED, victim_run.error
     assert f"pid {survivor.pid}" in victim_run.error
-    assert_each_tick_once(["fleet_work"])
+    assert_each_tick_once(["every2_work"])
     # Ticks while the dead run's lease was valid were skipped on purpose and recorded.
     lease_skips = JobRun.objects.filter(
-        job="fleet_work", status=RunStatus.SKIPPED_LOCKED, error__contains="still alive"
+        job="every2_work", status=RunStatus.SKIPPED_LOCKED, error__contains="still alive"
     )
     limit = killed + timedelta(seconds=LEASE + 2)
     assert all(skip.tick is not None and skip.tick <= limit for skip in lease_skips)
     # Every tick once the lease had run out ran, on the survivor.
     after = killed + timedelta(seconds=LEASE + 2)
-    assert_no_gap(succeeded_ticks("fleet_work"), after, ended - timedelta(seconds=2))
-    assert not holders(observer, job_key("fleet_work"))
+    assert_no_gap(succeeded_ticks("every2_work"), after, ended - timedelta(seconds=2))
+    assert not holders(observer, job_key("every2_work"))
 
 
 @pytest.mark.slow
@@ -149,7 +149,7 @@ def test_a_rolling_restart_doubles_no_tick_and_misses_none(
     fleet: None, spawn: Any, raw_connect: Any
 ) -> None:
     observer = raw_connect()
-    names = [f"fleet_{number}" for number in range(5)]
+    names = [f"every2_{number}" for number in range(5)]
     workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
     wait_for(lambda: workers_present(observer) == 3)
     started = db_now(observer)
@@ -180,7 +180,7 @@ def test_workers_with_skewed_clocks_run_each_tick_once(
     fleet: None, spawn: Any, raw_connect: Any, manage: Any
 ) -> None:
     observer = raw_connect()
-    names = [f"fleet_{number}" for number in range(5)]
+    names = [f"every2_{number}" for number in range(5)]
     skews = ("-20s", "+20s")
     # A skewed host has a wrong wall clock; its monotonic clock still counts real seconds
     # (libfaketime's faked monotonic clock also breaks timed waits in its own preload).
@@ -218,7 +218,7 @@ def test_a_worker_survives_losing_its_database_connection(
     fleet: None, spawn: Any, raw_connect: Any
 ) -> None:
     observer = raw_connect()
-    worker = spawn("cronworker", "fleet_0", "--grace", "2")
+    worker = spawn("cronworker", "every2_0", "--grace", "2")
     wait_for(lambda: workers_present(observer) == 1)
     observer.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
@@ -227,7 +227,7 @@ def test_a_worker_survives_losing_its_database_connection(
     cut = db_now(observer)
     wait_for(lambda: workers_present(observer) == 0, timeout=5)
     wait_for(lambda: workers_present(observer) == 1, timeout=15)
-    wait_for(lambda: any(tick > cut + timedelta(seconds=2) for tick in succeeded_ticks("fleet_0")))
+    wait_for(lambda: any(tick > cut + timedelta(seconds=2) for tick in succeeded_ticks("every2_0")))
     assert worker.poll() is None, "the worker exited"
     (err,) = stop(worker)
     assert worker.returncode == exitcodes.SIGTERM, err
@@ -240,11 +240,11 @@ def test_start_worker_runs_the_scheduler_in_a_background_thread(
 ) -> None:
     """Two in-process schedulers beside one cronworker process: still one run per tick."""
     observer = raw_connect()
-    names = ["fleet_1", "fleet_2"]
+    names = ["every2_1", "every2_2"]
     settings.ADVISORY_CRON = {**settings.ADVISORY_CRON, **FLEET}
-    module = sys.modules.get("tests.jobsapp.fleet_tasks")
+    module = sys.modules.get("tests.jobsapp.worker_tasks")
     if module is None:
-        importlib.import_module("tests.jobsapp.fleet_tasks")
+        importlib.import_module("tests.jobsapp.worker_tasks")
     else:
         importlib.reload(module)  # fresh_registry dropped its jobs after an earlier test
     process = spawn("cronworker", *names, "--grace", "2")
@@ -274,19 +274,19 @@ def test_cronstatus_fails_when_scheduled_jobs_have_no_live_worker(
     fleet: None, spawn: Any, raw_connect: Any, manage: Any
 ) -> None:
     observer = raw_connect()
-    missing = manage("cronstatus", "--expect-workers", "1", "--job", "fleet_0")
+    missing = manage("cronstatus", "--expect-workers", "1", "--job", "every2_0")
     assert missing.returncode == exitcodes.UNHEALTHY, missing.stderr
     assert "expected at least 1 live worker(s), none is running" in missing.stdout
-    not_required = manage("cronstatus", "--job", "fleet_0")
+    not_required = manage("cronstatus", "--job", "every2_0")
     assert not_required.returncode == 0, not_required.stdout
-    worker = spawn("cronworker", "fleet_0", "--grace", "1")
+    worker = spawn("cronworker", "every2_0", "--grace", "1")
     wait_for(lambda: workers_present(observer) == 1)
-    present = manage("cronstatus", "--expect-workers", "1", "--job", "fleet_0", "--json")
+    present = manage("cronstatus", "--expect-workers", "1", "--job", "every2_0", "--json")
     assert present.returncode == 0, present.stdout
     report = json.loads(present.stdout)
     assert report["healthy"] is True and report["workers"]["problem"] is None
     assert [item["pid"] for item in report["workers"]["live"]] == [worker.pid]
-    text = manage("cronstatus", "--expect-workers", "1", "--job", "fleet_0")
+    text = manage("cronstatus", "--expect-workers", "1", "--job", "every2_0")
     assert f"1 cronworker(s) alive: {report['workers']['live'][0]['host']}:{worker.pid}" in (
         text.stdout
     )
@@ -301,7 +301,7 @@ def test_the_jobs_page_lists_live_workers(
     observer = raw_connect()
     url = "/admin/django_advisory_cron/registeredjob/"
     assert "No cronworker is running" in admin_client.get(url).content.decode()
-    worker = spawn("cronworker", "fleet_0", "--grace", "1")
+    worker = spawn("cronworker", "every2_0", "--grace", "1")
     wait_for(lambda: workers_present(observer) == 1)
     page = admin_client.get(url).content.decode()
     assert 'class="worker-row"' in page and f"<td>{worker.pid}</td>" in page

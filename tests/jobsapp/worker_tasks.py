@@ -10,7 +10,7 @@ from django_advisory_cron import locked_task
 from .models import Marker
 
 #: How many two-second jobs the worker tests run.
-JOBS = 10
+JOBS = 20
 
 
 def _every_two_seconds(number: int) -> None:
@@ -31,3 +31,10 @@ def every2_slow() -> None:
     """Runs far longer than its interval: the worker must be stopped while it runs."""
     Marker.objects.create(job="every2_slow", pid=os.getpid())
     time.sleep(60)
+
+
+@locked_task(name="every2_work", every=timedelta(seconds=2))
+def every2_work() -> None:
+    """Busy for most of its interval, so that a worker can be killed in the middle of it."""
+    Marker.objects.create(job="every2_work", pid=os.getpid())
+    time.sleep(1.5)

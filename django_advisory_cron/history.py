@@ -76,8 +76,11 @@ class RunRecord:
         max_skew: float,
         lease: float,
         using: str,
+        manual: bool = False,
     ) -> None:
         self.job = job
+        #: A "run now" run: no tick, and a pause does not hold it back.
+        self.manual = manual
         #: ``(instant, tick)`` pairs the reference time is matched against.
         self.matches = matches
         #: The run's reference time. ``None`` until the first attempt returns the database's
@@ -93,6 +96,8 @@ class RunRecord:
         #: Running rows of this job, still within their lease, seen by the last attempt.
         self.live_runs = 0
         self.tick_done = False
+        #: Why the job is paused, when the last attempt found it paused (it did not run).
+        self.paused: str | None = None
         #: ``(status, error text)`` once the job has ended; read by the release statement.
         self.outcome: tuple[str, str] | None = None
 
@@ -110,10 +115,11 @@ class RunRecord:
             max_skew=self.max_skew,
             lease=self.lease if scope == "session" else None,
             final=final,
+            manual=self.manual,
         )
 
     def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
-        got, run_id, self.tick, reference, interrupted, self.live_runs = row
+        got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row
         if self.reference is None:
             self.reference = reference
         self.interrupted_runs += int(interrupted)

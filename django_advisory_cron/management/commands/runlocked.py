@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import inspect
 import signal
 import threading
@@ -30,11 +29,12 @@ from ...lockconn import bound_connect
 from ...models import RunStatus
 from ...runner import RunResult, execute
 from ...scopes import SCOPES
-from ..base import AppCommand
+from ..base import AppCommand, did_you_mean
 
 EPILOG = """\
 exit codes:
-  0    the job ran, or was skipped (locked elsewhere, or this tick already ran)
+  0    the job ran, or was skipped (locked elsewhere, this tick already ran, or the job is
+       paused: its tick is recorded as skipped_paused)
   1    the job raised; the run is recorded as failed and the traceback logged
   2    usage error: unknown job, bad arguments, invalid schedule
   69   the lock database cannot be reached
@@ -55,7 +55,7 @@ LOST_SIGNAL = signal.SIGUSR1
 
 
 @contextmanager
-def _signals_unwind() -> Iterator[None]:
+def signals_unwind() -> Iterator[None]:
     """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks; a lost
     lock raises ``LockLost`` there.
 
@@ -131,6 +131,8 @@ def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -
         return conflict_exit_code or exitcodes.OK, f"{name}: skipped, locked by another process"
     if status == RunStatus.SKIPPED_TICK:
         return exitcodes.OK, f"{name}: skipped, tick {result.tick} already ran"
+    if status == RunStatus.SKIPPED_PAUSED:
+        return exitcodes.OK, f"{name}: skipped, {result.paused} (see manage.py cronjob resume)"
     if status == RunStatus.SUCCEEDED:
         tick = f"tick {result.tick}" if result.tick else "no tick"
         return exitcodes.OK, f"{name}: ran ({run}, {tick})"
@@ -210,7 +212,7 @@ class Command(AppCommand):
         ended: RunResult | BaseException
         try:
             bound_connect(alias)
-            with _signals_unwind():
+            with signals_unwind():
                 ended = execute(
                     job,
                     args=tuple(arguments),
@@ -253,6 +255,5 @@ class Command(AppCommand):
         if name in get_commands():
             return _command_job(name, arguments), []
         candidates = [job.name for job in registry.all()] + sorted(get_commands())
-        close = difflib.get_close_matches(name, candidates, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see runlocked --list"
+        hint = did_you_mean(name, candidates, "see runlocked --list")
         self.leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")

@@ -31,3 +31,9 @@ def every2_slow() -> None:
     """Runs far longer than its interval: the worker must be stopped while it runs."""
     Marker.objects.create(job="every2_slow", pid=os.getpid())
     time.sleep(60)
+
+
+@locked_task(name="yearly_manual", schedule="0 0 1 1 *")
+def yearly_manual() -> None:
+    """Ticks once a year: in the tests it runs only when someone asks for it ("run now")."""
+    Marker.objects.create(job="yearly_manual", pid=os.getpid())

@@ -47,6 +47,10 @@ def workers_present(observer: Any) -> int:
     return int(row[0])
 
 
+def manual_run_since(at: datetime) -> JobRun | None:
+    return JobRun.objects.filter(job="yearly_manual", started__gte=at).first()
+
+
 def test_until_is_a_duration_or_an_iso_time_in_the_future() -> None:
     assert control.parse_until("90s", NOW) == NOW + timedelta(seconds=90)
     assert control.parse_until("1h30m", NOW) == NOW + timedelta(minutes=90)
@@ -84,8 +88,10 @@ def test_pause_skips_with_a_record_and_exit_0_resume_runs_again(manage: Any) -> 
 
     resumed = manage("cronjob", "resume", "quick_scheduled")
     assert resumed.returncode == 0 and "resumed (it was paused by" in resumed.stdout
-    assert manage("cronjob", "resume", "quick_scheduled").stdout.strip().endswith(
-        "was not paused; nothing to do."
+    assert (
+        manage("cronjob", "resume", "quick_scheduled")
+        .stdout.strip()
+        .endswith("was not paused; nothing to do.")
     )
     ran = manage("runlocked", "quick_scheduled")
     assert ran.returncode == exitcodes.OK and "ran (run" in ran.stdout
@@ -126,6 +132,7 @@ def test_a_manual_run_has_no_tick_and_ignores_a_pause(fresh_registry: None) -> N
     tick = manual.schedule.previous_tick(now)  # type: ignore[union-attr]
     result = execute(manual, now=tick, manual=True)
     assert result.status == RunStatus.SUCCEEDED and result.tick is None and result.manual
+    assert result.run_id is not None
     run = JobRun.objects.get(pk=result.run_id)
     assert run.manual and run.tick is None
     # The tick it was asked "near" is still free for the schedule.
@@ -179,10 +186,7 @@ def test_two_workers_run_each_request_once_within_a_second_and_record_paused_tic
     latencies = []
     for number in range(2, 7):
         requested = control.request_run("yearly_manual", by="test")
-        run = wait_for(
-            lambda: JobRun.objects.filter(job="yearly_manual", started__gte=requested).first(),
-            timeout=10,
-        )
+        run = wait_for(lambda at=requested: manual_run_since(at), timeout=10)
         latencies.append((run.started - requested).total_seconds())
         wait_for(lambda n=number: Marker.objects.filter(job="yearly_manual").count() == n)
     time.sleep(0.5)  # a second claim of any request would have started by now
@@ -218,10 +222,7 @@ def test_behind_a_transaction_pooler_workers_poll_for_requests(
     latencies = []
     for number in range(1, 4):
         requested = control.request_run("yearly_manual", by="test")
-        run = wait_for(
-            lambda: JobRun.objects.filter(job="yearly_manual", started__gte=requested).first(),
-            timeout=10,
-        )
+        run = wait_for(lambda at=requested: manual_run_since(at), timeout=10)
         latencies.append((run.started - requested).total_seconds())
         wait_for(lambda n=number: Marker.objects.filter(job="yearly_manual").count() == n)
     worker.terminate()

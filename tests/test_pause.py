@@ -231,3 +231,33 @@ def test_behind_a_transaction_pooler_workers_poll_for_requests(
     assert "looks for run-now requests every 1 s" in err, err
     assert max(latencies) < 2.0, latencies
     assert JobRun.objects.filter(job="yearly_manual", manual=True).count() == 3
+
+
+def test_the_operate_view_needs_post_csrf_and_the_permission(
+    django_user_model: Any, fresh_registry: None
+) -> None:
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    url = "/admin/django_advisory_cron/registeredjob/operate/"
+    form = {"job": "quick_scheduled", "operation": "pause"}
+    viewer = django_user_model.objects.create_user("viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_registeredjob"))
+    client = Client()
+    client.force_login(viewer)
+    assert client.post(url, form).status_code == 403
+    jobs_page = client.get("/admin/django_advisory_cron/registeredjob/")
+    assert jobs_page.status_code == 200 and b'value="pause"' not in jobs_page.content
+
+    ops = django_user_model.objects.create_user("ops", is_staff=True)
+    ops.user_permissions.add(*Permission.objects.filter(codename__in=["operate_job", "view_registeredjob"]))
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(ops)
+    assert strict.post(url, form).status_code == 403  # no CSRF token
+    client.force_login(ops)
+    assert client.get(url).status_code == 405
+    assert not JobState.objects.exists()
+    done = client.post(url, {**form, "until": "yesterday"}, follow=True)
+    assert b"is neither a duration" in done.content and not JobState.objects.exists()
+    client.post(url, form)
+    assert JobState.objects.get(job="quick_scheduled").paused_by == "ops"

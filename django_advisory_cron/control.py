@@ -1,9 +1,9 @@
-"""Pause, resume and "run now": what an operator says about a job, kept in
-[JobState][django_advisory_cron.models.JobState].
+"""Pause, resume and "run now": what an operator says about a job, kept in the ``JobState``
+table (a row only for a job someone paused or triggered).
 
 The run path reads a pause inside its acquiring statement (no extra round trip), and a
-``cronworker`` claims "run now" requests (see [worker][django_advisory_cron.worker]). This
-module is what ``manage.py cronjob`` and the admin's Jobs page call to change that state.
+``cronworker`` claims "run now" requests. This module is what ``manage.py cronjob`` and the
+admin's Jobs page call to change that state.
 """
 
 from __future__ import annotations

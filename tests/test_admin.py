@@ -449,8 +449,8 @@ def test_jobs_page(
     assert f"backend pid {pid}" in page
     assert str(RunStatus.SUCCEEDED.label) in page
     assert "?job=admin.slow" in page
-    # Whatever the number of jobs: last runs, last successes, held locks.
-    assert len(app_queries(captured)) == 3
+    # Whatever the number of jobs: last runs, last successes, held locks, job states.
+    assert len(app_queries(captured)) == 4
 
 
 def test_jobs_page_flags_overdue_and_failing(viewer: Client, probe_job: Job[Any, Any]) -> None:

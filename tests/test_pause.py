@@ -250,7 +250,9 @@ def test_the_operate_view_needs_post_csrf_and_the_permission(
     assert jobs_page.status_code == 200 and b'value="pause"' not in jobs_page.content
 
     ops = django_user_model.objects.create_user("ops", is_staff=True)
-    ops.user_permissions.add(*Permission.objects.filter(codename__in=["operate_job", "view_registeredjob"]))
+    ops.user_permissions.add(
+        *Permission.objects.filter(codename__in=["operate_job", "view_registeredjob"])
+    )
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(ops)
     assert strict.post(url, form).status_code == 403  # no CSRF token

@@ -39,6 +39,25 @@ def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.02) -> Any
     return value
 
 
+def wait_for_workers(observer: Any, workers: list[Any]) -> None:
+    """Until every worker is connected; a worker that exits fails the test with its output."""
+
+    def ready() -> bool:
+        for worker in workers:
+            if worker.poll() is not None:
+                out, err = worker.communicate()
+                pytest.fail(f"cronworker exited {worker.returncode}:\n{out}\n{err}")
+        # By pid: behind a transaction pooler a stopped worker's server connection keeps its
+        # application_name until the pooler closes it.
+        names = [f"{PRESENCE_NAME} %:{worker.pid}" for worker in workers]
+        row = observer.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE ANY(%s)", (names,)
+        ).fetchone()
+        return int(row[0]) == len(workers)
+
+    wait_for(ready)
+
+
 def workers_present(observer: Any) -> int:
     row = observer.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
@@ -176,7 +195,7 @@ def test_two_workers_run_each_request_once_within_a_second_and_record_paused_tic
     observer = raw_connect()
     control.pause("every2_0", by="ops", reason="maintenance")
     workers = [spawn("cronworker", "yearly_manual", "every2_0", "--grace", "5") for _ in range(2)]
-    wait_for(lambda: workers_present(observer) == 2)
+    wait_for_workers(observer, workers)
 
     triggered = manage("cronjob", "trigger", "yearly_manual")
     assert triggered.returncode == 0, triggered.stderr
@@ -217,7 +236,7 @@ def test_behind_a_transaction_pooler_workers_poll_for_requests(
 ) -> None:
     observer = raw_connect()
     worker = spawn("cronworker", "yearly_manual", url=bouncer_url(pgbouncer_transaction))
-    wait_for(lambda: workers_present(observer) == 1)
+    wait_for_workers(observer, [worker])
     time.sleep(0.5)  # past its first look for requests
     latencies = []
     for number in range(1, 4):

@@ -14,7 +14,7 @@ from django.contrib.auth.models import Permission
 
 from django_advisory_cron.models import JobRun, JobState
 from tests.test_browser import Shooter, browser, login, page, screenshots, server
-from tests.test_pause import wait_for, workers_present
+from tests.test_pause import wait_for, wait_for_workers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,7 +38,7 @@ def test_pause_resume_and_run_now_from_the_jobs_page(
     importlib.reload(importlib.import_module("tests.jobsapp.worker_tasks"))  # register its jobs
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "worker_tasks"}))
     observer = raw_connect()
-    spawn("cronworker", "yearly_manual")
+    worker = spawn("cronworker", "yearly_manual")
     user = django_user_model.objects.create_user("ops", password="s3cret-pw", is_staff=True)
     user.user_permissions.add(
         *Permission.objects.filter(
@@ -70,7 +70,7 @@ def test_pause_resume_and_run_now_from_the_jobs_page(
     expect(row.locator("td.state")).to_contain_text("active")
     assert not JobState.objects.get(job="yearly_manual").paused
 
-    wait_for(lambda: workers_present(observer) == 1)
+    wait_for_workers(observer, [worker])
     page.locator("tr.job-row[data-job='yearly_manual'] button[value=run]").click()
     expect(page.locator(".messagelist")).to_contain_text("_manual: run requested")
     run = wait_for(lambda: JobRun.objects.filter(job="yearly_manual").first(), timeout=10)

@@ -22,7 +22,12 @@ from django.core.paginator import InvalidPage, Page, Paginator
 from django.db.models import Count, DurationField, ExpressionWrapper, F, QuerySet, Window
 from django.db.models.constants import LOOKUP_SEP
 from django.db.models.expressions import Combinable
-from django.http import HttpRequest, HttpResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.functional import cached_property
@@ -35,11 +40,12 @@ from django.utils.translation import ngettext
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-from . import charts, heldlocks, status
+from . import charts, control, heldlocks, status
 from .charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
 from .conf import app_settings
+from .jobs import registry
 from .liveworkers import live_workers
-from .models import HeldLock, JobRun, RegisteredJob, RunStatus
+from .models import HeldLock, JobRun, JobState, RegisteredJob, RunStatus
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -485,12 +491,78 @@ class JobRunAdmin(ReadOnlyAdmin):
 
 @admin.register(RegisteredJob)
 class RegisteredJobAdmin(ReadOnlyAdmin):
-    """The "Jobs" page: registered jobs come from code, their state from the database."""
+    """The "Jobs" page: registered jobs come from code, their state from the database.
+
+    With the ``operate_job`` permission each row has Pause / Resume / Run now buttons: POST
+    (with Django's CSRF check) to one view, recorded in the admin's log (``LogEntry``).
+    """
+
+    OPERATIONS = ("pause", "resume", "run")
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
         view = self.admin_site.admin_view(self.changelist_view)
-        return [path("", view, name="{}_{}_changelist".format(*info))]
+        operate = self.admin_site.admin_view(self.operate_view)
+        return [
+            path("", view, name="{}_{}_changelist".format(*info)),
+            path("operate/", operate, name="{}_{}_operate".format(*info)),
+        ]
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """``operate_job``: pause, resume and run jobs now."""
+        return request.user.has_perm(f"{self.opts.app_label}.operate_job")
+
+    def operate_view(self, request: HttpRequest) -> HttpResponse:
+        """Pause, resume or run now the job named in the POST; back to the Jobs page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        back = HttpResponseRedirect(reverse("admin:django_advisory_cron_registeredjob_changelist"))
+        name = request.POST.get("job", "")
+        operation = request.POST.get("operation", "")
+        if name not in registry or operation not in self.OPERATIONS:
+            self.message_user(
+                request, _("No job named %(job)s is registered.") % {"job": name}, messages.ERROR
+            )
+            return back
+        alias = app_settings.lock_database
+        user = request.user.get_username()
+        if operation == "pause":
+            until = None
+            if request.POST.get("until", "").strip():
+                try:
+                    until = control.parse_until(request.POST["until"], control.database_now(alias))
+                except ValueError as error:
+                    self.message_user(request, f"{name}: {error}", messages.ERROR)
+                    return back
+            row = control.pause(
+                name, until=until, by=user, reason=request.POST.get("reason", "").strip()
+            )
+            message = f"{name}: {control.describe_pause(row)}"
+        elif operation == "resume":
+            control.resume(name)
+            message = f"{name}: resumed"
+        else:
+            if not control.live_workers(alias):
+                self.message_user(
+                    request,
+                    _(
+                        "%(job)s: no cronworker is connected to the database, so nothing would "
+                        "run it; nothing was recorded. Start manage.py cronworker, or run "
+                        "manage.py cronjob trigger --here %(job)s."
+                    )
+                    % {"job": name},
+                    messages.ERROR,
+                )
+                return back
+            control.request_run(name, by=user)
+            message = f"{name}: run requested; a cronworker starts it within about a second"
+        state = JobState.objects.using(alias).get(job=name)
+        self.log_change(request, state, message)
+        logger.info("%s (by user %s)", message, user)
+        self.message_user(request, message, messages.SUCCESS)
+        return back
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -515,6 +587,8 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 "scope": item.job.scope,
                 "description": item.job.description,
                 "chart": strips[item.name],
+                "paused": item.paused,
+                "run_requested": item.run_requested,
             }
             for item in statuses
         ]
@@ -530,6 +604,8 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             "opts": self.opts,
             "rows": rows,
             "problems": sum(1 for item in statuses if item.problems),
+            "can_operate": self.has_operate_permission(request),
+            "operate_url": reverse("admin:django_advisory_cron_registeredjob_operate"),
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name

@@ -35,6 +35,7 @@ STATUS_COLOURS = {
     RunStatus.TIMED_OUT: RED,
     RunStatus.INTERRUPTED: AMBER,
     RunStatus.RUNNING: BLUE,
+    RunStatus.SKIPPED_PAUSED: AMBER,
 }
 #: Skips are not runs: a strip shows what ran.
 SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)

@@ -1,6 +1,6 @@
 """Exit codes of ``manage.py runlocked`` (sysexits.h values where one fits)."""
 
-OK = 0  # the job ran, or was skipped (another replica has it, or its tick already ran)
+OK = 0  # the job ran, or was skipped (another replica has it, its tick already ran, paused)
 JOB_FAILED = 1  # the job raised; the run is recorded as failed and the traceback logged
 USAGE = 2  # bad arguments, unknown job, invalid schedule
 DATABASE_UNAVAILABLE = 69  # EX_UNAVAILABLE: the lock database cannot be reached
@@ -12,3 +12,6 @@ SIGTERM = 143  # interrupted by SIGTERM (run recorded as interrupted, lock relea
 
 # ``manage.py cronstatus`` (also 0 = healthy, 2 = usage, 69 = database unavailable):
 UNHEALTHY = 3  # at least one job is overdue, stuck (stale lock) or failing
+
+# ``manage.py cronjob trigger`` (also 0, 2, 69, 78; with --here, the codes of runlocked):
+NO_WORKER = 4  # no cronworker is connected to pick the request up; nothing was recorded

@@ -83,8 +83,11 @@ class RunRecord:
         max_skew: float,
         lease: float,
         using: str,
+        manual: bool = False,
     ) -> None:
         self.job = job
+        #: A "run now" run: no tick, and a pause does not hold it back.
+        self.manual = manual
         #: ``(instant, tick)`` pairs the reference time is matched against.
         self.matches = matches
         #: The run's reference time. ``None`` until the first attempt returns the database's
@@ -100,6 +103,8 @@ class RunRecord:
         #: Running rows of this job, still within their lease, seen by the last attempt.
         self.live_runs = 0
         self.tick_done = False
+        #: Why the job is paused, when the last attempt found it paused (it did not run).
+        self.paused: str | None = None
         #: ``(status, error text)`` once the job has ended; read by the release statement.
         self.outcome: tuple[str, str] | None = None
 
@@ -117,10 +122,11 @@ class RunRecord:
             max_skew=self.max_skew,
             lease=self.lease if scope == "session" else None,
             final=final,
+            manual=self.manual,
         )
 
     def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
-        got, run_id, self.tick, reference, interrupted, self.live_runs = row
+        got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row
         if self.reference is None:
             self.reference = reference
         self.interrupted_runs += int(interrupted)
@@ -219,7 +225,7 @@ def _on_fresh(alias: str, statement: Statement, patience: float) -> tuple[bool, 
 # -- runs in a worker's child processes ----------------------------------------------------
 
 
-def child_run(alias: str, *, job: str, tick: datetime, pid: int) -> tuple[int, str] | None:
+def child_run(alias: str, *, job: str, tick: datetime | None, pid: int) -> tuple[int, str] | None:
     """``(run id, status)`` of the row a worker's child process (``pid``, this host) wrote
     for ``tick``; ``None`` if it wrote none."""
     row = fetch_fresh(
@@ -228,7 +234,9 @@ def child_run(alias: str, *, job: str, tick: datetime, pid: int) -> tuple[int, s
     return None if row is None else (int(row[0]), str(row[1]))
 
 
-def finish_child(alias: str, *, job: str, tick: datetime, pid: int, status: str, text: str) -> bool:
+def finish_child(
+    alias: str, *, job: str, tick: datetime | None, pid: int, status: str, text: str
+) -> bool:
     """Record the end of a worker's child process that had to be killed (or died of a
     signal): its row still ``running`` gets ``status``; with no row at all (a
     transaction-scoped run rolls back with its process) one is written."""

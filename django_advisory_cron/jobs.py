@@ -144,7 +144,9 @@ class Job(Generic[P, R]):
             value: R = result.value
             return value
         if self.on_locked == "raise":
-            why = "its tick already ran" if result.skipped_tick else "locked by another process"
+            why = result.paused or (
+                "its tick already ran" if result.skipped_tick else "locked by another process"
+            )
             raise LockNotAcquired(f"job {self.name!r} did not run: {why}")
         return SKIPPED
 

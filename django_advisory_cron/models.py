@@ -135,6 +135,7 @@ class JobState(models.Model):
 
     job = models.CharField(_("job"), max_length=200, primary_key=True)
     paused = models.BooleanField(_("paused"), default=False)
+    paused_at = models.DateTimeField(_("paused at"), null=True, blank=True)
     #: A pause ends by itself at this time (``None``: until resumed).
     paused_until = models.DateTimeField(_("paused until"), null=True, blank=True)
     paused_by = models.CharField(_("paused by"), max_length=150, blank=True, default="")
@@ -255,3 +256,4 @@ class RegisteredJob(JobRun):
         verbose_name = _("job")
         verbose_name_plural = _("jobs")
         default_permissions = ("view",)
+        permissions = [("operate_job", _("Can pause, resume and run jobs now"))]

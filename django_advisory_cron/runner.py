@@ -89,6 +89,10 @@ class RunResult:
     value: Any = None
     error: BaseException | None = field(default=None, repr=False)
     interrupted_runs: int = 0
+    #: Started by hand ("run now"): recorded ``manual``, with no tick.
+    manual: bool = False
+    #: Why the job was paused, when it was skipped for that.
+    paused: str | None = None
     lock: AdvisoryLock | None = field(default=None, repr=False)
     #: The run's history record, to finish it from elsewhere (a worker shutting down).
     record: history.RunRecord | None = field(default=None, repr=False)
@@ -110,7 +114,11 @@ class RunResult:
 
     @property
     def skipped(self) -> bool:
-        return self.status in (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK)
+        return self.status in (
+            RunStatus.SKIPPED_LOCKED,
+            RunStatus.SKIPPED_TICK,
+            RunStatus.SKIPPED_PAUSED,
+        )
 
     @property
     def status_label(self) -> str:
@@ -133,8 +141,12 @@ def execute(
     scope: Scope | None = None,
     wait: float | None = None,
     using: str | None = None,
+    manual: bool = False,
 ) -> RunResult:
     """Run ``job`` once under its lock and return what happened, failures included.
+
+    ``manual`` is a "run now": recorded as manual, with no tick (it never takes or shifts
+    one), and run even while the job is paused; it is still refused while the lock is held.
 
     Raises only when nothing could be recorded: an invalid schedule, a lock database that is
     not PostgreSQL or cannot be reached, a scope that cannot be used here.
@@ -145,13 +157,14 @@ def execute(
     around = now or datetime.now().astimezone()
     record = history.RunRecord(
         job.name,
-        matches=schedule.matches(around, max_skew) if schedule else [],
+        matches=schedule.matches(around, max_skew) if schedule and not manual else [],
         now=now,
         max_skew=max_skew,
         lease=app_settings.LEASE,
         using=alias,
+        manual=manual,
     )
-    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, record=record)
+    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=manual, record=record)
 
     def on_lost(lock: AdvisoryLock, error: BaseException) -> None:
         record.mark_lost(lost_text(error))
@@ -194,7 +207,10 @@ def _skip(
     job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
 ) -> RunResult:
     lock.release()
-    if record.tick_done:
+    if record.paused is not None:
+        result.status, result.paused = RunStatus.SKIPPED_PAUSED, record.paused
+        logger.info("job %s skipped at tick %s: %s", job.name, record.tick, record.paused)
+    elif record.tick_done:
         result.status = RunStatus.SKIPPED_TICK
         logger.info("job %s skipped: tick %s already ran", job.name, record.tick)
     elif record.live_runs:
@@ -213,7 +229,12 @@ def _run(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
-    logger.info("job %s started (tick %s, run %s)", job.name, record.tick, record.run_id)
+    logger.info(
+        "job %s started (%s, run %s)",
+        job.name,
+        "run now" if record.manual else f"tick {record.tick}",
+        record.run_id,
+    )
     error: BaseException | None = None
     try:
         signals.job_started.send(sender=job, run=result)

@@ -30,12 +30,19 @@ ADVISORY_LOCKS = (
 @functools.cache
 def names() -> dict[str, str]:
     """The quoted history table and the status literals, for ``str.format``."""
-    from .models import TICK_TAKING, JobRun, RunStatus
+    from .models import TICK_TAKING, JobRun, JobState, RunStatus
 
-    quoted = '"' + JobRun._meta.db_table.replace('"', '""') + '"'
+    def quote(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
     values = {f"s_{status.name.lower()}": f"'{status.value}'" for status in RunStatus}
     taking = ", ".join(f"'{status.value}'" for status in TICK_TAKING)
-    return {"table": quoted, "taking": taking, **values}
+    return {
+        "table": quote(JobRun._meta.db_table),
+        "state": quote(JobState._meta.db_table),
+        "taking": taking,
+        **values,
+    }
 
 
 def _fill(template: str) -> str:
@@ -107,11 +114,16 @@ def acquire_run(
     max_skew: float,
     lease: float | None,
     final: bool,
+    manual: bool = False,
 ) -> Statement:
     """Take the lock and claim the run's tick in one round trip.
 
-    Returns one row ``(got, run_id, tick, reference, interrupted, live)``:
+    Returns one row ``(got, run_id, tick, reference, interrupted, live, paused)``:
 
+    - ``paused``: NULL, or why the job is paused (an operator paused it, and the pause has not
+      expired): the lock is not tried, and the final attempt records a ``skipped_paused`` row
+      for the tick (a job waiting for its lock waits for a resume alike). A manual run
+      (``manual``, "run now") ignores a pause.
     - ``live``: running rows of this job whose lease has not expired. A holder whose lock
       connection died may still be running its body, so while such a row exists the lock is
       not even tried (holding it would not prove that the old holder stopped).
@@ -127,11 +139,20 @@ def acquire_run(
     lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
     sql = _fill(
         """
-WITH live AS (
+WITH paused AS (
+    SELECT concat('paused', ' by ' || NULLIF(paused_by, ''),
+                  ' until ' || to_char(paused_until AT TIME ZONE 'UTC',
+                                       'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                  ': ' || NULLIF(reason, '')) AS why
+      FROM {state}
+     WHERE job = %(job)s AND paused AND NOT %(manual)s
+       AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
     SELECT count(*) AS n FROM {table}
      WHERE job = %(job)s AND status = {s_running} AND lease_until >= clock_timestamp()
 ), l AS (
-    SELECT CASE WHEN (SELECT n FROM live) = 0 THEN FUNCTION(KEY) ELSE false END AS got,
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM paused) THEN false
+                WHEN (SELECT n FROM live) = 0 THEN FUNCTION(KEY) ELSE false END AS got,
            COALESCE(%(now)s::timestamptz, now()) AS ref
 ), t AS (
     SELECT l.got, l.ref,
@@ -148,20 +169,24 @@ WITH live AS (
        AND (lease_until IS NULL OR lease_until < clock_timestamp())
     RETURNING id
 ), ins AS (
-    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
-    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE
+    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until, manual)
+    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE,
+           %(manual)s
       FROM t WHERE t.got
     ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
     RETURNING id
 ), skip AS (
-    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, manual)
     SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-           {s_skipped_locked}, CASE WHEN (SELECT n FROM live) > 0
-               THEN 'an earlier run is still alive (its lease has not expired)' ELSE '' END
+           CASE WHEN EXISTS (SELECT 1 FROM paused) THEN {s_skipped_paused}
+                ELSE {s_skipped_locked} END,
+           COALESCE((SELECT why FROM paused), CASE WHEN (SELECT n FROM live) > 0
+               THEN 'an earlier run is still alive (its lease has not expired)' ELSE '' END),
+           %(manual)s
       FROM t WHERE NOT t.got AND %(final)s
 )
 SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
-       (SELECT n FROM live) FROM t
+       (SELECT n FROM live), (SELECT why FROM paused) FROM t
 """
     )
     sql = sql.replace("FUNCTION(KEY)", f"{function}({key.sql})").replace("LEASE", lease_sql)
@@ -174,6 +199,7 @@ SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
         "skew": max_skew,
         "lease": lease,
         "final": final,
+        "manual": manual,
     }
     return sql, params
 
@@ -320,17 +346,17 @@ RETURNING error"""
 def _child_row() -> str:
     return _fill(
         "SELECT id, status FROM {table} WHERE job = %(job)s AND host = %(host)s "
-        "AND pid = %(pid)s AND tick = %(tick)s ORDER BY id DESC LIMIT 1"
+        "AND pid = %(pid)s AND tick IS NOT DISTINCT FROM %(tick)s ORDER BY id DESC LIMIT 1"
     )
 
 
-def child_run(*, job: str, host: str, pid: int, tick: datetime) -> Statement:
+def child_run(*, job: str, host: str, pid: int, tick: datetime | None) -> Statement:
     """The latest row a worker's child process wrote for ``tick``: ``(id, status)``."""
     return _child_row(), {**_who(job, host, pid), "tick": tick}
 
 
 def finish_child_run(
-    *, job: str, host: str, pid: int, tick: datetime, status: str, error: str
+    *, job: str, host: str, pid: int, tick: datetime | None, status: str, error: str
 ) -> Statement:
     """Finish the run of a worker's child process that was killed: its row, if still
     ``running`` (or ``lock_lost``), gets ``status``; if the process left no row for the tick
@@ -351,6 +377,59 @@ SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(
 ON CONFLICT (job, tick) WHERE status IN ({{taking}}) DO NOTHING"""
     )
     return sql, {**_who(job, host, pid), "tick": tick, "status": status, "error": error}
+
+
+# -- pause, resume, run now -------------------------------------------------------------------
+
+#: The channel "run now" requests are announced on (the payload is the job's name).
+RUN_CHANNEL = "django_advisory_cron_run"
+
+
+def request_run(*, job: str, by: str) -> Statement:
+    """Record a "run now" request and wake the workers that LISTEN, in one statement (the
+    notification goes out when it commits). A request still pending is kept, not doubled.
+    One column: when the pending request was made."""
+    sql = _fill(
+        """
+WITH req AS (
+    INSERT INTO {state} (job, paused, paused_by, reason, run_requested, run_requested_by, changed)
+    VALUES (%(job)s, false, '', '', now(), %(by)s, now())
+    ON CONFLICT (job) DO UPDATE
+       SET run_requested = COALESCE({state}.run_requested, EXCLUDED.run_requested),
+           run_requested_by = CASE WHEN {state}.run_requested IS NULL
+                                   THEN EXCLUDED.run_requested_by
+                                   ELSE {state}.run_requested_by END,
+           changed = now()
+    RETURNING run_requested
+)
+SELECT run_requested, pg_notify(%(channel)s, %(job)s) FROM req"""
+    )
+    return sql, {"job": job, "by": by, "channel": RUN_CHANNEL}
+
+
+def claim_run_requests(jobs: list[str]) -> Statement:
+    """Take the pending "run now" requests of ``jobs``: each is returned to one worker only
+    (a concurrent claim waits for the row, then finds it taken). Rows: job, when, by whom."""
+    sql = _fill(
+        "UPDATE {state} SET run_requested = NULL, run_requested_by = '', changed = now() "
+        "WHERE job = ANY(%(jobs)s) AND run_requested IS NOT NULL "
+        "RETURNING job, run_requested, run_requested_by"
+    )
+    return sql, {"jobs": list(jobs)}
+
+
+def listen() -> Statement:
+    """Subscribe this session to "run now" announcements (needs a direct connection)."""
+    return f"LISTEN {RUN_CHANNEL}", {}
+
+
+def sessions_named(prefix: str) -> Statement:
+    """How many sessions of this database have an ``application_name`` starting ``prefix``."""
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND starts_with(application_name, %(prefix)s)"
+    )
+    return sql, {"prefix": prefix}
 
 
 # -- the pooling probe and the admin --------------------------------------------------------

@@ -1,8 +1,8 @@
 """The health of every registered job, shared by the "Jobs" admin page and ``cronstatus``.
 
-Two queries whatever the number of jobs: one statement for the run history (each job's last
-run, its last success and, for the metrics, its runs per status over a window), and one for
-the advisory locks our jobs hold or wait for.
+Three queries whatever the number of jobs: one statement for the run history (each job's last
+run, its last success and, for the metrics, its runs per status over a window), one for the
+advisory locks our jobs hold or wait for, and one for the jobs' states (paused, run now).
 
 A scheduled job is *overdue* when the latest tick that should have finished by now (ticks older
 than ``MAX_SKEW + OVERDUE_GRACE``) has no successful run at or after it, and the job is not
@@ -10,7 +10,7 @@ running right now. Comparing against the schedule's own ticks, rather than a fix
 keeps irregular schedules (weekdays only, the 1st of the month) from raising false alarms. A
 job that has never run is reported as such but not as overdue: a fresh deployment is healthy.
 *Failing*: its last run failed or lost its lock. *Stuck*: its lock is held longer than its
-``max_runtime`` (or ``STALE_AFTER``).
+``max_runtime`` (or ``STALE_AFTER``). A paused job is never overdue.
 
 A project that runs its schedules with ``cronworker`` says how many workers it expects
 (``EXPECT_WORKERS``): with scheduled jobs and fewer live workers than that, nothing would run
@@ -28,16 +28,16 @@ from typing import Any
 from django.db import connections
 from django.utils import timezone
 
-from . import sql
+from . import control, sql
 from .conf import app_settings
 from .exceptions import InvalidSchedule
 from .heldlocks import held_locks
 from .jobs import Job, registry
 from .liveworkers import LiveWorker, live_workers
-from .models import HeldLock, JobRun, RunStatus
+from .models import HeldLock, JobRun, JobState, RunStatus
 from .schedule import Every, Schedule
 
-SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK)
+SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)
 FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)
 PROBLEMS = ("overdue", "stuck", "failing")
 
@@ -89,6 +89,8 @@ class JobStatus:
     schedule_error: str = ""
     #: Runs per status started within the window ``job_statuses`` was asked for, else ``None``.
     run_counts: dict[str, int] | None = None
+    #: What an operator said about the job (paused, run requested), if anything.
+    state: JobState | None = None
 
     @property
     def name(self) -> str:
@@ -115,6 +117,18 @@ class JobStatus:
     def next_tick(self) -> datetime | None:
         schedule = self.schedule
         return None if schedule is None else schedule.next_tick(self.now)
+
+    @property
+    def paused(self) -> str:
+        """``paused by ... until ...: why`` while the job is paused, else ``""``."""
+        if self.state is None or not control.is_paused(self.state, self.now):
+            return ""
+        return control.describe_pause(self.state)
+
+    @property
+    def run_requested(self) -> datetime | None:
+        """When a "run now" was requested that no worker has started yet."""
+        return None if self.state is None else self.state.run_requested
 
     @property
     def holder(self) -> HeldLock | None:
@@ -149,7 +163,7 @@ class JobStatus:
     @property
     def overdue(self) -> bool:
         expected = self.expected_tick
-        if expected is None or self.holder is not None:
+        if expected is None or self.holder is not None or self.paused:
             return False
         if self.last_success is None:
             # Never succeeded: overdue only once it has tried and the tick has passed since.
@@ -182,6 +196,8 @@ class JobStatus:
             details.append(f"last run {self.last_run.status} at {started}")
         if self.holder is not None:
             details.append(f"held by {self.held_by}")
+        if self.paused:
+            details.append(self.paused)
         problems = ", ".join(self.problems).upper() or ("never ran" if self.never_ran else "ok")
         return f"{self.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
 
@@ -219,6 +235,8 @@ class JobStatus:
             if lock is None or getattr(lock, "held_for", None) is None
             else lock.held_for.total_seconds(),  # type: ignore[attr-defined]
             "waiting": self.waiting,
+            "paused": self.paused or None,
+            "run_requested": iso(self.run_requested),
             "never_ran": self.never_ran,
             "overdue": self.overdue,
             "stuck": self.stuck,
@@ -258,6 +276,8 @@ def job_statuses(
             item.run_counts = json.loads(counts) if counts else {}
     for lock in held_locks().filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
+    for state in JobState.objects.using(alias).filter(job__in=list(statuses)):
+        statuses[state.job].state = state
     return list(statuses.values())
 
 

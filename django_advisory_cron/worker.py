@@ -30,7 +30,9 @@ import hashlib
 import logging
 import math
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -40,13 +42,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import history, signals, sql
+from . import history, pooler, signals, sql
 from .conf import app_settings
 from .exceptions import DatabaseUnavailable
 from .history import HOST
@@ -66,6 +68,9 @@ RUN_THREAD = "advisory-cron-run"
 #: Seconds between database clock readings while nothing is due (the clock is read at every
 #: wake too). Keeps a long sleep from drifting when the host's clock is stepped.
 CLOCK_REFRESH = 30.0
+
+#: Seconds between looks for "run now" requests when the worker cannot LISTEN for them.
+REQUEST_POLL = 1.0
 
 #: Pauses between attempts to reach the database again after losing it (the last repeats).
 RECONNECT_PAUSES = (0.5, 1.0, 2.0, 5.0)
@@ -104,8 +109,9 @@ def run_order(identity: str, names: Iterable[str]) -> list[str]:
     return sorted(names, key=rank)
 
 
-def child_command(job: str, tick: datetime, using: str) -> list[str]:
-    """The command line of a run in a process of its own: ``runlocked`` for that tick, through
+def child_command(job: str, tick: datetime | None, using: str) -> list[str]:
+    """The command line of a run in a process of its own: ``runlocked`` for that tick (or a
+    manual run, without one), through
     ``python -m django`` (with the worker's settings module and import path in its
     environment: see [child_environment][django_advisory_cron.worker.child_environment])."""
     options = [f"-W{option}" for option in sys.warnoptions]
@@ -116,8 +122,7 @@ def child_command(job: str, tick: datetime, using: str) -> list[str]:
         "django",
         "runlocked",
         # Options first: what follows the job's name is passed to the job.
-        "--tick",
-        tick.isoformat(),
+        *(["--tick", tick.isoformat()] if tick is not None else ["--manual"]),
         "--database",
         using,
         "--verbosity",
@@ -165,11 +170,80 @@ class DatabaseClock:
         return self._base + timedelta(seconds=time.monotonic() - self._at)
 
 
+class Wakeup:
+    """Ends a worker's sleep early: on a notification on its (direct) connection, or when
+    [poke][django_advisory_cron.worker.Wakeup.poke] is called (``stop()``, even from a signal
+    handler). Without a listening connection it only wakes on ``poke``."""
+
+    def __init__(self) -> None:
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+        self.raw: Any = None
+
+    def listen(self, connection: BaseDatabaseWrapper) -> bool:
+        """LISTEN for "run now" requests on ``connection``; ``False`` when it cannot be used
+        (a pooler in the path, or a driver without ``notifies(timeout=...)``)."""
+        if pooler.resolve_scope("auto", connection.alias) == "transaction":
+            return False
+        raw = connection.connection
+        if raw is None or not hasattr(raw, "notifies"):
+            return False
+        text, params = sql.listen()
+        with (
+            answer_within(connection, app_settings.STATEMENT_TIMEOUT),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(text, params)
+        self.raw = raw
+        return self._drain() is not None
+
+    def poke(self) -> None:
+        with contextlib.suppress(OSError):  # already closed, or the buffer is full of pokes
+            self._writer.send(b"\0")
+
+    def _drain(self) -> bool | None:
+        """Whether notifications arrived (``None``: the connection cannot be listened on)."""
+        try:
+            return bool(list(self.raw.notifies(timeout=0)))
+        except Exception as error:  # a driver too old for timeout=, or a broken connection
+            logger.warning("cronworker: stopped listening for run-now requests: %s", error)
+            self.raw = None
+            return None
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; ``True`` when woken by a notification."""
+        deadline = time.monotonic() + seconds
+        waiting: list[Any] = [self._reader]
+        while True:
+            if self.raw is not None:
+                if self._drain():
+                    return True
+                waiting = [self._reader] if self.raw is None else [self._reader, self.raw]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            ready = select.select(waiting, [], [], remaining)[0]
+            if self._reader in ready:
+                with contextlib.suppress(BlockingIOError):
+                    while self._reader.recv(64):
+                        pass
+                return False
+            if not ready:
+                return False
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()
+
+
 @dataclass
 class WorkerStats:
     """What this worker did, for its line at shutdown."""
 
     started: int = 0
+    #: Runs started on a "run now" request (included in ``started``).
+    manual: int = 0
     ran: int = 0
     skipped: int = 0
     failed: int = 0
@@ -192,7 +266,10 @@ class Worker:
     ) -> None:
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be 'thread' or 'process', not {isolation!r}")
-        self.jobs = {job.name: job for job in jobs if job.schedule is not None}
+        given = list(jobs)
+        self.jobs = {job.name: job for job in given if job.schedule is not None}
+        #: The jobs this worker runs on a "run now" request: every job it was given.
+        self.manual_jobs = {job.name: job for job in given}
         self.using = using or app_settings.lock_database
         #: Runs at once, in threads and child processes together.
         self.max_concurrency = max_concurrency
@@ -222,6 +299,11 @@ class Worker:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor
         self._presence: BaseDatabaseWrapper
+        self._wakeup = Wakeup()
+        #: Whether this worker is woken by NOTIFY for "run now" requests (else it polls).
+        self.listening = False
+        self._notified = True  # look for requests made while no worker ran
+        self._requests_seen = 0.0
 
     def in_process(self, job: Job[..., object]) -> bool:
         """Whether ``job`` runs in a child process: asked for, or needed to enforce its
@@ -237,6 +319,7 @@ class Worker:
     def stop(self) -> None:
         """Ask the loop to stop starting runs (from a signal handler or another thread)."""
         self._stop.set()
+        self._wakeup.poke()
 
     def close(self, timeout: float | None = None) -> None:
         """Stop a worker started by [start_worker][django_advisory_cron.worker.start_worker]
@@ -264,6 +347,7 @@ class Worker:
                 return
             self._presence = presence
             clock = DatabaseClock(presence)
+            self._listen(presence)
             now = clock.read()
             upcoming = {name: self._next_tick(job, now) for name, job in self.jobs.items()}
             logger.info(
@@ -282,14 +366,18 @@ class Worker:
                         break
                     self._presence = presence
                     clock = DatabaseClock(presence)
+                    self._listen(presence)
         finally:
             self._shut_down(self._pool)
             signals.job_started.disconnect(dispatch_uid=self._uid)
+            self._wakeup.close()
             if presence is not None:
                 presence.close()
 
     def _wake(self, clock: DatabaseClock, upcoming: dict[str, datetime]) -> float:
-        """Start the runs that are due; return the seconds until the next tick."""
+        """Start the runs that are due (and those asked for); return the seconds until the
+        next tick."""
+        self._run_requested(self._presence)
         now = clock.now()
         due = [name for name, tick in upcoming.items() if tick <= now]
         if due:
@@ -344,9 +432,64 @@ class Worker:
             return presence
         return None
 
+    def _listen(self, presence: BaseDatabaseWrapper) -> None:
+        """LISTEN for "run now" requests on the presence connection, where it can."""
+        self.listening = self._wakeup.listen(presence)
+        self._notified = True  # requests made while this worker was not listening
+        logger.info(
+            "cronworker %s: %s",
+            self.identity,
+            "woken by NOTIFY for run-now requests"
+            if self.listening
+            else f"looks for run-now requests every {REQUEST_POLL:g} s (cannot LISTEN here)",
+        )
+
     def _sleep(self, seconds: float) -> None:
-        """Wait until the next tick is due, or until stopped."""
-        self._stop.wait(seconds)
+        """Wait until the next tick is due, until stopped, or until a "run now" request is
+        announced (or, without LISTEN, until it is time to look for requests)."""
+        seconds = min(seconds, self._requests_seen + self._request_interval - time.monotonic())
+        if self.listening:
+            if self._wakeup.sleep(max(0.0, seconds)):
+                self._notified = True
+            self.listening = self._wakeup.raw is not None
+        else:
+            self._stop.wait(max(0.0, seconds))
+
+    @property
+    def _request_interval(self) -> float:
+        return CLOCK_REFRESH if self.listening else REQUEST_POLL
+
+    def _run_requested(self, connection: BaseDatabaseWrapper) -> None:
+        """Claim and start the pending "run now" requests of this worker's jobs. Only one
+        worker gets each request. Listening, it looks when notified (and every
+        ``CLOCK_REFRESH`` seconds in case a notification was missed); else every
+        ``REQUEST_POLL`` seconds."""
+        waited = time.monotonic() - self._requests_seen
+        if not self._notified and waited < self._request_interval - 0.01:
+            return
+        self._notified, self._requests_seen = False, time.monotonic()
+        text, params = sql.claim_run_requests(sorted(self.manual_jobs))
+        try:
+            with (
+                answer_within(connection, app_settings.STATEMENT_TIMEOUT),
+                connection.cursor() as cursor,
+            ):
+                cursor.execute(text, params)
+                claimed = cursor.fetchall()
+        except DatabaseError as error:
+            if connection.connection is None or not connection.is_usable():
+                raise  # the connection is gone: the loop reconnects
+            logger.error("cronworker: could not look for run-now requests: %s", error)
+            return
+        for name, requested, by in claimed:
+            logger.info(
+                "cronworker %s: running %s now, as requested by %s at %s",
+                self.identity,
+                name,
+                by or "someone",
+                requested,
+            )
+            self._dispatch_manual(self.manual_jobs[name])
 
     def _ticks_due(self, job: Job[..., object], first: datetime, now: datetime) -> list[datetime]:
         """The ticks of ``job`` to run now: ``first`` is the earliest not yet started here.
@@ -382,6 +525,19 @@ class Worker:
                 return
             waiting = not previous.running()
         self._skip_overlapping(job, tick, waiting)
+
+    def _dispatch_manual(self, job: Job[..., object]) -> None:
+        """Start a "run now" of ``job``: no tick; under the lock like any run, so it is
+        skipped (and recorded) while another run of the job holds it."""
+        with self._lock:
+            try:
+                future = self._pool.submit(self._run_one, job, None, time.monotonic())
+            except RuntimeError:  # the interpreter is exiting: start nothing more
+                self._stop.set()
+                return
+            self.stats.started += 1
+            self.stats.manual += 1
+            self._running[job.name] = future
 
     def _skip_overlapping(self, job: Job[..., object], tick: datetime, waiting: bool) -> None:
         """Record ``tick`` as skipped because the job's previous run is still going."""
@@ -419,7 +575,10 @@ class Worker:
             with self._lock:
                 self._active[threading.get_ident()] = run
 
-    def _run_one(self, job: Job[..., object], tick: datetime, submitted: float) -> RunResult | None:
+    def _run_one(
+        self, job: Job[..., object], tick: datetime | None, submitted: float
+    ) -> RunResult | None:
+        """One run: for ``tick``, or a manual run ("run now") when ``tick`` is ``None``."""
         waited = time.monotonic() - submitted
         if waited > SLOT_WAIT_LOGGED:
             logger.warning(
@@ -435,7 +594,7 @@ class Worker:
                 result = self._run_in_process(job, tick, using)
             else:
                 try:
-                    result = execute(job, now=tick, using=using)
+                    result = execute(job, now=tick, using=using, manual=tick is None)
                 finally:
                     with self._lock:
                         self._active.pop(threading.get_ident(), None)
@@ -456,7 +615,9 @@ class Worker:
                 self.stats.failed += 1
         return result
 
-    def _run_in_process(self, job: Job[..., object], tick: datetime, using: str) -> RunResult:
+    def _run_in_process(
+        self, job: Job[..., object], tick: datetime | None, using: str
+    ) -> RunResult:
         """Run ``job`` for ``tick`` in a child process and wait for it; return what its row
         says. The child records its own run; this worker records it only if it had to kill
         the child (or something else did)."""
@@ -491,7 +652,7 @@ class Worker:
         return RunResult(job.name, RunStatus(status), run_id=run_id, tick=tick)
 
     def _watch(
-        self, job: Job[..., object], tick: datetime, child: subprocess.Popen[bytes]
+        self, job: Job[..., object], tick: datetime | None, child: subprocess.Popen[bytes]
     ) -> tuple[str, str] | None:
         """Wait for ``child``. If it is still running ``STOP_GRACE`` s after its timeout, or
         when this worker's grace is ending, send it SIGTERM (it records its end and releases

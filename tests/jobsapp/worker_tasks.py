@@ -38,3 +38,9 @@ def every2_work() -> None:
     """Busy for most of its interval, so that a worker can be killed in the middle of it."""
     Marker.objects.create(job="every2_work", pid=os.getpid())
     time.sleep(1.5)
+
+
+@locked_task(name="yearly_manual", schedule="0 0 1 1 *")
+def yearly_manual() -> None:
+    """Ticks once a year: in the tests it runs only when someone asks for it ("run now")."""
+    Marker.objects.create(job="yearly_manual", pid=os.getpid())

@@ -20,7 +20,8 @@ from ..base import AppCommand
 
 EPILOG = """\
 Run the same command in every replica, next to the web process: each tick of each scheduled
-job runs once, whichever replicas are up. No leader, no cron daemon.
+job runs once, whichever replicas are up. No leader, no cron daemon. A paused job's ticks are
+recorded as skipped_paused; "manage.py cronjob trigger JOB" makes one worker run it now.
 
 Runs go to threads, or with --isolation process to a fresh process each; a job with a
 timeout always runs in a process of its own, stopped and recorded as timed out when it runs
@@ -49,7 +50,10 @@ class Command(AppCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "jobs", nargs="*", metavar="JOB", help="only these scheduled jobs (default: all)"
+            "jobs",
+            nargs="*",
+            metavar="JOB",
+            help="only these jobs: their ticks, and run-now requests for them (default: all)",
         )
         parser.add_argument(
             "--grace",
@@ -101,7 +105,7 @@ class Command(AppCommand):
             self.leave(exitcodes.USAGE, "no scheduled job to run: give a job a schedule")
         alias = options["database"] or app_settings.lock_database
         worker = Worker(
-            scheduled,
+            jobs,
             using=alias,
             max_concurrency=options["max_concurrency"],
             grace=options["grace"],
@@ -128,7 +132,8 @@ class Command(AppCommand):
             self.leave(exitcodes.CONFIG, str(error))
         stats = worker.stats
         self.stdout.write(
-            f"cronworker {worker.identity}: stopped; started {stats.started} run(s): "
+            f"cronworker {worker.identity}: stopped; started {stats.started} run(s) "
+            f"({stats.manual} on request): "
             f"{stats.ran} ran, {stats.skipped} skipped (another replica had them), "
             f"{stats.failed} failed; {stats.overlapped} tick(s) skipped because the job's "
             "previous run was still going"

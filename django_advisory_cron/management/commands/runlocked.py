@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import inspect
 import signal
 import threading
@@ -32,11 +31,12 @@ from ...lockconn import bound_connect
 from ...models import RunStatus
 from ...runner import RunResult, execute
 from ...scopes import SCOPES
-from ..base import AppCommand
+from ..base import AppCommand, did_you_mean
 
 EPILOG = """\
 exit codes:
-  0    the job ran, or was skipped (locked elsewhere, or this tick already ran)
+  0    the job ran, or was skipped (locked elsewhere, this tick already ran, or the job is
+       paused: its tick is recorded as skipped_paused)
   1    the job raised; the run is recorded as failed and the traceback logged
   2    usage error: unknown job, bad arguments, invalid schedule
   69   the lock database cannot be reached
@@ -58,7 +58,7 @@ LOST_SIGNAL = signal.SIGUSR1
 
 
 @contextmanager
-def _signals_unwind(timeout: float | None) -> Iterator[None]:
+def signals_unwind(timeout: float | None = None) -> Iterator[None]:
     """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks; a lost
     lock raises ``LockLost`` there; ``timeout`` seconds after the start, SIGALRM raises
     ``JobTimedOut`` (and from then on SIGTERM does too: whoever stops a run that is over its
@@ -152,6 +152,8 @@ def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -
         return conflict_exit_code or exitcodes.OK, f"{name}: skipped, locked by another process"
     if status == RunStatus.SKIPPED_TICK:
         return exitcodes.OK, f"{name}: skipped, tick {result.tick} already ran"
+    if status == RunStatus.SKIPPED_PAUSED:
+        return exitcodes.OK, f"{name}: skipped, {result.paused} (see manage.py cronjob resume)"
     if status == RunStatus.SUCCEEDED:
         tick = f"tick {result.tick}" if result.tick else "no tick"
         return exitcodes.OK, f"{name}: ran ({run}, {tick})"
@@ -218,6 +220,8 @@ class Command(AppCommand):
         parser.add_argument("--list", action="store_true", help="list registered jobs and exit")
         # Internal: cronworker runs a job in a child process for the tick it is due at.
         parser.add_argument("--tick", default=None, help=argparse.SUPPRESS)
+        # Internal: cronworker runs a "run now" request in a child process: no tick.
+        parser.add_argument("--manual", action="store_true", help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list"]:
@@ -234,7 +238,7 @@ class Command(AppCommand):
         ended: RunResult | BaseException
         try:
             bound_connect(alias)
-            with _signals_unwind(job.timeout):
+            with signals_unwind(job.timeout):
                 ended = execute(
                     job,
                     args=tuple(arguments),
@@ -242,6 +246,7 @@ class Command(AppCommand):
                     scope=options["scope"],
                     wait=options["wait"],
                     using=options["database"],
+                    manual=options["manual"],
                 )
         except Exception as error:
             ended = error
@@ -289,6 +294,5 @@ class Command(AppCommand):
         if name in get_commands():
             return _command_job(name, arguments), []
         candidates = [job.name for job in registry.all()] + sorted(get_commands())
-        close = difflib.get_close_matches(name, candidates, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see runlocked --list"
+        hint = did_you_mean(name, candidates, "see runlocked --list")
         self.leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")

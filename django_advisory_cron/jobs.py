@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
-from .conf import CatchUp
+from .conf import CATCH_UP_CHOICES, CatchUp
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .schedule import Every, Schedule, as_interval, describe_interval
+from .schedule import Every, Schedule, as_interval, describe_interval, zone_problem
 from .scopes import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -62,11 +62,12 @@ class Job(Generic[P, R]):
     on_locked: OnLocked = "skip"
     key_mode: KeyMode = "sha256"
     using: str | None = None
-    #: Which missed ticks run after a gap (``None``: the ``CATCH_UP`` setting).
+    #: Which missed ticks run after a gap (``None``: the ``CATCH_UP`` setting); see
+    #: [catchup][django_advisory_cron.catchup].
     catch_up: CatchUp | None = None
-    #: A tick later than this (seconds after it) is passed over instead of run.
+    #: Seconds: a tick more than this late is passed over instead of run (``None``: no limit).
     max_lateness: float | None = None
-    #: The time zone of the cron expression (``None``: ``TIME_ZONE``).
+    #: The IANA time zone the cron expression is evaluated in (``None``: ``TIME_ZONE``).
     timezone: str | None = None
     #: Hard limit in seconds: the run is stopped (process isolation) and recorded timed out.
     timeout: float | None = None
@@ -85,11 +86,12 @@ class Job(Generic[P, R]):
 
     @functools.cached_property
     def schedule(self) -> Schedule | None:
-        """The parsed ``cron`` expression, or an ``Every`` (``schedule.Every``) for ``every``;
-        raises ``InvalidSchedule`` when the expression is bad."""
+        """The parsed ``cron`` expression in the job's ``timezone``, or an ``Every``
+        (``schedule.Every``) for ``every``; raises ``InvalidSchedule`` when the expression or
+        the zone is bad."""
         if self.every is not None:
             return Every(self.every)
-        return None if self.cron is None else Schedule(self.cron)
+        return None if self.cron is None else Schedule(self.cron, zone=self.timezone)
 
     @property
     def schedule_text(self) -> str | None:
@@ -147,6 +149,44 @@ class Job(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<Job {self.name}>"
+
+
+def catch_up_problem(catch_up: object) -> str | None:
+    """Why ``catch_up`` is not a catch-up policy, or ``None``."""
+    if catch_up is None or (isinstance(catch_up, str) and catch_up in CATCH_UP_CHOICES):
+        return None
+    choices = ", ".join(map(repr, CATCH_UP_CHOICES))
+    return f"catch_up must be one of {choices} (or None for the CATCH_UP setting), not {catch_up!r}"
+
+
+def max_lateness_problem(max_lateness: object) -> str | None:
+    """Why ``max_lateness`` is not a positive number of seconds or ``timedelta``, or ``None``."""
+    if max_lateness is None:
+        return None
+    if isinstance(max_lateness, timedelta):
+        seconds = max_lateness.total_seconds()
+    elif isinstance(max_lateness, (int, float)) and not isinstance(max_lateness, bool):
+        seconds = float(max_lateness)
+    else:
+        return f"max_lateness must be seconds or a timedelta, not {max_lateness!r}"
+    if not seconds > 0:  # also refuses NaN
+        return f"max_lateness must be positive, not {max_lateness!r}"
+    return None
+
+
+def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | None:
+    """Why a job with this schedule can have no ``timezone``, or ``None`` (the zone's name is
+    [zone_problem][django_advisory_cron.schedule.zone_problem]'s business)."""
+    if zone is None:
+        return None
+    if every is not None:
+        return (
+            "timezone cannot be combined with every=: an interval schedule ticks on the "
+            "epoch's grid, the same in every zone"
+        )
+    if cron is None:
+        return "timezone needs a cron schedule= to apply to"
+    return None
 
 
 def _exclusive(schedule: str | None, every: object) -> None:
@@ -208,7 +248,7 @@ def locked_task(
     key: KeyMode = "sha256",
     using: str | None = None,
     catch_up: CatchUp | None = None,
-    max_lateness: float | None = None,
+    max_lateness: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -229,7 +269,7 @@ def locked_task(
     key: KeyMode = "sha256",
     using: str | None = None,
     catch_up: CatchUp | None = None,
-    max_lateness: float | None = None,
+    max_lateness: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -244,6 +284,12 @@ def locked_task(
     ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
     ``LockNotAcquired`` instead of returning ``SKIPPED``; ``key="hashtext"`` shares
     the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``.
+
+    For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
+    default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
+    are run, and ``max_lateness`` (seconds or a ``timedelta``) passes over any tick more than
+    that late. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
+    ``schedule`` is evaluated in. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -262,6 +308,14 @@ def locked_task(
                 f"job name {job_name[:40]!r}... is {len(job_name)} characters long; the run "
                 f"history stores at most {MAX_JOB_NAME}"
             )
+        for problem in (
+            catch_up_problem(catch_up),
+            max_lateness_problem(max_lateness),
+            timezone_problem(timezone, cron=schedule, every=every),
+            None if timezone is None else zone_problem(timezone),
+        ):
+            if problem:
+                raise ValueError(f"@locked_task {job_name!r}: {problem}")
         job = Job(
             func=function,
             name=job_name,
@@ -274,7 +328,11 @@ def locked_task(
             key_mode=key,
             using=using,
             catch_up=catch_up,
-            max_lateness=max_lateness,
+            max_lateness=(
+                max_lateness.total_seconds()
+                if isinstance(max_lateness, timedelta)
+                else max_lateness
+            ),
             timezone=timezone,
             timeout=timeout,
             deliver=deliver,

@@ -8,8 +8,13 @@ so the wins spread across replicas instead of going to the fastest one.
 
 Time: ticks are judged on the database's clock, as the runner does. The worker reads it once
 per wake and sleeps on the monotonic clock in between, so a suspended VM, an NTP step or a
-long pause can neither skip the tick it wakes up for nor run one twice: after a pause, the
-latest tick that passed runs once (the others are missed, and the history shows the gap).
+long pause can neither skip the tick it wakes up for nor run one twice.
+
+Missed ticks: at start-up a worker looks up each job's latest recorded tick, and ticks that
+passed since then (every replica was down) are missed; so are the ticks a worker slept
+through. Which of them run is the job's ``catch_up`` policy, decided by
+[catchup][django_advisory_cron.catchup] as for django-q2. A job with no recorded tick starts
+with its next tick.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,7 +33,7 @@ from datetime import datetime, timedelta
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import history, signals, sql
+from . import catchup, history, signals, sql
 from .conf import app_settings
 from .history import HOST
 from .jobs import Job
@@ -120,8 +125,12 @@ class Worker:
         self._active: dict[int, RunResult] = {}
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
         self.abandoned: list[RunResult] = []
+        #: Jobs whose first tick to wake for was missed before this worker started.
+        self._missed_at_start: set[str] = set()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor
+        #: The worker's own connection (its presence), for the clock and the run history.
+        self._connection: BaseDatabaseWrapper
 
     def stop(self) -> None:
         """Ask the loop to stop starting runs (from a signal handler or another thread)."""
@@ -134,12 +143,13 @@ class Worker:
             self.using, application_name=f"{PRESENCE_NAME} {self.identity}"[:63]
         )
         ensure_connected(presence)
+        self._connection = presence
         clock = DatabaseClock(presence)
         self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
         signals.job_started.connect(self._track, weak=False, dispatch_uid=self.identity)
         try:
             now = clock.read()
-            upcoming = {name: self._next_tick(job, now) for name, job in self.jobs.items()}
+            upcoming = self._first_ticks(now)
             logger.info(
                 "cronworker %s: %d scheduled job(s), first tick %s",
                 self.identity,
@@ -153,8 +163,9 @@ class Worker:
                     now = clock.read()  # the wake's one reading, before deciding
                     for name in run_order(self.identity, due):
                         job = self.jobs[name]
+                        previous = None  # a job's catch-up runs go one after another
                         for tick in self._ticks_due(job, upcoming[name], now):
-                            self._dispatch(job, tick)
+                            previous = self._dispatch(job, tick, after=previous)
                         upcoming[name] = self._next_tick(job, now)
                 if not upcoming:
                     self._sleep(CLOCK_REFRESH)
@@ -170,10 +181,35 @@ class Worker:
         """Wait until the next tick is due, or until stopped."""
         self._stop.wait(seconds)
 
+    def _first_ticks(self, now: datetime) -> dict[str, datetime]:
+        """The first tick to wake for, per job: the first one missed since the job's latest
+        recorded tick (then due at once), else the next one."""
+        recorded = catchup.recorded_ticks(self._connection, list(self.jobs))
+        first = {}
+        for name, job in self.jobs.items():
+            missed = catchup.first_missed(job, recorded.get(name), now)
+            if missed is not None:
+                self._missed_at_start.add(name)
+            first[name] = missed or self._next_tick(job, now)
+        return first
+
     def _ticks_due(self, job: Job[..., object], first: datetime, now: datetime) -> list[datetime]:
-        """The ticks of ``job`` to run now: ``first`` is the earliest not yet started here.
-        After a pause several ticks may have passed: the latest runs, once."""
-        return [max(first, self._latest_tick(job, now))]
+        """The ticks of ``job`` to run now, oldest first: ``first`` is the earliest not yet
+        started here. When ticks were missed (before this worker started, or slept through),
+        the job's catch-up policy decides from the run history."""
+        on_time = job.name not in self._missed_at_start
+        self._missed_at_start.discard(job.name)
+        if on_time and self._latest_tick(job, now) > first:
+            # Slept through ticks: other replicas may have run some of them meanwhile.
+            recorded = catchup.recorded_ticks(self._connection, [job.name]).get(job.name)
+            if recorded is not None and recorded >= first:
+                first = self._next_tick(job, recorded)
+                if first > now:
+                    return []
+        plan = catchup.plan(job, first, now, on_time=on_time)
+        if plan.noteworthy:
+            logger.warning("cronworker %s: %s", self.identity, plan.describe())
+        return plan.run
 
     @staticmethod
     def _next_tick(job: Job[..., object], now: datetime) -> datetime:
@@ -187,15 +223,29 @@ class Worker:
         assert schedule is not None
         return schedule.previous_tick(now)
 
-    def _dispatch(self, job: Job[..., object], tick: datetime) -> None:
-        """Start one run of ``job`` for ``tick`` without waiting for it."""
+    def _dispatch(
+        self, job: Job[..., object], tick: datetime, after: Future[RunResult] | None = None
+    ) -> Future[RunResult]:
+        """Start one run of ``job`` for ``tick`` without waiting for it; with ``after`` (a
+        catch-up run of the same job), once that run has ended."""
         with self._lock:
             previous = self._running.get(job.name)
-            if previous is not None and not previous.done():
+            if after is None and previous is not None and not previous.done():
                 # Its last run (here) is still going: the runner would skip anyway; say why.
                 logger.info("cronworker: %s's previous run still runs at tick %s", job.name, tick)
             self.stats.started += 1
-            self._running[job.name] = self._pool.submit(self._run_one, job, tick)
+            future = self._pool.submit(self._run_after, after, job, tick)
+            self._running[job.name] = future
+        return future
+
+    def _run_after(
+        self, after: Future[RunResult] | None, job: Job[..., object], tick: datetime
+    ) -> RunResult:
+        if after is not None:
+            # Submitted earlier to this FIFO pool, it started before this run did: waiting
+            # for it never holds a thread that it needs.
+            wait([after])
+        return self._run_one(job, tick)
 
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads."""

@@ -125,8 +125,9 @@ class Worker:
         self._active: dict[int, RunResult] = {}
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
         self.abandoned: list[RunResult] = []
-        #: Jobs whose first tick to wake for was missed before this worker started.
-        self._missed_at_start: set[str] = set()
+        #: Jobs whose first tick to wake for was missed before this worker started, and the
+        #: database time it started at.
+        self._missed_at_start: dict[str, datetime] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor
         #: The worker's own connection (its presence), for the clock and the run history.
@@ -189,7 +190,7 @@ class Worker:
         for name, job in self.jobs.items():
             missed = catchup.first_missed(job, recorded.get(name), now)
             if missed is not None:
-                self._missed_at_start.add(name)
+                self._missed_at_start[name] = now
             first[name] = missed or self._next_tick(job, now)
         return first
 
@@ -197,19 +198,27 @@ class Worker:
         """The ticks of ``job`` to run now, oldest first: ``first`` is the earliest not yet
         started here. When ticks were missed (before this worker started, or slept through),
         the job's catch-up policy decides from the run history."""
-        on_time = job.name not in self._missed_at_start
-        self._missed_at_start.discard(job.name)
-        if on_time and self._latest_tick(job, now) > first:
-            # Slept through ticks: other replicas may have run some of them meanwhile.
-            recorded = catchup.recorded_ticks(self._connection, [job.name]).get(job.name)
-            if recorded is not None and recorded >= first:
-                first = self._next_tick(job, recorded)
-                if first > now:
-                    return []
-        plan = catchup.plan(job, first, now, on_time=on_time)
+        started = self._missed_at_start.pop(job.name, None)
+        since: list[datetime] = []
+        if started is not None:
+            # Missed before this worker started; any tick since then is on time.
+            plan = catchup.plan(job, first, started, on_time=False)
+            tick = self._next_tick(job, started)
+            while tick <= now:
+                since.append(tick)
+                tick = self._next_tick(job, tick)
+        else:
+            if self._latest_tick(job, now) > first:
+                # Slept through ticks: other replicas may have run some of them meanwhile.
+                recorded = catchup.recorded_ticks(self._connection, [job.name]).get(job.name)
+                if recorded is not None and recorded >= first:
+                    first = self._next_tick(job, recorded)
+                    if first > now:
+                        return []
+            plan = catchup.plan(job, first, now)
         if plan.noteworthy:
             logger.warning("cronworker %s: %s", self.identity, plan.describe())
-        return plan.run
+        return plan.run + since
 
     @staticmethod
     def _next_tick(job: Job[..., object], now: datetime) -> datetime:

@@ -1,32 +1,52 @@
-"""Which ticks a late delivery runs: the ``CATCH_UP`` policy, judged on the database clock.
+"""Which of a job's ticks run after a gap: its ``catch_up`` policy and ``max_lateness``.
 
-A delivery (from django-q2 today, from any other scheduler tomorrow) names the tick it was
-meant for. It is *on time* while no later tick of the job has passed; then it runs just that
-tick. Otherwise it is a catch-up, and ``ticks_to_run()`` splits the ticks missed since into
-those to run and those passed over, by the policy:
+One implementation for every scheduler that can fall behind: ``cronworker`` (all replicas were
+down, or a worker slept through ticks) and the django-q2 delivery (the clusters were down, or
+the queue was backed up). Ticks are judged on the database's clock.
 
-* ``"latest"`` runs the most recent passed tick once;
-* ``"all"`` runs the missed ticks in order (the most recent ``MAX_CATCH_UP``);
-* ``"none"`` runs nothing.
+A scheduler that fires for a tick before any later tick has passed runs it **on time**. Ticks
+that passed while nothing fired for them are **missed**, and the job's ``catch_up`` (default
+the ``CATCH_UP`` setting) decides:
 
-Nothing here knows about django-q2; the policy is read by the caller from
-``app_settings.CATCH_UP``.
+* ``"latest"`` runs the most recent missed tick once and passes over the others;
+* ``"all"`` runs the missed ticks in order (at most the ``MAX_CATCH_UP`` most recent);
+* ``"none"`` runs none of them; the job goes on with its next tick.
+
+``max_lateness`` comes first, and applies to on-time ticks too: a tick more than that many
+seconds old is passed over whatever the policy. Passed-over ticks are logged, not recorded:
+nothing ran for them, so they take no tick and leave no row.
+
+Where the missed ticks start:
+
+* ``cronworker`` at start-up: after the job's latest recorded tick
+  ([recorded_ticks][django_advisory_cron.catchup.recorded_ticks]; any row with a tick counts,
+  skips included). A job with **no recorded tick** has missed nothing: the first worker ever
+  to run it starts with its next tick, and nothing from before it started runs.
+* ``cronworker`` waking after ticks passed (a suspended VM, a long pause): after the tick it
+  woke for, or after the latest recorded tick when other replicas ran some of them meanwhile.
+* django-q2: at the tick the late delivery was meant for.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import sql
+from .conf import CatchUp, app_settings
+from .lockconn import answer_within
 
 if TYPE_CHECKING:
     from .jobs import Job
 
-#: At most this many missed ticks are run (``"all"``) or listed as passed over.
+#: At most this many missed ticks are considered: run (``"all"``) or passed over.
 MAX_CATCH_UP = 64
+
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def database_now(alias: str) -> datetime:
@@ -40,30 +60,124 @@ def database_now(alias: str) -> datetime:
     return now
 
 
-def ticks_to_run(
-    job: Job[Any, Any], tick: datetime, now: datetime, policy: str
-) -> tuple[list[datetime], list[datetime]]:
-    """Split the missed ticks from ``tick`` up to ``now`` into (to run, passed over).
+def recorded_ticks(connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, datetime]:
+    """The latest tick each named job has a row for (skips included); jobs without one are
+    left out. One statement for all of them."""
+    text, params = sql.latest_recorded_ticks(names)
+    with (
+        answer_within(connection, app_settings.STATEMENT_TIMEOUT),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(text, params)
+        rows = cursor.fetchall()
+    return {job: tick for job, tick in rows if tick is not None}
 
-    A delivery is on time when no later tick of the job has passed yet; then only ``tick``
-    runs. A late delivery (the clusters were down, or the queue was backed up) is a catch-up:
-    ``"latest"`` runs the most recent passed tick once, ``"all"`` runs the missed ticks in
-    order (the most recent ``MAX_CATCH_UP``), ``"none"`` runs nothing.
+
+def policy_of(job: Job[Any, Any]) -> CatchUp:
+    """The job's ``catch_up``, else the ``CATCH_UP`` setting."""
+    return job.catch_up or app_settings.CATCH_UP
+
+
+def first_missed(job: Job[Any, Any], recorded: datetime | None, now: datetime) -> datetime | None:
+    """The first tick after ``recorded`` when it has passed by ``now``, else ``None`` (nothing
+    missed, or no recorded tick: a job that never ran has missed nothing)."""
+    if recorded is None:
+        return None
+    schedule = job.schedule
+    assert schedule is not None
+    tick = schedule.next_tick(recorded)
+    return tick if tick <= now else None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with a job's ticks from ``first`` up to ``now``."""
+
+    job: str
+    policy: CatchUp
+    max_lateness: float | None
+    #: The ticks to run, in order.
+    run: list[datetime]
+    #: Missed ticks the policy passes over.
+    passed_over: list[datetime] = field(default_factory=list)
+    #: Ticks passed over for being more than ``max_lateness`` seconds old.
+    too_late: list[datetime] = field(default_factory=list)
+    #: The missed ticks looked at (``[]`` when the tick was on time), oldest first.
+    missed: list[datetime] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> list[datetime]:
+        """Every tick passed over, oldest first."""
+        return sorted(self.passed_over + self.too_late)
+
+    @property
+    def noteworthy(self) -> bool:
+        """Ticks were missed or passed over: worth a log line."""
+        return bool(self.missed or self.too_late)
+
+    def describe(self) -> str:
+        """One log line: what was missed, what runs, what is passed over and why."""
+        parts = []
+        if self.missed:
+            span = _iso(self.missed[0])
+            if len(self.missed) > 1:
+                span += f" to {_iso(self.missed[-1])}"
+            parts.append(f"{len(self.missed)} missed tick(s) ({span})")
+        runs = ", ".join(map(_iso, self.run)) or "nothing"
+        parts.append(f"catch_up={self.policy!r} runs {runs}")
+        if self.passed_over:
+            parts.append(f"passes over {len(self.passed_over)}")
+        if self.too_late:
+            parts.append(
+                f"passes over {len(self.too_late)} more than max_lateness="
+                f"{self.max_lateness:g}s late"
+            )
+        return f"job {self.job}: " + "; ".join(parts)
+
+
+def _iso(tick: datetime) -> str:
+    return tick.isoformat(timespec="seconds")
+
+
+def plan(job: Job[Any, Any], first: datetime, now: datetime, *, on_time: bool = True) -> Plan:
+    """Split the job's ticks from ``first`` (the earliest not yet run) up to ``now``.
+
+    With ``on_time`` the scheduler fired for ``first``: while no later tick has passed, it
+    runs (unless it is more than ``max_lateness`` late). Otherwise, or once later ticks have
+    passed, the ticks from ``first`` on are missed and the job's policy decides.
     """
     schedule = job.schedule
     assert schedule is not None
+    policy, lateness = policy_of(job), job.max_lateness
+
+    def too_old(tick: datetime) -> bool:
+        return lateness is not None and (now - tick).total_seconds() > lateness
+
     latest = schedule.previous_tick(now)
-    if latest <= tick:
-        return [tick], []
-    missed = [latest]
-    while len(missed) < MAX_CATCH_UP:
-        earlier = schedule.previous_tick(missed[-1] - timedelta(microseconds=1))
-        if earlier < tick:
-            break
-        missed.append(earlier)
+    if on_time and latest <= first:
+        if too_old(first):
+            return Plan(job.name, policy, lateness, run=[], too_late=[first])
+        return Plan(job.name, policy, lateness, run=[first])
+    missed: list[datetime] = []
+    tick = latest
+    while tick >= first and len(missed) < MAX_CATCH_UP:
+        missed.append(tick)
+        tick = schedule.previous_tick(tick - _MICROSECOND)
     missed.reverse()
+    too_late = [tick for tick in missed if too_old(tick)]
+    fresh = missed[len(too_late) :]  # ascending: the old ones come first
     if policy == "all":
-        return missed, []
-    if policy == "none":
-        return [], missed
-    return [latest], missed[:-1]
+        run = fresh
+    elif policy == "latest":
+        run = fresh[-1:]
+    else:
+        run = []
+    return Plan(
+        job.name,
+        policy,
+        lateness,
+        run=run,
+        passed_over=fresh[: len(fresh) - len(run)],
+        too_late=too_late,
+        missed=missed,
+    )

@@ -13,8 +13,14 @@ from django.core import checks
 from . import conf, monitoring, pooler_checks
 from .conf import APP_LABEL, CHECK_TAG, app_settings
 from .exceptions import InvalidSchedule
-from .jobs import MAX_JOB_NAME, registry
-from .schedule import validate
+from .jobs import (
+    MAX_JOB_NAME,
+    catch_up_problem,
+    max_lateness_problem,
+    registry,
+    timezone_problem,
+)
+from .schedule import validate, zone_problem
 
 APP = APP_LABEL
 
@@ -112,6 +118,38 @@ def check_jobs(
                     id=f"{APP}.E005",
                 )
             )
+    errors.extend(_option_errors())
+    return errors
+
+
+def _option_errors() -> list[checks.CheckMessage]:
+    """E020-E023: job options that ``@locked_task`` refuses, on jobs registered without it
+    (or changed since)."""
+    errors: list[checks.CheckMessage] = []
+    for job in registry.all():
+        found = [
+            (
+                "E020",
+                None if job.timezone is None else zone_problem(job.timezone),
+                "Use an IANA name such as 'Europe/Berlin', or remove timezone= to use TIME_ZONE.",
+            ),
+            ("E021", catch_up_problem(job.catch_up), "Use 'latest', 'all' or 'none'."),
+            (
+                "E022",
+                max_lateness_problem(job.max_lateness),
+                "Give a positive number of seconds, or remove max_lateness=.",
+            ),
+            (
+                "E023",
+                timezone_problem(job.timezone, cron=job.cron, every=job.every),
+                "Remove timezone=, or give the job a cron schedule=.",
+            ),
+        ]
+        errors.extend(
+            checks.Error(f"Job {job.name!r}: {problem}.", hint=hint, id=f"{APP}.{check_id}")
+            for check_id, problem, hint in found
+            if problem
+        )
     return errors
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
-from .conf import CatchUp
+from .conf import CATCH_UP_CHOICES, CatchUp
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .schedule import Every, Schedule, as_interval, describe_interval
+from .schedule import Every, Schedule, as_interval, describe_interval, zone_problem
 from .scopes import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -63,11 +63,12 @@ class Job(Generic[P, R]):
     on_locked: OnLocked = "skip"
     key_mode: KeyMode = "sha256"
     using: str | None = None
-    #: Which missed ticks run after a gap (``None``: the ``CATCH_UP`` setting).
+    #: Which missed ticks run after a gap (``None``: the ``CATCH_UP`` setting); see
+    #: [catchup][django_advisory_cron.catchup].
     catch_up: CatchUp | None = None
-    #: A tick later than this (seconds after it) is passed over instead of run.
+    #: Seconds: a tick more than this late is passed over instead of run (``None``: no limit).
     max_lateness: float | None = None
-    #: The time zone of the cron expression (``None``: ``TIME_ZONE``).
+    #: The IANA time zone the cron expression is evaluated in (``None``: ``TIME_ZONE``).
     timezone: str | None = None
     #: Hard limit in seconds: a run still going after it is stopped, recorded ``timed_out``
     #: and its lock released. Enforced where the job runs in a process of its own
@@ -88,11 +89,12 @@ class Job(Generic[P, R]):
 
     @functools.cached_property
     def schedule(self) -> Schedule | None:
-        """The parsed ``cron`` expression, or an ``Every`` (``schedule.Every``) for ``every``;
-        raises ``InvalidSchedule`` when the expression is bad."""
+        """The parsed ``cron`` expression in the job's ``timezone``, or an ``Every``
+        (``schedule.Every``) for ``every``; raises ``InvalidSchedule`` when the expression or
+        the zone is bad."""
         if self.every is not None:
             return Every(self.every)
-        return None if self.cron is None else Schedule(self.cron)
+        return None if self.cron is None else Schedule(self.cron, zone=self.timezone)
 
     @property
     def schedule_text(self) -> str | None:
@@ -154,6 +156,44 @@ class Job(Generic[P, R]):
         return f"<Job {self.name}>"
 
 
+def catch_up_problem(catch_up: object) -> str | None:
+    """Why ``catch_up`` is not a catch-up policy, or ``None``."""
+    if catch_up is None or (isinstance(catch_up, str) and catch_up in CATCH_UP_CHOICES):
+        return None
+    choices = ", ".join(map(repr, CATCH_UP_CHOICES))
+    return f"catch_up must be one of {choices} (or None for the CATCH_UP setting), not {catch_up!r}"
+
+
+def max_lateness_problem(max_lateness: object) -> str | None:
+    """Why ``max_lateness`` is not a positive number of seconds or ``timedelta``, or ``None``."""
+    if max_lateness is None:
+        return None
+    if isinstance(max_lateness, timedelta):
+        seconds = max_lateness.total_seconds()
+    elif isinstance(max_lateness, (int, float)) and not isinstance(max_lateness, bool):
+        seconds = float(max_lateness)
+    else:
+        return f"max_lateness must be seconds or a timedelta, not {max_lateness!r}"
+    if not seconds > 0:  # also refuses NaN
+        return f"max_lateness must be positive, not {max_lateness!r}"
+    return None
+
+
+def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | None:
+    """Why a job with this schedule can have no ``timezone``, or ``None`` (the zone's name is
+    [zone_problem][django_advisory_cron.schedule.zone_problem]'s business)."""
+    if zone is None:
+        return None
+    if every is not None:
+        return (
+            "timezone cannot be combined with every=: an interval schedule ticks on the "
+            "epoch's grid, the same in every zone"
+        )
+    if cron is None:
+        return "timezone needs a cron schedule= to apply to"
+    return None
+
+
 def _exclusive(schedule: str | None, every: object) -> None:
     if schedule is not None and every is not None:
         raise ValueError(
@@ -213,7 +253,7 @@ def locked_task(
     key: KeyMode = "sha256",
     using: str | None = None,
     catch_up: CatchUp | None = None,
-    max_lateness: float | None = None,
+    max_lateness: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -234,7 +274,7 @@ def locked_task(
     key: KeyMode = "sha256",
     using: str | None = None,
     catch_up: CatchUp | None = None,
-    max_lateness: float | None = None,
+    max_lateness: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -251,6 +291,12 @@ def locked_task(
     the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``. ``timeout``
     (seconds) stops a run that goes on longer and records it ``timed_out``: ``runlocked``
     enforces it, and ``cronworker`` runs such a job in a process of its own to do so.
+
+    For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
+    default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
+    are run, and ``max_lateness`` (seconds or a ``timedelta``) passes over any tick more than
+    that late. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
+    ``schedule`` is evaluated in. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -275,6 +321,14 @@ def locked_task(
                 f"job name {job_name[:40]!r}... is {len(job_name)} characters long; the run "
                 f"history stores at most {MAX_JOB_NAME}"
             )
+        for problem in (
+            catch_up_problem(catch_up),
+            max_lateness_problem(max_lateness),
+            timezone_problem(timezone, cron=schedule, every=every),
+            None if timezone is None else zone_problem(timezone),
+        ):
+            if problem:
+                raise ValueError(f"@locked_task {job_name!r}: {problem}")
         job = Job(
             func=function,
             name=job_name,
@@ -287,7 +341,11 @@ def locked_task(
             key_mode=key,
             using=using,
             catch_up=catch_up,
-            max_lateness=max_lateness,
+            max_lateness=(
+                max_lateness.total_seconds()
+                if isinstance(max_lateness, timedelta)
+                else max_lateness
+            ),
             timezone=timezone,
             timeout=timeout,
             deliver=deliver,

@@ -2,9 +2,10 @@
 
 Expressions are standard five-field cron (or ``@hourly``-style aliases), or croniter's
 six-field form whose sixth field is the *second* (``"0 2 * * * 30"`` is 02:00:30; croniter's
-default, ``second_at_beginning=False``), evaluated in the project's ``TIME_ZONE``, so
-``"0 2 * * *"`` means 02:00 local time. :class:`Every` is an interval schedule instead: its
-ticks are the Unix epoch plus whole multiples of the interval, the same on every host.
+default, ``second_at_beginning=False``), evaluated in the schedule's own time zone (a job's
+``timezone=``) or else the project's ``TIME_ZONE``, so ``"0 2 * * *"`` means 02:00 local time.
+:class:`Every` is an interval schedule instead: its ticks are the Unix epoch plus whole
+multiples of the interval, the same on every host, in every zone.
 
 Daylight saving time follows Debian's cron (see ``docs/once-per-tick.md``). An expression whose
 hour field names every hour (``"*/15 * * * *"``, ``"0 * * * *"``) is a *real-time* schedule:
@@ -14,7 +15,7 @@ schedule: each local time it names ticks once, at its first occurrence when the 
 back, and a time the clocks skip ticks at the first instant after the gap (several skipped
 times share that one tick).
 
-Ticks are aware datetimes in UTC. In ``TIME_ZONE`` a tick of the repeated hour would need
+Ticks are aware datetimes in UTC. In the schedule's zone a tick of the repeated hour would need
 ``fold``, which Python ignores when comparing or doing arithmetic within one zone (PEP 495):
 callers subtracting or comparing ticks would silently be off by an hour that night.
 
@@ -52,8 +53,18 @@ _SECOND = timedelta(seconds=1)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def _zone() -> tzinfo:
-    return zoneinfo.ZoneInfo(settings.TIME_ZONE or "UTC")
+def zone_problem(name: object) -> str | None:
+    """Why ``name`` is not a usable time zone name, or ``None`` when it is one."""
+    if not isinstance(name, str):
+        return f"timezone must be a time zone name such as 'Europe/Berlin', not {name!r}"
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory
+        return (
+            f"timezone {name!r} is not a known time zone; use an IANA name such as "
+            "'Europe/Berlin' or 'America/New_York'"
+        )
+    return None
 
 
 def _wall(instant: datetime, zone: tzinfo) -> datetime:
@@ -124,8 +135,13 @@ class Schedule:
     #: Ticks at every real instant that matches (see the module docstring); interval
     #: schedules are always real-time.
     real_time: bool
+    #: The IANA name of the zone the expression is evaluated in; ``None``: ``TIME_ZONE``.
+    zone: str | None
 
-    def __init__(self, expression: str) -> None:
+    def __init__(self, expression: str, zone: str | None = None) -> None:
+        if zone is not None and (problem := zone_problem(zone)):
+            raise InvalidSchedule(problem)
+        self.zone = zone  # None: TIME_ZONE, read at each use (override_settings applies)
         if not isinstance(expression, str) or not expression.strip():
             raise InvalidSchedule("a schedule must be a non-empty cron expression")
         expression = " ".join(expression.split())
@@ -161,7 +177,17 @@ class Schedule:
         minute_gap = _smallest_gap(minutes, hour_gap * 60)
         return timedelta(seconds=_smallest_gap(seconds, minute_gap * 60))
 
+    @property
+    def zone_name(self) -> str:
+        """The name of the time zone the ticks are local times in."""
+        return self.zone or settings.TIME_ZONE or "UTC"
+
+    def _zone(self) -> tzinfo:
+        return zoneinfo.ZoneInfo(self.zone_name)
+
     def __repr__(self) -> str:
+        if self.zone is not None:
+            return f"Schedule({self.expression!r}, zone={self.zone!r})"
         return f"Schedule({self.expression!r})"
 
     def _ticks_of(self, wall: datetime, zone: tzinfo) -> list[datetime]:
@@ -185,7 +211,7 @@ class Schedule:
 
     def next_tick(self, after: datetime) -> datetime:
         """The first tick strictly after ``after``."""
-        zone, after = _zone(), after.astimezone(_UTC)
+        zone, after = self._zone(), after.astimezone(_UTC)
         wall, found = _wall(after, zone), []
         start, repeated = wall, _repeated(wall, zone)
         if repeated is not None and after == _occurrences(wall, zone)[0]:
@@ -207,7 +233,7 @@ class Schedule:
 
     def previous_tick(self, before: datetime) -> datetime:
         """The last tick at or before ``before``."""
-        zone, before = _zone(), before.astimezone(_UTC)
+        zone, before = self._zone(), before.astimezone(_UTC)
         wall, found = _wall(before, zone), []
         repeated = _repeated(wall, zone)
         if repeated is not None and before == _occurrences(wall, zone)[1]:
@@ -296,7 +322,7 @@ class Schedule:
 
         Probing both ends of the window finds a second pass that starts or ends inside it.
         """
-        zone, at, found = _zone(), at.astimezone(_UTC), {}
+        zone, at, found = self._zone(), at.astimezone(_UTC), {}
         for probe in (at - skew, at, at + skew):
             occurrences = _occurrences(_wall(probe, zone), zone)
             if len(occurrences) < 2 or probe != occurrences[1]:
@@ -346,11 +372,13 @@ class Every(Schedule):
     """An interval schedule: ticks at ``EPOCH + n * interval`` (UTC), for every integer ``n``.
 
     Aligned to the Unix epoch rather than to a start time, so every replica computes the same
-    ticks without coordination; ``TIME_ZONE`` and daylight saving time play no part. Same
-    interface as :class:`Schedule` (``expression`` reads ``"every 5s"``).
+    ticks without coordination; time zones and daylight saving time play no part. Same
+    interface as :class:`Schedule` (``expression`` reads ``"every 5s"``; ``zone`` is ``None``
+    and ``zone_name`` is ``"UTC"``).
     """
 
     def __init__(self, every: timedelta | float) -> None:
+        self.zone = None
         self.interval = as_interval(every)
         self.expression = describe_interval(self.interval)
         self.real_time = True
@@ -362,6 +390,10 @@ class Every(Schedule):
     @property
     def min_interval(self) -> timedelta:
         return self.interval
+
+    @property
+    def zone_name(self) -> str:
+        return "UTC"
 
     def next_tick(self, after: datetime) -> datetime:
         """The first tick strictly after ``after``."""

@@ -418,6 +418,28 @@ def claim_run_requests(jobs: list[str]) -> Statement:
     return sql, {"jobs": list(jobs)}
 
 
+def latest_recorded_ticks(jobs: list[str]) -> Statement:
+    """The latest tick each of ``jobs`` has a row for, whatever its status: rows ``(job,
+    tick)``, one per job, ``tick`` NULL for a job with no recorded tick.
+
+    Every recorded tick counts, skips included: a tick skipped because the previous run was
+    still going, or because the job was paused, was decided, not missed. Two index scans per
+    job, never the whole history: the greatest tick among the rows that take a tick (the
+    partial unique index on ``(job, tick)``), and the tick of the most recently started row
+    that has one (the ``(job, started)`` index), which is where a later skip would be.
+    """
+    sql = _fill(
+        """
+SELECT j.job, GREATEST(
+    (SELECT tick FROM {table} WHERE job = j.job AND status IN ({taking}) AND tick IS NOT NULL
+      ORDER BY tick DESC LIMIT 1),
+    (SELECT tick FROM {table} WHERE job = j.job AND tick IS NOT NULL
+      ORDER BY started DESC LIMIT 1))
+  FROM unnest(%(jobs)s::text[]) AS j(job)"""
+    )
+    return sql, {"jobs": list(jobs)}
+
+
 def listen() -> Statement:
     """Subscribe this session to "run now" announcements (needs a direct connection)."""
     return f"LISTEN {RUN_CHANNEL}", {}

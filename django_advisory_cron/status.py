@@ -111,7 +111,14 @@ class JobStatus:
             return self.schedule_error or "unscheduled"
         if isinstance(schedule, Every):
             return schedule.expression  # real time: no time zone applies
-        return f"{describe(schedule.expression)} ({timezone.get_current_timezone_name()})"
+        return f"{describe(schedule.expression)} ({schedule.zone_name})"
+
+    @property
+    def zone(self) -> str | None:
+        """The zone of a cron schedule's ticks (the job's own, else ``TIME_ZONE``); ``None``
+        for an interval or no schedule."""
+        schedule = self.schedule
+        return None if schedule is None or isinstance(schedule, Every) else schedule.zone_name
 
     @cached_property
     def next_tick(self) -> datetime | None:
@@ -214,6 +221,7 @@ class JobStatus:
             "key": str(self.job.key),
             "schedule": self.job.schedule_text,
             "schedule_description": self.schedule_description,
+            "timezone": self.zone,
             "scope": self.job.scope,
             "max_runtime": self.job.max_runtime,
             "last_run": None

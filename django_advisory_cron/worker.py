@@ -8,8 +8,13 @@ so the wins spread across replicas instead of going to the fastest one.
 
 Time: ticks are judged on the database's clock, as the runner does. The worker reads it once
 per wake and sleeps on the monotonic clock in between, so a suspended VM, an NTP step or a
-long pause can neither skip the tick it wakes up for nor run one twice: after a pause, the
-latest tick that passed runs once (the others are missed, and the history shows the gap).
+long pause can neither skip the tick it wakes up for nor run one twice.
+
+Missed ticks: at start-up a worker looks up each job's latest recorded tick, and ticks that
+passed since then (every replica was down) are missed; so are the ticks a worker slept
+through. Which of them run is the job's ``catch_up`` policy, decided by
+[catchup][django_advisory_cron.catchup] as for django-q2. A job with no recorded tick starts
+with its next tick.
 
 Isolation: a run goes to a pool thread, or (``isolation="process"``, and always for a job with
 a ``timeout``) to a fresh ``python -m django runlocked JOB --tick ...`` process that a pool
@@ -48,7 +53,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import history, pooler, signals, sql
+from . import catchup, history, pooler, signals, sql
 from .conf import app_settings
 from .exceptions import DatabaseUnavailable
 from .history import HOST
@@ -296,8 +301,13 @@ class Worker:
         self._terminate_at = math.inf
         self._kill_at = math.inf
         self._child_env: dict[str, str] | None = None
+        #: Jobs whose first tick to wake for was missed before this worker started, and the
+        #: database time it started at.
+        self._missed_at_start: dict[str, datetime] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor
+        #: The worker's own connection (its presence), for the clock, the run history and
+        #: "run now" requests.
         self._presence: BaseDatabaseWrapper
         self._wakeup = Wakeup()
         #: Whether this worker is woken by NOTIFY for "run now" requests (else it polls).
@@ -349,7 +359,7 @@ class Worker:
             clock = DatabaseClock(presence)
             self._listen(presence)
             now = clock.read()
-            upcoming = {name: self._next_tick(job, now) for name, job in self.jobs.items()}
+            upcoming = self._first_ticks(now)
             logger.info(
                 "cronworker %s: %d scheduled job(s), first tick %s",
                 self.identity,
@@ -384,8 +394,9 @@ class Worker:
             now = clock.read()  # the wake's one reading, before deciding
             for name in run_order(self.identity, due):
                 job = self.jobs[name]
-                for tick in self._ticks_due(job, upcoming[name], now):
-                    self._dispatch(job, tick)
+                ticks = self._ticks_due(job, upcoming[name], now)
+                if ticks:
+                    self._dispatch(job, ticks)
                 upcoming[name] = self._next_tick(job, now)
         if not upcoming:
             return CLOCK_REFRESH
@@ -491,10 +502,43 @@ class Worker:
             )
             self._dispatch_manual(self.manual_jobs[name])
 
+    def _first_ticks(self, now: datetime) -> dict[str, datetime]:
+        """The first tick to wake for, per job: the first one missed since the job's latest
+        recorded tick (then due at once), else the next one."""
+        recorded = catchup.recorded_ticks(self._presence, list(self.jobs))
+        first = {}
+        for name, job in self.jobs.items():
+            missed = catchup.first_missed(job, recorded.get(name), now)
+            if missed is not None:
+                self._missed_at_start[name] = now
+            first[name] = missed or self._next_tick(job, now)
+        return first
+
     def _ticks_due(self, job: Job[..., object], first: datetime, now: datetime) -> list[datetime]:
-        """The ticks of ``job`` to run now: ``first`` is the earliest not yet started here.
-        After a pause several ticks may have passed: the latest runs, once."""
-        return [max(first, self._latest_tick(job, now))]
+        """The ticks of ``job`` to run now, oldest first: ``first`` is the earliest not yet
+        started here. When ticks were missed (before this worker started, or slept through),
+        the job's catch-up policy decides from the run history."""
+        started = self._missed_at_start.pop(job.name, None)
+        since: list[datetime] = []
+        if started is not None:
+            # Missed before this worker started; any tick since then is on time.
+            plan = catchup.plan(job, first, started, on_time=False)
+            tick = self._next_tick(job, started)
+            while tick <= now:
+                since.append(tick)
+                tick = self._next_tick(job, tick)
+        else:
+            if self._latest_tick(job, now) > first:
+                # Slept through ticks: other replicas may have run some of them meanwhile.
+                recorded = catchup.recorded_ticks(self._presence, [job.name]).get(job.name)
+                if recorded is not None and recorded >= first:
+                    first = self._next_tick(job, recorded)
+                    if first > now:
+                        return []
+            plan = catchup.plan(job, first, now)
+        if plan.noteworthy:
+            logger.warning("cronworker %s: %s", self.identity, plan.describe())
+        return plan.run + since
 
     @staticmethod
     def _next_tick(job: Job[..., object], now: datetime) -> datetime:
@@ -508,23 +552,36 @@ class Worker:
         assert schedule is not None
         return schedule.previous_tick(now)
 
-    def _dispatch(self, job: Job[..., object], tick: datetime) -> None:
-        """Start one run of ``job`` for ``tick`` without waiting for it; if the job's previous
-        run here is still going, record the tick as skipped instead (no thread, no process)."""
+    def _dispatch(self, job: Job[..., object], ticks: list[datetime]) -> None:
+        """Start the runs of ``job`` for ``ticks`` (oldest first, one after another: a
+        catch-up) without waiting for them; if the job's previous run here is still going,
+        record the ticks as skipped instead (no thread, no process)."""
         with self._lock:
             previous = self._running.get(job.name)
             if previous is None or previous.done():
                 try:
-                    future = self._pool.submit(self._run_one, job, tick, time.monotonic())
+                    future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())
                 except RuntimeError:  # the interpreter is exiting: start nothing more
                     self._stop.set()
                     return
-                self.stats.started += 1
-                self._last_tick[job.name] = tick
+                self.stats.started += len(ticks)
+                self._last_tick[job.name] = ticks[-1]
                 self._running[job.name] = future
                 return
             waiting = not previous.running()
-        self._skip_overlapping(job, tick, waiting)
+        for tick in ticks:
+            self._skip_overlapping(job, tick, waiting)
+
+    def _run_ticks(
+        self, job: Job[..., object], ticks: list[datetime], submitted: float
+    ) -> RunResult | None:
+        """Run ``job`` for each of ``ticks`` in turn (stopping early if the worker stops)."""
+        result = None
+        for number, tick in enumerate(ticks):
+            if number and self._stop.is_set():
+                break
+            result = self._run_one(job, tick, submitted)
+        return result
 
     def _dispatch_manual(self, job: Job[..., object]) -> None:
         """Start a "run now" of ``job``: no tick; under the lock like any run, so it is

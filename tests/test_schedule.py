@@ -10,14 +10,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
-from django_advisory_cron import locked_task
+from django_advisory_cron import locked_task, registry
+from django_advisory_cron.checks import check_jobs
+from django_advisory_cron.exceptions import InvalidSchedule
+from django_advisory_cron.jobs import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.schedule import Schedule
+from django_advisory_cron.status import JobStatus
 from tests.jobsapp.models import Marker
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -253,3 +259,149 @@ def test_fall_back_hourly_job_runs_in_both_passes() -> None:
     assert summer.status == winter.status == RunStatus.SUCCEEDED
     assert [summer.tick, winter.tick] == [utc("10-25", "00:00"), utc("10-25", "01:00")]
     assert JobRun.objects.filter(job="dst_hourly", status=RunStatus.SUCCEEDED).count() == 2
+
+
+# -- a time zone per job ---------------------------------------------------------------------
+
+NEW_YORK = ZoneInfo("America/New_York")
+# New York, 2026: back on 1 November (02:00 EDT -> 01:00 EST at 06:00Z, so 01:00-01:59 local
+# happens twice), forward on 8 March (02:00 EST -> 03:00 EDT at 07:00Z: no 02:xx).
+NY_FALL_BACK = (utc("11-01", "04:00"), utc("11-01", "10:00"))
+NY_SPRING_FORWARD = (utc("03-08", "05:00"), utc("03-08", "09:00"))
+
+
+def zoned_ticks(expression: str, zone: str, window: tuple[datetime, datetime]) -> list[datetime]:
+    return [tick.astimezone(UTC) for tick in Schedule(expression, zone=zone).ticks_between(*window)]
+
+
+@pytest.mark.parametrize(
+    ("expression", "window", "expected"),
+    [
+        ("30 1 * * *", NY_FALL_BACK, [utc("11-01", "05:30")]),  # 01:30 EDT; not 01:30 EST
+        ("0 * * * *", NY_FALL_BACK, [utc("11-01", f"{h:02}:00") for h in range(4, 11)]),
+        ("30 2 * * *", NY_SPRING_FORWARD, [utc("03-08", "07:00")]),  # 03:00 EDT stands in
+        ("0 * * * *", NY_SPRING_FORWARD, [utc("03-08", f"{h:02}:00") for h in range(5, 10)]),
+    ],
+)
+def test_new_york_follows_the_same_rule_whatever_time_zone_says(
+    expression: str, window: tuple[datetime, datetime], expected: list[datetime]
+) -> None:
+    assert settings.TIME_ZONE == "Europe/Berlin"
+    assert zoned_ticks(expression, "America/New_York", window) == expected
+
+
+@pytest.mark.parametrize("window", [FALL_BACK, SPRING_FORWARD])
+@pytest.mark.parametrize("expression", ["30 2 * * *", "*/15 2 * * *"])
+def test_a_zone_of_its_own_gives_the_ticks_time_zone_would(
+    expression: str, window: tuple[datetime, datetime]
+) -> None:
+    berlin_by_settings = ticks(expression, window)
+    with override_settings(TIME_ZONE="UTC"):
+        assert zoned_ticks(expression, "Europe/Berlin", window) == berlin_by_settings
+        assert ticks(expression, window) != berlin_by_settings  # UTC itself differs
+
+
+def test_an_unknown_zone_is_an_invalid_schedule_in_one_line() -> None:
+    with pytest.raises(InvalidSchedule) as raised:
+        Schedule("0 2 * * *", zone="Mars/Base")
+    assert str(raised.value) == (
+        "timezone 'Mars/Base' is not a known time zone; use an IANA name such as "
+        "'Europe/Berlin' or 'America/New_York'"
+    )
+    assert repr(Schedule("0 2 * * *", zone="Asia/Tokyo")) == (
+        "Schedule('0 2 * * *', zone='Asia/Tokyo')"
+    )
+
+
+@pytest.mark.usefixtures("fresh_registry")
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"schedule": "0 2 * * *", "timezone": "Mars/Base"}, "is not a known time zone"),
+        ({"schedule": "0 2 * * *", "timezone": ""}, "is not a known time zone"),
+        ({"schedule": "0 2 * * *", "timezone": 1}, "must be a time zone name"),
+        ({"every": 60, "timezone": "Europe/Berlin"}, "cannot be combined with every="),
+        ({"timezone": "Europe/Berlin"}, "timezone needs a cron schedule="),
+    ],
+)
+def test_a_bad_timezone_is_refused_when_the_job_is_declared(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^@locked_task 'zoned': ") as raised:
+        locked_task(name="zoned", **options)(lambda: None)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.usefixtures("fresh_registry")
+@pytest.mark.parametrize(
+    ("options", "check_id"),
+    [
+        ({"cron": "0 2 * * *", "timezone": "Mars/Base"}, "E020"),
+        ({"every": timedelta(seconds=60), "timezone": "Europe/Berlin"}, "E023"),
+    ],
+)
+def test_a_bad_timezone_that_gets_past_the_decorator_is_a_check_error(
+    options: dict[str, Any], check_id: str
+) -> None:
+    registry.register(Job(func=lambda: None, name="zoned_by_hand", **options))
+    assert [message.id for message in check_jobs()] == [f"django_advisory_cron.{check_id}"]
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_status_computes_ticks_in_the_jobs_zone_and_names_it() -> None:
+    new_york = locked_task(name="ny", schedule="30 1 * * *", timezone="America/New_York")
+    job = new_york(lambda: None)
+    status = JobStatus(job, now=utc("11-01", "04:00"))
+    assert in_utc(status.next_tick) == utc("11-01", "05:30")
+    assert status.schedule_description == "every day at 01:30 (America/New_York)"
+    assert status.zone == "America/New_York"
+    plain = locked_task(name="berlin", schedule="30 1 * * *")(lambda: None)
+    berlin = JobStatus(plain, now=utc("11-01", "04:00"))
+    assert berlin.schedule_description == "every day at 01:30 (Europe/Berlin)"
+    assert berlin.as_dict()["timezone"] == "Europe/Berlin"
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_django_q_does_not_sync_a_job_with_a_zone_of_its_own() -> None:
+    schedules = pytest.importorskip("django_advisory_cron.contrib.django_q.schedules")
+    own = locked_task(name="q2_ny", schedule="30 1 * * *", timezone="America/New_York")
+    same = locked_task(name="q2_berlin", schedule="30 1 * * *", timezone="Europe/Berlin")
+    assert schedules.unsyncable(own(lambda: None)) == (
+        "a time zone of its own ('America/New_York'; TIME_ZONE is 'Europe/Berlin')"
+    )
+    assert schedules.unsyncable(same(lambda: None)) is None
+
+
+# -- end to end, in a zone other than TIME_ZONE: job.run(now=...) on real PostgreSQL ----------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_registry")
+@pytest.mark.parametrize(
+    ("zone", "expression", "first", "again"),
+    [
+        # 02:30 CEST, then 02:30 CET: the repeated time runs once.
+        ("Europe/Berlin", "30 2 * * *", utc("10-25", "00:30"), utc("10-25", "01:30")),
+        # 02:30 does not exist: 03:00 CEST runs once, a late call skips.
+        ("Europe/Berlin", "30 2 * * *", utc("03-29", "01:00"), utc("03-29", "01:00", 40)),
+        # 01:30 EDT, then 01:30 EST.
+        ("America/New_York", "30 1 * * *", utc("11-01", "05:30"), utc("11-01", "06:30")),
+        # 02:30 does not exist: 03:00 EDT runs once.
+        ("America/New_York", "30 2 * * *", utc("03-08", "07:00"), utc("03-08", "07:00", 40)),
+    ],
+)
+def test_a_job_in_its_own_zone_runs_once_on_transition_days(
+    zone: str, expression: str, first: datetime, again: datetime
+) -> None:
+    name = f"zoned_{first:%m%d}"
+
+    def body() -> None:
+        Marker.objects.create(job=name, pid=os.getpid())
+
+    job = locked_task(name=name, schedule=expression, timezone=zone)(body)
+    with override_settings(TIME_ZONE="UTC" if zone == "Europe/Berlin" else "Europe/Berlin"):
+        ran = job.run(now=first)
+        skipped = job.run(now=again)
+    assert ran.status == RunStatus.SUCCEEDED and in_utc(ran.tick) == first
+    assert skipped.status == RunStatus.SKIPPED_TICK and skipped.tick == ran.tick
+    assert Marker.objects.filter(job=name).count() == 1

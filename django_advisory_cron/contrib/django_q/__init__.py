@@ -10,10 +10,11 @@ is a recorded skip.
 * ``schedules`` — ``sync()`` of the ``Schedule`` rows, and the ``post_migrate`` hook;
 * ``checks`` — the ``Q_CLUSTER`` and "schedules in sync" system checks.
 
-Which ticks a late delivery runs (``CATCH_UP``) is decided by the core module
-[catchup][django_advisory_cron.catchup]. The names below are re-exported here because synced rows
-store ``django_advisory_cron.contrib.django_q.run_scheduled`` as their ``func``, and because
-this package was one module before. Needs the ``[q2]`` extra (``django-q2`` with ``croniter``).
+Which ticks a late delivery runs (the job's ``catch_up``, else ``CATCH_UP``) is decided by the
+core module [catchup][django_advisory_cron.catchup]. The names below are re-exported here
+because synced rows store ``django_advisory_cron.contrib.django_q.run_scheduled`` as their
+``func``, and because this package was one module before. Needs the ``[q2]`` extra
+(``django-q2`` with ``croniter``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
         "pip install 'django-advisory-cron[q2]' and add 'django_q' to INSTALLED_APPS"
     ) from error
 
-from ...catchup import MAX_CATCH_UP, database_now, ticks_to_run
+from ...catchup import MAX_CATCH_UP, database_now, plan
 from ...conf import CATCH_UP_CHOICES
 from .checks import check_q_cluster, check_schedules_synced, register_checks
 from .delivery import INTENDED_KWARG, RUNNER, run_scheduled
@@ -62,6 +63,7 @@ __all__ = [
     "database_now",
     "ours",
     "out_of_date",
+    "plan",
     "register_checks",
     "run_scheduled",
     "schedule_name",
@@ -69,5 +71,4 @@ __all__ = [
     "sync",
     "sync_after_migrate",
     "tally",
-    "ticks_to_run",
 ]

@@ -3,7 +3,7 @@
 ``W060`` to ``W063``: ``Q_CLUSTER`` settings that make duplicate deliveries likely, or that make
 django-q2 and the job schedules disagree on ticks. ``W064``: the synced schedules are missing
 or out of date (a database check). ``W065``: a job's schedule is one django-q2 cannot run
-(an interval, or a seconds field), so it is not synced.
+(an interval, a seconds field, or a time zone of its own), so it is not synced.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def check_unsyncable_jobs(
             f"Job {job.name!r} has {reason}, which django-q2 cannot run: sync_schedules "
             "skips it, and nothing runs it through django-q2.",
             hint="Run it with 'manage.py cronworker' on every replica, or give it a "
-            "five-field cron expression.",
+            "five-field cron expression in TIME_ZONE.",
             id=f"{APP}.W065",
         )
         for job, reason in unsyncable_jobs()

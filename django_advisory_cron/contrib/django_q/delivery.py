@@ -4,8 +4,8 @@ django-q2 passes the time it *meant* to run the schedule (the row's ``next_run``
 scheduler advances it) through the row's ``intended_date_kwarg``, so every delivery of one
 tick — several clusters, a retry while the first delivery still runs, a failed task
 redelivered — claims the same ``(job, tick)`` record, and each delivery after the first is a
-recorded skip. Which ticks a late delivery runs is decided by
-[catchup][django_advisory_cron.catchup].
+recorded skip. Which ticks a late delivery runs is decided by the job's ``catch_up`` and
+``max_lateness``, in [catchup][django_advisory_cron.catchup].
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from ...catchup import database_now, ticks_to_run
+from ...catchup import database_now, plan
 from ...conf import app_settings
 from ...exceptions import UnknownJob
 from ...jobs import registry
@@ -95,20 +95,15 @@ def run_scheduled(
         summary["runs"].append(_summary(job.run(*args, now=moment, **kwargs)))
         return summary
     now = database_now(job.using or app_settings.lock_database)
-    policy = app_settings.CATCH_UP
-    to_run, passed_over = ticks_to_run(job, tick, now, policy)
-    if passed_over or len(to_run) > 1:
+    decided = plan(job, tick, now)
+    if decided.noteworthy:
         logger.warning(
-            "job %s: late delivery for tick %s (database time %s); catch-up policy %r runs "
-            "%d tick(s), passes over %d",
-            job.name,
+            "django-q2 delivered tick %s late (database time %s): %s",
             tick.isoformat(),
             now.isoformat(),
-            policy,
-            len(to_run),
-            len(passed_over),
+            decided.describe(),
         )
-    summary["passed_over"] = [missed.isoformat() for missed in passed_over]
-    for run_tick in to_run:
+    summary["passed_over"] = [missed.isoformat() for missed in decided.skipped]
+    for run_tick in decided.run:
         summary["runs"].append(_summary(job.run(*args, now=run_tick, **kwargs)))
     return summary

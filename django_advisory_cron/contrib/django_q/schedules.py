@@ -2,8 +2,9 @@
 
 Every job with a five-field ``schedule`` gets one row named ``advisory_cron:<job>`` that
 calls ``RUNNER`` with the job's name. Interval jobs (``every=``) and six-field expressions
-(with seconds) are not synced: django-q2 cannot run them (see ``unsyncable()``). Rows are
-recognised by their name prefix *and* their ``func``; rows made by hand are never touched.
+(with seconds) are not synced, nor are jobs with a ``timezone`` other than ``TIME_ZONE``:
+django-q2 cannot run them (see ``unsyncable()``). Rows are recognised by their name prefix
+*and* their ``func``; rows made by hand are never touched.
 ``sync_after_migrate()`` is the ``post_migrate`` receiver connected when ``SYNC_ON_MIGRATE``
 is set.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from django.conf import settings
 from django.db import connections, router, transaction
 
 from ...conf import app_settings
@@ -90,6 +92,9 @@ def unsyncable(job: Job[Any, Any]) -> str | None:
         return f"an interval schedule ({job.schedule_text})"
     if job.cron is not None and len(job.cron.split()) == 6:
         return f"a cron expression with a seconds field ({job.cron!r})"
+    if job.timezone is not None and job.timezone != settings.TIME_ZONE:
+        # django-q2 evaluates every CRON schedule in one zone, its cluster's.
+        return f"a time zone of its own ({job.timezone!r}; TIME_ZONE is {settings.TIME_ZONE!r})"
     return None
 
 

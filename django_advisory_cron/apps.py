@@ -16,8 +16,10 @@ class AdvisoryCronConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks
+        from .contrib.tasks import install as install_tasks_delivery
 
         checks.register()
+        install_tasks_delivery()  # imports no Tasks framework: only registers the deliverer
         if app_settings.SYNC_ON_MIGRATE and apps.is_installed("django_q"):
             from .contrib.django_q import sync_after_migrate
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from .conf import CatchUp
+from .delivery import parse as parse_deliver
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
 from .schedule import Every, Schedule, as_interval, describe_interval
@@ -243,7 +244,9 @@ def locked_task(
     ``"transaction"`` or ``"auto"``; ``wait`` seconds are spent waiting for the lock;
     ``max_runtime`` (seconds) marks a lock held longer as stale; ``on_locked="raise"`` raises
     ``LockNotAcquired`` instead of returning ``SKIPPED``; ``key="hashtext"`` shares
-    the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``.
+    the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``. ``deliver="tasks"``
+    (or ``"tasks:<backend alias>"``) makes the schedulers enqueue each tick to Django's Tasks
+    framework instead of running it in place (see the Tasks page of the docs).
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -253,6 +256,10 @@ def locked_task(
     if wait < 0 or (max_runtime is not None and max_runtime <= 0):
         raise ValueError("wait must be >= 0 and max_runtime > 0 seconds")
     _exclusive(schedule, every)
+    if deliver is not None:
+        if not isinstance(deliver, str):
+            raise ValueError(f"deliver must be a string such as 'tasks', not {deliver!r}")
+        parse_deliver(deliver)
     interval = None if every is None else as_interval(every)
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:

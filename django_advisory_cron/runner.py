@@ -123,8 +123,12 @@ def execute(
     scope: Scope | None = None,
     wait: float | None = None,
     using: str | None = None,
+    task_id: str = "",
 ) -> RunResult:
     """Run ``job`` once under its lock and return what happened, failures included.
+
+    ``task_id`` is the task result id when a task queue delivered the run; the run's row
+    (or its skip) records it.
 
     Raises only when nothing could be recorded: an invalid schedule, a lock database that is
     not PostgreSQL or cannot be reached, a scope that cannot be used here.
@@ -140,6 +144,7 @@ def execute(
         max_skew=max_skew,
         lease=app_settings.LEASE,
         using=alias,
+        task_id=task_id,
     )
     result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, record=record)
 

@@ -6,6 +6,9 @@ runner *for that tick* (``now=tick``). Every replica does the same; the lock and
 their due jobs in an order of their own (a hash of the worker's identity and the job's name),
 so the wins spread across replicas instead of going to the fastest one.
 
+A job with ``deliver=`` is not run here: its tick is handed to its deliverer (see
+[delivery][django_advisory_cron.delivery]), which enqueues it once across the workers.
+
 Time: ticks are judged on the database's clock, as the runner does. The worker reads it once
 per wake and sleeps on the monotonic clock in between, so a suspended VM, an NTP step or a
 long pause can neither skip the tick it wakes up for nor run one twice: after a pause, the
@@ -28,7 +31,7 @@ from datetime import datetime, timedelta
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import history, signals, sql
+from . import delivery, history, signals, sql
 from .conf import app_settings
 from .history import HOST
 from .jobs import Job
@@ -95,6 +98,8 @@ class WorkerStats:
     ran: int = 0
     skipped: int = 0
     failed: int = 0
+    #: Ticks this worker enqueued to a task queue (``deliver=``); counted in ``started``.
+    enqueued: int = 0
 
 
 class Worker:
@@ -115,7 +120,7 @@ class Worker:
         self.identity = worker_identity()
         self.stats = WorkerStats()
         self._stop = threading.Event()
-        self._running: dict[str, Future[RunResult]] = {}
+        self._running: dict[str, Future[object]] = {}
         #: Runs in progress, by pool thread: their rows are finished here if the grace ends.
         self._active: dict[int, RunResult] = {}
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
@@ -188,7 +193,17 @@ class Worker:
         return schedule.previous_tick(now)
 
     def _dispatch(self, job: Job[..., object], tick: datetime) -> None:
-        """Start one run of ``job`` for ``tick`` without waiting for it."""
+        """Start one run of ``job`` for ``tick`` (or its delivery) without waiting for it."""
+        try:
+            deliverer = delivery.deliverer_for(job)
+        except delivery.DeliveryError as error:
+            logger.error("cronworker: tick %s not run: %s", tick, error)
+            return
+        if deliverer is not None:
+            with self._lock:
+                self.stats.started += 1
+                self._running[job.name] = self._pool.submit(self._deliver_one, deliverer, job, tick)
+            return
         with self._lock:
             previous = self._running.get(job.name)
             if previous is not None and not previous.done():
@@ -218,6 +233,27 @@ class Worker:
             if result.error is not None:
                 self.stats.failed += 1
         return result
+
+    def _deliver_one(
+        self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime
+    ) -> delivery.Delivery | None:
+        try:
+            handed = deliverer.deliver(job, tick, using=job.using or self.using)
+        except Exception as error:
+            logger.error("cronworker: tick %s of %s not enqueued: %s", tick, job.name, error)
+            with self._lock:
+                self.stats.failed += 1
+            return None
+        finally:
+            with self._lock:
+                self._active.pop(threading.get_ident(), None)
+            connections.close_all()
+        with self._lock:
+            if handed.enqueued:
+                self.stats.enqueued += 1
+            else:
+                self.stats.skipped += 1
+        return handed
 
     def _shut_down(self, pool: ThreadPoolExecutor) -> None:
         """Start nothing new; give running jobs ``grace`` seconds; record those still running

@@ -54,7 +54,8 @@ def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
 def tasks_db(db_url: str, manage: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The test database with django-tasks-db's table, emptied before and after; the
     subprocesses load the jobs of ``tests/jobsapp/tasks_delivery.py``."""
-    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "tasks_delivery"}))
+    settings = {"JOBS_MODULE": "tasks_delivery", "MAX_SKEW": 0.9}  # below half of 2 s ticks
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
     if db_url not in _migrated:
         done = manage("migrate", "django_tasks_database", "-v0", "--skip-checks", SETTINGS)
         assert done.returncode == 0, done.stderr
@@ -134,7 +135,7 @@ def test_three_schedulers_and_two_db_workers_run_each_tick_once(
         f"print(tick_task().using(backend='default').enqueue(*{retried_args!r}).id)",
     )
     assert retry.returncode == 0, retry.stderr
-    retry_id = retry.stdout.strip()
+    retry_id = retry.stdout.strip().splitlines()[-1]  # after the shell's own banner
     wait_for(lambda: JobRun.objects.filter(task_id=retry_id).exists())
     (skip,) = JobRun.objects.filter(task_id=retry_id)
     assert skip.status == RunStatus.SKIPPED_TICK and skip.tick == failed_run.tick
@@ -190,7 +191,7 @@ def test_a_duplicate_delivery_is_a_recorded_skip(fresh_registry: None) -> None:
 
 
 def test_bad_input_is_refused_with_one_clear_line(
-    fresh_registry: None, tasks_db: str, manage: Any
+    fresh_registry: None, tasks_db: str, manage: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(ValueError, match="deliver must be 'tasks' or 'tasks:<backend alias>'"):
         locked_task(deliver="celery")(print)
@@ -213,6 +214,7 @@ def test_bad_input_is_refused_with_one_clear_line(
         ("django_advisory_cron.E051", checks.ERROR)
     ]
 
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "tasks_nowhere"}))
     worker = manage("cronworker", "tasks_nowhere", SETTINGS)
     assert worker.returncode == exitcodes.CONFIG
     assert worker.stderr.strip() == (

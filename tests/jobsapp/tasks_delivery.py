@@ -22,11 +22,6 @@ def tasks_failing() -> None:
     raise RuntimeError("tasks_failing fails on purpose")
 
 
-@locked_task(name="tasks_nowhere", every=timedelta(seconds=2), deliver="tasks:nowhere")
-def tasks_nowhere() -> None:
-    """Names a backend alias that TASKS does not configure."""
-
-
 @locked_task(name="tasks_minutely", every=timedelta(minutes=1), deliver="tasks:immediate")
 def tasks_minutely() -> None:
     """Enqueued by ``runlocked --enqueue`` to the ImmediateBackend: runs inside the enqueue."""

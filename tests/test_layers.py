@@ -36,6 +36,7 @@ LAYERS = {
     "worker": 4,
     "jobs": 4,
     "catchup": 4,
+    "delivery": 4,
 }
 TOP = 5  # the read and operations side: admin, checks, status, commands, contrib, ...
 

@@ -8,13 +8,14 @@ The ImmediateBackend runs inside ``runlocked --enqueue`` (real processes) and in
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -92,6 +93,7 @@ def test_three_schedulers_and_two_db_workers_run_each_tick_once(
         assert scheduler.returncode == exitcodes.SIGTERM, err
     wait_for(lambda: _drained(tasks_db))
 
+    claims: dict[tuple[str, datetime | None], EnqueuedTick]
     claims = {(c.job, c.tick): c for c in EnqueuedTick.objects.all()}
     results = _results(tasks_db)
     # One enqueue per (job, tick) across the three schedulers: the claim let one through.
@@ -109,14 +111,14 @@ def test_three_schedulers_and_two_db_workers_run_each_tick_once(
     assert {run.status for run in succeeded} == {RunStatus.SUCCEEDED}
     assert Marker.objects.filter(job="tasks_every2").count() == succeeded.count()
     ticks = sorted(run.tick for run in succeeded if run.tick)
-    assert all((b - a) == timedelta(seconds=2) for a, b in zip(ticks, ticks[1:], strict=False))
+    assert all((b - a) == timedelta(seconds=2) for a, b in itertools.pairwise(ticks))
     failed = runs.filter(job="tasks_failing")
     assert {run.status for run in failed} == {RunStatus.FAILED}
     assert Counter(status for _id, status, _args in results) == Counter(
         {"SUCCESSFUL": succeeded.count(), "FAILED": failed.count()}
     )
     delays = [(run.started - run.tick).total_seconds() for run in succeeded if run.tick]
-    print(  # noqa: T201 - the numbers the docs quote; visible with pytest -s
+    print(  # the numbers the docs quote; visible with pytest -s
         f"tick -> job start through django-tasks-db (db_worker --interval 0.1): "
         f"median {statistics.median(delays):.3f}s, max {max(delays):.3f}s, n={len(delays)}"
     )
@@ -182,8 +184,10 @@ def test_a_duplicate_delivery_is_a_recorded_skip(fresh_registry: None) -> None:
     again = enqueue(immediate_every_minute, 7, tick=tick)
     assert not again.enqueued and calls == [7]  # the claim stopped the second enqueue
     # A delivery that bypasses the claim (a retry, a redelivery) runs into the tick record.
-    duplicate = tick_task().using(backend="default").enqueue(
-        "immediate_every_minute", tick.isoformat(), [7]
+    duplicate = (
+        tick_task()
+        .using(backend="default")
+        .enqueue("immediate_every_minute", tick.isoformat(), [7])
     )
     assert calls == [7]
     runs = {run.task_id: run.status for run in JobRun.objects.filter(job="immediate_every_minute")}

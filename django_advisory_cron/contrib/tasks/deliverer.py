@@ -14,6 +14,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +27,7 @@ from ...delivery import DeliverableJob, Delivery, DeliveryError, parse
 from ...history import HOST
 from ...jobs import Job
 from ...lockconn import answer_within
-from .framework import errors, framework
+from .framework import NOT_INSTALLED, errors, framework, installed
 from .task import tick_task
 
 logger = logging.getLogger("django_advisory_cron")
@@ -73,6 +74,67 @@ def task_for(job: DeliverableJob) -> Any:
         raise DeliveryError(
             f"job {job.name!r}: the Tasks backend {alias!r} cannot enqueue its ticks: {error}"
         ) from None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a job's ticks cannot be delivered (``is_error``) or will not run."""
+
+    check_id: str
+    message: str
+    hint: str
+    is_error: bool = True
+
+
+def diagnose(job: DeliverableJob) -> list[Problem]:
+    """What stands in the way of delivering ``job``'s ticks through the Tasks framework."""
+    if not job.deliver:
+        return []
+    if not installed():
+        return [
+            Problem(
+                "E050",
+                f"Job {job.name!r} has deliver={job.deliver!r}, but {NOT_INSTALLED}.",
+                "Install a Tasks framework, or remove deliver= to run the job's ticks in place.",
+            )
+        ]
+    tasks = framework()
+    alias = backend_alias(job)
+    if alias not in tasks.task_backends.settings:
+        configured = ", ".join(map(repr, tasks.task_backends.settings)) or "none"
+        return [
+            Problem(
+                "E051",
+                f"Job {job.name!r} has deliver={job.deliver!r}, but TASKS has no backend "
+                f"{alias!r} (configured: {configured}).",
+                "Add the backend to TASKS, or name a configured one in deliver='tasks:<alias>'.",
+            )
+        ]
+    refusals: tuple[type[Exception], ...] = (DeliveryError, *errors())
+    try:
+        backend = tasks.task_backends[alias]
+        task_for(job)
+    except refusals as error:
+        return [
+            Problem(
+                "E052",
+                f"Job {job.name!r}: the Tasks backend {alias!r} cannot enqueue its ticks: "
+                f"{str(error).strip().splitlines()[0]}",
+                "Fix the backend in TASKS (its BACKEND path, its QUEUES must include "
+                "'default'), or deliver to another backend.",
+            )
+        ]
+    if type(backend).__name__ == "DummyBackend":
+        return [
+            Problem(
+                "W053",
+                f"Job {job.name!r} is delivered to the Tasks backend {alias!r}, a "
+                "DummyBackend: its ticks are enqueued and never run.",
+                "Deliver to a backend with workers (e.g. django-tasks-db's DatabaseBackend).",
+                is_error=False,
+            )
+        ]
+    return []
 
 
 class TasksDeliverer:
@@ -134,8 +196,6 @@ class TasksDeliverer:
 
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""
-        from .checks import diagnose
-
         return [problem.message for problem in diagnose(job) if problem.is_error]
 
 

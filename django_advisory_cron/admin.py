@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 from . import charts, control, heldlocks, status
 from .charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
 from .conf import app_settings
+from .contrib.tasks.links import task_link
 from .jobs import registry
 from .liveworkers import live_workers
 from .models import HeldLock, JobRun, JobState, RegisteredJob, RunStatus
@@ -443,14 +444,25 @@ class JobRunAdmin(ReadOnlyAdmin):
         "duration_display",
         "host",
         "pid",
+        "task",
         "error_short",
     )
     list_filter = (("job", admin.AllValuesFieldListFilter), "status", "started")
-    search_fields = ("job", "host", "error")
+    search_fields = ("job", "host", "error", "task_id")
     date_hierarchy = "started"
     list_per_page = 100
-    fields = ("job", "status", "tick", "started", "finished", "duration_display", "host", "pid")
-    readonly_fields = ("duration_display", "error_text")
+    fields = (
+        "job",
+        "status",
+        "tick",
+        "started",
+        "finished",
+        "duration_display",
+        "host",
+        "pid",
+        "task",
+    )
+    readonly_fields = ("duration_display", "task", "error_text")
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*self.fields, "error_text"]
@@ -476,6 +488,11 @@ class JobRunAdmin(ReadOnlyAdmin):
     @admin.display(description=_("duration"), ordering="elapsed")
     def duration_display(self, obj: JobRun) -> str:
         return human_duration(obj.duration)
+
+    @admin.display(description=_("task"), ordering="task_id")
+    def task(self, obj: JobRun) -> str:
+        """The task result id of a run delivered through a task queue, linked to its page."""
+        return task_link(obj.task_id)
 
     @admin.display(description=_("error"))
     def error_short(self, obj: JobRun) -> str:

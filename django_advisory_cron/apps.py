@@ -17,9 +17,11 @@ class AdvisoryCronConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, monitoring
+        from .contrib.tasks import install as install_tasks_delivery
 
         checks.register()
         monitoring.connect()
+        install_tasks_delivery()  # imports no Tasks framework: only registers the deliverer
         if app_settings.SYNC_ON_MIGRATE and apps.is_installed("django_q"):
             from .contrib.django_q import sync_after_migrate
 

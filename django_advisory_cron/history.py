@@ -84,10 +84,13 @@ class RunRecord:
         lease: float,
         using: str,
         manual: bool = False,
+        task_id: str = "",
     ) -> None:
         self.job = job
         #: A "run now" run: no tick, and a pause does not hold it back.
         self.manual = manual
+        #: The task result id when a task queue delivered this run (recorded on its rows).
+        self.task_id = task_id
         #: ``(instant, tick)`` pairs the reference time is matched against.
         self.matches = matches
         #: The run's reference time. ``None`` until the first attempt returns the database's
@@ -123,6 +126,7 @@ class RunRecord:
             lease=self.lease if scope == "session" else None,
             final=final,
             manual=self.manual,
+            task_id=self.task_id,
         )
 
     def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
@@ -137,7 +141,14 @@ class RunRecord:
             # to other replicas until they commit, finished.
             lease = self.lease if scope == "session" else None
             claimed = send(
-                sql.claim_tick(job=self.job, host=HOST, pid=self.pid, tick=self.tick, lease=lease)
+                sql.claim_tick(
+                    job=self.job,
+                    host=HOST,
+                    pid=self.pid,
+                    tick=self.tick,
+                    lease=lease,
+                    task_id=self.task_id,
+                )
             )
             run_id = None if claimed is None else claimed[0]
         self.run_id = None if run_id is None else int(run_id)
@@ -148,7 +159,15 @@ class RunRecord:
         self, key: LockKey, scope: ResolvedScope, error: BaseException | None
     ) -> Statement | None:
         if self.tick_done:
-            return sql.skip_tick(key, scope, job=self.job, host=HOST, pid=self.pid, tick=self.tick)
+            return sql.skip_tick(
+                key,
+                scope,
+                job=self.job,
+                host=HOST,
+                pid=self.pid,
+                tick=self.tick,
+                task_id=self.task_id,
+            )
         assert self.run_id is not None  # taken, and the tick not done: the row is ours
         status, text = self.outcome or (status_of(error), error_text(error) if error else "")
         return sql.finish_run(key, scope, run_id=self.run_id, status=status, error=text)
@@ -177,7 +196,13 @@ class RunRecord:
     def record_lost(self, status: str, text: str) -> bool:
         """Record a transaction-scoped run whose row rolled back with its lost connection."""
         statement = sql.record_lost_run(
-            job=self.job, host=HOST, pid=self.pid, tick=self.tick, status=status, error=text
+            job=self.job,
+            host=HOST,
+            pid=self.pid,
+            tick=self.tick,
+            status=status,
+            error=text,
+            task_id=self.task_id,
         )
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
 

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from .conf import CATCH_UP_CHOICES, CatchUp
+from .delivery import parse as parse_deliver
 from .exceptions import LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
 from .schedule import Every, Schedule, as_interval, describe_interval, zone_problem
@@ -291,6 +292,9 @@ def locked_task(
     the lock with SQL that calls ``pg_try_advisory_lock(hashtext(name))``. ``timeout``
     (seconds) stops a run that goes on longer and records it ``timed_out``: ``runlocked``
     enforces it, and ``cronworker`` runs such a job in a process of its own to do so.
+    ``deliver="tasks"`` (or ``"tasks:<backend alias>"``) makes the schedulers enqueue each
+    tick to Django's Tasks framework instead of running it in place (see the Tasks page of
+    the docs).
 
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
@@ -312,6 +316,10 @@ def locked_task(
     ):
         raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
     _exclusive(schedule, every)
+    if deliver is not None:
+        if not isinstance(deliver, str):
+            raise ValueError(f"deliver must be a string such as 'tasks', not {deliver!r}")
+        parse_deliver(deliver)
     interval = None if every is None else as_interval(every)
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:

@@ -257,3 +257,36 @@ class RegisteredJob(JobRun):
         verbose_name_plural = _("jobs")
         default_permissions = ("view",)
         permissions = [("operate_job", _("Can pause, resume and run jobs now"))]
+
+
+class EnqueuedTick(models.Model):
+    """A tick handed to a task queue (``deliver="tasks"``): the claim that makes schedulers
+    enqueue each tick once.
+
+    Every scheduler (``cronworker`` replica, ``runlocked --enqueue``) inserts the row for
+    ``(job, tick)`` before it enqueues; only the one whose insert wins enqueues. The run itself
+    is still recorded in [JobRun][django_advisory_cron.models.JobRun] by whichever task worker
+    runs it, with the same ``task_id``.
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    tick = models.DateTimeField(_("tick"))
+    #: The Tasks backend alias the tick was enqueued to.
+    backend = models.CharField(_("backend"), max_length=200)
+    #: The task result id the backend returned (empty until the enqueue returns).
+    task_id = models.CharField(_("task id"), max_length=255, blank=True, default="")
+    host = models.CharField(_("host"), max_length=255)
+    pid = models.PositiveIntegerField(_("pid"))
+    enqueued = models.DateTimeField(_("enqueued"))
+
+    class Meta:
+        verbose_name = _("enqueued tick")
+        verbose_name_plural = _("enqueued ticks")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "tick"], name="advisory_cron_one_enqueue_per_tick"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} @ {self.tick}: task {self.task_id or '(enqueuing)'}"

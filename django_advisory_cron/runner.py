@@ -142,11 +142,14 @@ def execute(
     wait: float | None = None,
     using: str | None = None,
     manual: bool = False,
+    task_id: str = "",
 ) -> RunResult:
     """Run ``job`` once under its lock and return what happened, failures included.
 
     ``manual`` is a "run now": recorded as manual, with no tick (it never takes or shifts
     one), and run even while the job is paused; it is still refused while the lock is held.
+    ``task_id`` is the task result id when a task queue delivered the run; the run's row
+    (or its skip) records it.
 
     Raises only when nothing could be recorded: an invalid schedule, a lock database that is
     not PostgreSQL or cannot be reached, a scope that cannot be used here.
@@ -163,6 +166,7 @@ def execute(
         lease=app_settings.LEASE,
         using=alias,
         manual=manual,
+        task_id=task_id,
     )
     result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=manual, record=record)
 

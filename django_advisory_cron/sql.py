@@ -30,7 +30,7 @@ ADVISORY_LOCKS = (
 @functools.cache
 def names() -> dict[str, str]:
     """The quoted history table and the status literals, for ``str.format``."""
-    from .models import TICK_TAKING, JobRun, JobState, RunStatus
+    from .models import TICK_TAKING, EnqueuedTick, JobRun, JobState, RunStatus
 
     def quote(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
@@ -40,6 +40,7 @@ def names() -> dict[str, str]:
     return {
         "table": quote(JobRun._meta.db_table),
         "state": quote(JobState._meta.db_table),
+        "claims": quote(EnqueuedTick._meta.db_table),
         "taking": taking,
         **values,
     }
@@ -115,6 +116,7 @@ def acquire_run(
     lease: float | None,
     final: bool,
     manual: bool = False,
+    task_id: str = "",
 ) -> Statement:
     """Take the lock and claim the run's tick in one round trip.
 
@@ -134,6 +136,7 @@ def acquire_run(
     - on the final attempt a process that did not get the lock records its skip.
 
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
+    ``task_id`` is the task result id when a task queue delivered the run (else empty).
     """
     function = "pg_try_advisory_lock" if scope == "session" else "pg_try_advisory_xact_lock"
     lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
@@ -169,20 +172,22 @@ WITH paused AS (
        AND (lease_until IS NULL OR lease_until < clock_timestamp())
     RETURNING id
 ), ins AS (
-    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until, manual)
+    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until, manual,
+                         task_id)
     SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE,
-           %(manual)s
+           %(manual)s, %(task_id)s
       FROM t WHERE t.got
     ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
     RETURNING id
 ), skip AS (
-    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, manual)
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, manual,
+                         task_id)
     SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
            CASE WHEN EXISTS (SELECT 1 FROM paused) THEN {s_skipped_paused}
                 ELSE {s_skipped_locked} END,
            COALESCE((SELECT why FROM paused), CASE WHEN (SELECT n FROM live) > 0
                THEN 'an earlier run is still alive (its lease has not expired)' ELSE '' END),
-           %(manual)s
+           %(manual)s, %(task_id)s
       FROM t WHERE NOT t.got AND %(final)s
 )
 SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
@@ -200,28 +205,36 @@ SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
         "lease": lease,
         "final": final,
         "manual": manual,
+        "task_id": task_id,
     }
     return sql, params
 
 
-def _who(job: str, host: str, pid: int) -> dict[str, Any]:
-    return {"job": job, "host": host, "pid": pid}
+def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
+    return {"job": job, "host": host, "pid": pid, "task_id": task_id}
 
 
 def claim_tick(
-    *, job: str, host: str, pid: int, tick: datetime | None, lease: float | None
+    *,
+    job: str,
+    host: str,
+    pid: int,
+    tick: datetime | None,
+    lease: float | None,
+    task_id: str = "",
 ) -> Statement:
     """Claim a tick that the acquiring statement's own ``dead`` step just gave back (inside one
     statement the old row version still conflicts). Returns the run id, or no row."""
     lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
     sql = _fill(
         """
-INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
-VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE)
+INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until, task_id)
+VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE,
+        %(task_id)s)
 ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
 RETURNING id"""
     ).replace("LEASE", lease_sql)
-    return sql, {**_who(job, host, pid), "tick": tick, "lease": lease}
+    return sql, {**_who(job, host, pid, task_id), "tick": tick, "lease": lease}
 
 
 def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope) -> str:
@@ -244,15 +257,23 @@ def finish_run(
 
 
 def skip_tick(
-    key: LockKey, scope: ResolvedScope, *, job: str, host: str, pid: int, tick: datetime | None
+    key: LockKey,
+    scope: ResolvedScope,
+    *,
+    job: str,
+    host: str,
+    pid: int,
+    tick: datetime | None,
+    task_id: str = "",
 ) -> Statement:
     """Record a skip for a tick that already ran (and unlock, in session scope)."""
     insert = _fill(
-        "INSERT INTO {table} (job, tick, host, pid, started, finished, status, error) "
+        "INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id) "
         "VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), "
-        "{s_skipped_tick}, '')"
+        "{s_skipped_tick}, '', %(task_id)s)"
     )
-    return _then_unlock(insert, key, scope), {**key.params, **_who(job, host, pid), "tick": tick}
+    who = _who(job, host, pid, task_id)
+    return _then_unlock(insert, key, scope), {**key.params, **who, "tick": tick}
 
 
 def renew_lease(key: LockKey, *, run_id: int, lease: float) -> Statement:
@@ -294,7 +315,14 @@ UPDATE {table} SET
 
 
 def record_lost_run(
-    *, job: str, host: str, pid: int, tick: datetime | None, status: str, error: str
+    *,
+    job: str,
+    host: str,
+    pid: int,
+    tick: datetime | None,
+    status: str,
+    error: str,
+    task_id: str = "",
 ) -> Statement:
     """Record a transaction-scoped run whose row rolled back with its lost connection.
 
@@ -303,24 +331,71 @@ def record_lost_run(
     sql = _fill(
         """
 WITH ins AS (
-    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
     VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-            %(status)s, %(error)s)
+            %(status)s, %(error)s, %(task_id)s)
     ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
     RETURNING id
 )
-INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
 SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %(status)s,
-       %(error)s || E'\\n(tick ' || %(tick)s::text || ' was run by another replica)'
+       %(error)s || E'\\n(tick ' || %(tick)s::text || ' was run by another replica)',
+       %(task_id)s
  WHERE NOT EXISTS (SELECT 1 FROM ins)"""
     )
-    return sql, {**_who(job, host, pid), "tick": tick, "status": status, "error": error}
+    who = _who(job, host, pid, task_id)
+    return sql, {**who, "tick": tick, "status": status, "error": error}
 
 
 def fail_committed_run(*, run_id: int, error: str) -> Statement:
     """A run whose transaction committed but whose ``on_commit`` callback raised: failed."""
     sql = _fill("UPDATE {table} SET status = {s_failed}, error = %(error)s WHERE id = %(id)s")
     return sql, {"id": run_id, "error": error}
+
+
+# -- enqueueing a tick to a task queue ---------------------------------------------------------
+
+
+def claim_enqueue(
+    *, job: str, tick: datetime, backend: str, host: str, pid: int, keep_days: int
+) -> Statement:
+    """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id)``, NULL for every
+    scheduler but the first, and for all of them once the tick has a run (a late scheduler).
+
+    The winner also deletes this job's claims for ticks more than ``keep_days`` before this
+    one, so the table stays as small as the ticks it still has to tell apart.
+    """
+    sql = _fill(
+        """
+WITH ins AS (
+    INSERT INTO {claims} (job, tick, backend, task_id, host, pid, enqueued)
+    SELECT %(job)s, %(tick)s, %(backend)s, '', %(host)s, %(pid)s, clock_timestamp()
+     WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE job = %(job)s AND tick = %(tick)s
+                          AND status IN ({taking}))
+    ON CONFLICT (job, tick) DO NOTHING
+    RETURNING id
+), old AS (
+    DELETE FROM {claims}
+     WHERE job = %(job)s AND tick < %(tick)s::timestamptz - make_interval(days => %(keep)s)
+       AND EXISTS (SELECT 1 FROM ins)
+)
+SELECT (SELECT id FROM ins)"""
+    )
+    params = {**_who(job, host, pid), "tick": tick, "backend": backend, "keep": keep_days}
+    return sql, params
+
+
+def enqueued(*, claim_id: int, task_id: str) -> Statement:
+    """Store the task result id the backend returned on the claim."""
+    return _fill("UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s"), {
+        "id": claim_id,
+        "task_id": task_id,
+    }
+
+
+def release_claim(*, claim_id: int) -> Statement:
+    """Give the claim back after a failed enqueue, so the tick can be enqueued again."""
+    return _fill("DELETE FROM {claims} WHERE id = %(id)s"), {"id": claim_id}
 
 
 # -- the worker: overlapping ticks and runs in child processes ----------------------------

@@ -6,6 +6,9 @@ runner *for that tick* (``now=tick``). Every replica does the same; the lock and
 their due jobs in an order of their own (a hash of the worker's identity and the job's name),
 so the wins spread across replicas instead of going to the fastest one.
 
+A job with ``deliver=`` is not run here: its tick is handed to its deliverer (see
+[delivery][django_advisory_cron.delivery]), which enqueues it once across the workers.
+
 Time: ticks are judged on the database's clock, as the runner does. The worker reads it once
 per wake and sleeps on the monotonic clock in between, so a suspended VM, an NTP step or a
 long pause can neither skip the tick it wakes up for nor run one twice.
@@ -53,7 +56,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import catchup, history, pooler, signals, sql
+from . import catchup, delivery, history, pooler, signals, sql
 from .conf import app_settings
 from .exceptions import DatabaseUnavailable
 from .history import HOST
@@ -252,6 +255,8 @@ class WorkerStats:
     ran: int = 0
     skipped: int = 0
     failed: int = 0
+    #: Ticks this worker enqueued to a task queue (``deliver=``); counted in ``started``.
+    enqueued: int = 0
     #: Ticks not started because the job's previous run here was still going.
     overlapped: int = 0
 
@@ -288,7 +293,7 @@ class Worker:
         self._uid = f"{self.identity}:{id(self)}"  # several workers may share one process
         self.stats = WorkerStats()
         self._stop = threading.Event()
-        self._running: dict[str, Future[RunResult | None]] = {}
+        self._running: dict[str, Future[Any]] = {}
         #: The tick each job was last dispatched for (named when the next one overlaps it).
         self._last_tick: dict[str, datetime] = {}
         #: Runs in progress, by pool thread: their rows are finished here if the grace ends.
@@ -555,7 +560,24 @@ class Worker:
     def _dispatch(self, job: Job[..., object], ticks: list[datetime]) -> None:
         """Start the runs of ``job`` for ``ticks`` (oldest first, one after another: a
         catch-up) without waiting for them; if the job's previous run here is still going,
-        record the ticks as skipped instead (no thread, no process)."""
+        record the ticks as skipped instead (no thread, no process). A job with ``deliver=`` is
+        handed to its deliverer instead, tick by tick."""
+        try:
+            deliverer = delivery.deliverer_for(job)
+        except delivery.DeliveryError as error:
+            logger.error("cronworker: %s: ticks %s not run: %s", job.name, ticks, error)
+            return
+        if deliverer is not None:
+            with self._lock:
+                for tick in ticks:
+                    try:
+                        handing = self._pool.submit(self._deliver_one, deliverer, job, tick)
+                    except RuntimeError:  # the interpreter is exiting: start nothing more
+                        self._stop.set()
+                        return
+                    self.stats.started += 1
+                    self._running[job.name] = handing
+            return
         with self._lock:
             previous = self._running.get(job.name)
             if previous is None or previous.done():
@@ -671,6 +693,25 @@ class Worker:
             if result.status in FAILING:
                 self.stats.failed += 1
         return result
+
+    def _deliver_one(
+        self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime
+    ) -> delivery.Delivery | None:
+        try:
+            handed = deliverer.deliver(job, tick, using=job.using or self.using)
+        except Exception as error:
+            logger.error("cronworker: tick %s of %s not enqueued: %s", tick, job.name, error)
+            with self._lock:
+                self.stats.failed += 1
+            return None
+        finally:
+            connections.close_all()
+        with self._lock:
+            if handed.enqueued:
+                self.stats.enqueued += 1
+            else:
+                self.stats.skipped += 1
+        return handed
 
     def _run_in_process(
         self, job: Job[..., object], tick: datetime | None, using: str

@@ -36,6 +36,7 @@ LAYERS = {
     "worker": 4,
     "jobs": 4,
     "catchup": 4,
+    "delivery": 4,
     "control": 4,
     "charts": 5,
     "metrics": 5,

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from ... import exitcodes
+from ... import delivery, exitcodes
 from ...conf import app_settings
 from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
 from ...jobs import registry
@@ -34,8 +34,9 @@ SIGTERM shortly before it ends), records those still running as interrupted and 
 exit codes:
   2    usage error: unknown job name, no scheduled job to run, bad option
   69   the lock database cannot be reached
-  78   configuration error: the lock database is not PostgreSQL, or a job must run in a
-       process and the settings are not a module a child process can load
+  78   configuration error: the lock database is not PostgreSQL, a job must run in a
+       process and the settings are not a module a child process can load, or a job's
+       deliver= cannot work here (no Tasks framework, unknown backend)
   130  stopped by SIGINT, 143 by SIGTERM
 """
 
@@ -103,6 +104,14 @@ class Command(AppCommand):
                 self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
         if not scheduled:
             self.leave(exitcodes.USAGE, "no scheduled job to run: give a job a schedule")
+        for job in scheduled:
+            try:
+                deliverer = delivery.deliverer_for(job)
+            except delivery.DeliveryError as error:
+                self.leave(exitcodes.CONFIG, str(error))
+            problems = deliverer.problems(job) if deliverer is not None else []
+            if problems:
+                self.leave(exitcodes.CONFIG, problems[0])
         alias = options["database"] or app_settings.lock_database
         worker = Worker(
             jobs,
@@ -138,6 +147,8 @@ class Command(AppCommand):
             f"{stats.failed} failed; {stats.overlapped} tick(s) skipped because the job's "
             "previous run was still going"
         )
+        if stats.enqueued:
+            self.stdout.write(f"cronworker: {stats.enqueued} tick(s) enqueued to a task queue")
         code = exitcodes.SIGINT if stopped_by[:1] == [signal.SIGINT] else exitcodes.SIGTERM
         if worker.stopped_children:
             self.stderr.write(

@@ -16,7 +16,7 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import CommandParser
 from django.db import ProgrammingError
 
-from ... import exitcodes, signals
+from ... import delivery, exitcodes, signals
 from ...conf import app_settings
 from ...exceptions import (
     DatabaseUnavailable,
@@ -36,12 +36,14 @@ from ..base import AppCommand, did_you_mean
 EPILOG = """\
 exit codes:
   0    the job ran, or was skipped (locked elsewhere, this tick already ran, or the job is
-       paused: its tick is recorded as skipped_paused)
+       paused: its tick is recorded as skipped_paused); with --enqueue: the tick was
+       enqueued, or another scheduler had enqueued it
   1    the job raised; the run is recorded as failed and the traceback logged
   2    usage error: unknown job, bad arguments, invalid schedule
   69   the lock database cannot be reached
   75   the lock's connection was lost while the job ran
-  78   configuration error: the lock database is not PostgreSQL, or misused scope
+  78   configuration error: the lock database is not PostgreSQL, or misused scope; with
+       --enqueue: no Tasks framework, unknown backend, or a backend that refuses the task
   124  the job ran past its timeout: stopped, recorded as timed out, lock released
   N    with --conflict-exit-code N: skipped because another process holds the lock
   130  interrupted by SIGINT, 143 by SIGTERM (run marked interrupted, lock released)
@@ -217,6 +219,12 @@ class Command(AppCommand):
             metavar="N",
             help="exit with N instead of 0 when skipped because the lock is held elsewhere",
         )
+        parser.add_argument(
+            "--enqueue",
+            action="store_true",
+            help="enqueue the job to its Tasks backend (its deliver=, else the default backend) "
+            "instead of running it here; once per tick across every scheduler",
+        )
         parser.add_argument("--list", action="store_true", help="list registered jobs and exit")
         # Internal: cronworker runs a job in a child process for the tick it is due at.
         parser.add_argument("--tick", default=None, help=argparse.SUPPRESS)
@@ -235,6 +243,9 @@ class Command(AppCommand):
         tick = self._tick(options["tick"])
         job, arguments = self._find(name, options["job_args"])
         alias = options["database"] or job.using or app_settings.lock_database
+        if options["enqueue"]:
+            self._enqueue(job, arguments, alias, options["verbosity"])
+            return
         ended: RunResult | BaseException
         try:
             bound_connect(alias)
@@ -267,6 +278,40 @@ class Command(AppCommand):
         if tick is None or tick.tzinfo is None:
             self.leave(exitcodes.USAGE, f"--tick needs an ISO 8601 time with an offset: {value!r}")
         return tick
+
+    def _enqueue(
+        self, job: Job[Any, Any], arguments: list[str], alias: str, verbosity: int
+    ) -> None:
+        """Hand the tick nearest the database's clock to the job's Tasks backend."""
+        if job.name not in registry:
+            self.leave(
+                exitcodes.USAGE,
+                f"--enqueue needs a registered job; {job.name!r} is a management command "
+                "(task workers could not find it)",
+            )
+        try:
+            deliverer = delivery.deliverer_for(job) or delivery.deliverer_for_scheme("tasks")
+            problems = deliverer.problems(job)
+            if problems:
+                raise delivery.DeliveryError(problems[0])
+            bound_connect(alias)
+            handed = deliverer.deliver(job, None, args=arguments, using=alias)
+        except delivery.DeliveryError as error:
+            self.leave(exitcodes.CONFIG, str(error))
+        except InvalidSchedule as error:
+            self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
+        except DatabaseUnavailable as error:
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
+        tick = f"tick {handed.tick}" if handed.tick else "no tick"
+        if handed.enqueued:
+            message = (
+                f"{job.name}: enqueued ({tick}) to Tasks backend {handed.target!r} as task "
+                f"{handed.task_id}"
+            )
+        else:
+            message = f"{job.name}: not enqueued, {tick} was already enqueued by another scheduler"
+        if verbosity >= 1:
+            self.stdout.write(message)
 
     def _list(self) -> None:
         jobs = registry.all()

@@ -1,0 +1,209 @@
+"""Enqueue a job's tick to a Tasks backend, once across every scheduler.
+
+Before enqueueing, a scheduler claims ``(job, tick)`` with one statement (an
+[EnqueuedTick][django_advisory_cron.models.EnqueuedTick] row, unique per job and tick, not
+inserted once the tick has a run). Only the winner enqueues, so 20 schedulers waking at the
+same tick enqueue one task. A duplicate that gets through anyway (a backend's retry, a
+redelivery, a task re-enqueued by hand) is absorbed when it runs: the run claims the tick in
+the run history and every later delivery records ``skipped_tick``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from ... import sql
+from ...catchup import database_now
+from ...conf import app_settings
+from ...delivery import DeliverableJob, Delivery, DeliveryError, parse
+from ...history import HOST
+from ...jobs import Job
+from ...lockconn import answer_within
+from .framework import NOT_INSTALLED, errors, framework, installed
+from .task import tick_task
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: Claims of ticks older than this (before the newest claim of the same job) are deleted.
+CLAIM_KEEP_DAYS = 7
+
+
+def backend_alias(job: DeliverableJob) -> str:
+    """The Tasks backend alias ``job`` is delivered to (``"tasks"`` alone: the default)."""
+    _scheme, alias = parse(job.deliver or "tasks")
+    return alias or str(framework().DEFAULT_TASK_BACKEND_ALIAS)
+
+
+def check_arguments(job_name: str, args: Sequence[Any]) -> list[Any]:
+    """The arguments as the JSON list the task carries; raises
+    [DeliveryError][django_advisory_cron.delivery.DeliveryError] for one that is not
+    JSON-serialisable (the Tasks framework's own rule)."""
+    values = list(args)
+    try:
+        return list(json.loads(json.dumps(values)))
+    except (TypeError, ValueError) as error:
+        raise DeliveryError(
+            f"job {job_name!r} cannot be enqueued: its arguments must be JSON-serialisable "
+            f"for the Tasks framework ({error}); pass ids or strings instead"
+        ) from None
+
+
+def task_for(job: DeliverableJob) -> Any:
+    """The internal task bound to ``job``'s backend; raises
+    [DeliveryError][django_advisory_cron.delivery.DeliveryError] when the backend is unknown
+    or cannot take it."""
+    tasks = framework()
+    alias = backend_alias(job)
+    if alias not in tasks.task_backends.settings:
+        configured = ", ".join(map(repr, tasks.task_backends.settings)) or "none"
+        raise DeliveryError(
+            f"job {job.name!r} has deliver={job.deliver!r}, but TASKS has no backend "
+            f"{alias!r} (configured: {configured}); add it to TASKS or fix deliver="
+        )
+    try:
+        return tick_task().using(backend=alias)
+    except errors() as error:
+        raise DeliveryError(
+            f"job {job.name!r}: the Tasks backend {alias!r} cannot enqueue its ticks: {error}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a job's ticks cannot be delivered (``is_error``) or will not run."""
+
+    check_id: str
+    message: str
+    hint: str
+    is_error: bool = True
+
+
+def diagnose(job: DeliverableJob) -> list[Problem]:
+    """What stands in the way of delivering ``job``'s ticks through the Tasks framework."""
+    if not job.deliver:
+        return []
+    if not installed():
+        return [
+            Problem(
+                "E050",
+                f"Job {job.name!r} has deliver={job.deliver!r}, but {NOT_INSTALLED}.",
+                "Install a Tasks framework, or remove deliver= to run the job's ticks in place.",
+            )
+        ]
+    tasks = framework()
+    alias = backend_alias(job)
+    if alias not in tasks.task_backends.settings:
+        configured = ", ".join(map(repr, tasks.task_backends.settings)) or "none"
+        return [
+            Problem(
+                "E051",
+                f"Job {job.name!r} has deliver={job.deliver!r}, but TASKS has no backend "
+                f"{alias!r} (configured: {configured}).",
+                "Add the backend to TASKS, or name a configured one in deliver='tasks:<alias>'.",
+            )
+        ]
+    refusals: tuple[type[Exception], ...] = (DeliveryError, *errors())
+    try:
+        backend = tasks.task_backends[alias]
+        task_for(job)
+    except refusals as error:
+        return [
+            Problem(
+                "E052",
+                f"Job {job.name!r}: the Tasks backend {alias!r} cannot enqueue its ticks: "
+                f"{str(error).strip().splitlines()[0]}",
+                "Fix the backend in TASKS (its BACKEND path, its QUEUES must include "
+                "'default'), or deliver to another backend.",
+            )
+        ]
+    if type(backend).__name__ == "DummyBackend":
+        return [
+            Problem(
+                "W053",
+                f"Job {job.name!r} is delivered to the Tasks backend {alias!r}, a "
+                "DummyBackend: its ticks are enqueued and never run.",
+                "Deliver to a backend with workers (e.g. django-tasks-db's DatabaseBackend).",
+                is_error=False,
+            )
+        ]
+    return []
+
+
+class TasksDeliverer:
+    """The ``"tasks"`` [Deliverer][django_advisory_cron.delivery.Deliverer]."""
+
+    def deliver(
+        self,
+        job: DeliverableJob,
+        tick: datetime | None,
+        *,
+        args: Sequence[Any] = (),
+        using: str | None = None,
+    ) -> Delivery:
+        """Enqueue ``job`` for ``tick`` (or, for an unscheduled run, for the database's
+        current time), unless another scheduler already claimed the tick."""
+        assert isinstance(job, Job)
+        values = check_arguments(job.name, args)
+        task = task_for(job)
+        alias = using or job.using or app_settings.lock_database
+        at = tick or database_now(alias)
+        schedule = job.schedule
+        matched = schedule.nearest_tick(at, app_settings.MAX_SKEW) if schedule else None
+        backend = task.backend
+        claim_id: int | None = None
+        if matched is not None:
+            claim_id = _send(
+                alias,
+                sql.claim_enqueue(
+                    job=job.name,
+                    tick=matched,
+                    backend=backend,
+                    host=HOST,
+                    pid=os.getpid(),
+                    keep_days=CLAIM_KEEP_DAYS,
+                ),
+            )
+            if claim_id is None:
+                logger.info("job %s: tick %s already enqueued elsewhere", job.name, matched)
+                return Delivery(job.name, matched, backend, enqueued=False)
+        try:
+            result = task.enqueue(job.name, (matched or at).isoformat(), values)
+        except Exception as error:
+            if claim_id is not None:
+                _send(alias, sql.release_claim(claim_id=claim_id))
+            raise DeliveryError(
+                f"job {job.name!r}: the Tasks backend {backend!r} refused the task: {error}"
+            ) from error
+        task_id = str(result.id)
+        if claim_id is not None:
+            _send(alias, sql.enqueued(claim_id=claim_id, task_id=task_id))
+        logger.info(
+            "job %s: tick %s enqueued to Tasks backend %r as task %s",
+            job.name,
+            matched,
+            backend,
+            task_id,
+        )
+        return Delivery(job.name, matched, backend, enqueued=True, task_id=task_id)
+
+    def problems(self, job: DeliverableJob) -> list[str]:
+        """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""
+        return [problem.message for problem in diagnose(job) if problem.is_error]
+
+
+def _send(alias: str, statement: sql.Statement) -> Any:
+    """Run one claim statement (autocommit); its first column, or ``None``."""
+    text, params = statement
+    connection = connections[alias]
+    with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as cursor:
+        cursor.execute(text, params)
+        row = cursor.fetchone() if cursor.description else None
+    return None if row is None else row[0]

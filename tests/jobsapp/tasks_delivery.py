@@ -1,0 +1,28 @@
+"""Jobs delivered through the Tasks framework, for the Tasks delivery tests; loaded with
+``ADVISORY_CRON_JSON='{"JOBS_MODULE": "tasks_delivery"}'`` and ``tests.settings_tasks``."""
+
+import os
+from datetime import timedelta
+
+from django_advisory_cron import locked_task
+
+from .models import Marker
+
+
+@locked_task(name="tasks_every2", every=timedelta(seconds=2), deliver="tasks")
+def tasks_every2() -> None:
+    """Enqueued to the database backend at every tick; a db_worker runs it."""
+    Marker.objects.create(job="tasks_every2", pid=os.getpid())
+
+
+@locked_task(name="tasks_failing", every=timedelta(seconds=2), deliver="tasks")
+def tasks_failing() -> None:
+    """Fails in the task worker, so the task fails too and its retry must not run it again."""
+    Marker.objects.create(job="tasks_failing", pid=os.getpid())
+    raise RuntimeError("tasks_failing fails on purpose")
+
+
+@locked_task(name="tasks_minutely", every=timedelta(minutes=1), deliver="tasks:immediate")
+def tasks_minutely() -> None:
+    """Enqueued by ``runlocked --enqueue`` to the ImmediateBackend: runs inside the enqueue."""
+    Marker.objects.create(job="tasks_minutely", pid=os.getpid())

@@ -561,7 +561,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             control.resume(name)
             message = f"{name}: resumed"
         else:
-            if not control.live_workers(alias):
+            if not live_workers(alias):
                 self.message_user(
                     request,
                     _(

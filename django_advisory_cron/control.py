@@ -21,7 +21,6 @@ from .conf import app_settings
 from .history import HOST
 from .lockconn import answer_within, ensure_connected
 from .models import JobState
-from .worker import PRESENCE_NAME
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|min|s)", re.IGNORECASE)
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "min": 60, "s": 1}
@@ -156,10 +155,3 @@ def request_run(name: str, *, by: str, using: str | None = None) -> datetime:
     requested = _one(_alias(using), sql.request_run(job=name, by=by[:150]))[0]
     assert isinstance(requested, datetime)
     return requested
-
-
-def live_workers(using: str | None = None) -> int:
-    """How many ``cronworker`` processes are connected to the lock database now."""
-    count = _one(_alias(using), sql.sessions_named(PRESENCE_NAME))[0]
-    assert isinstance(count, int)
-    return count

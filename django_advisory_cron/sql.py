@@ -520,15 +520,6 @@ def listen() -> Statement:
     return f"LISTEN {RUN_CHANNEL}", {}
 
 
-def sessions_named(prefix: str) -> Statement:
-    """How many sessions of this database have an ``application_name`` starting ``prefix``."""
-    sql = (
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND starts_with(application_name, %(prefix)s)"
-    )
-    return sql, {"prefix": prefix}
-
-
 # -- the pooling probe and the admin --------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ LAYERS = {
     "catchup": 4,
     "delivery": 4,
     "control": 4,
+    "liveworkers": 4,
     "charts": 5,
     "metrics": 5,
     "monitoring": 5,

@@ -11,10 +11,11 @@ from ... import control, exitcodes
 from ...conf import app_settings
 from ...exceptions import DatabaseUnavailable, LockDatabaseError
 from ...jobs import Job, registry
+from ...liveworkers import live_workers
 from ...lockconn import bound_connect
 from ...runner import RunResult, execute
 from ..base import AppCommand, did_you_mean
-from .runlocked import outcome, signals_unwind
+from ..runs import outcome, signals_unwind
 
 EPILOG = """\
 actions:
@@ -124,7 +125,7 @@ class Command(AppCommand):
                 f"{job.name:<{width}}  {job.schedule_text or '(no schedule)':<15}  "
                 f"{'; '.join(said) or 'active'}"
             )
-        workers = control.live_workers(alias)
+        workers = len(live_workers(alias))
         self.stdout.write(f"{workers} cronworker(s) connected")
 
     def _pause(self, job: Job[Any, Any], alias: str, until_text: str | None, reason: str) -> None:
@@ -162,7 +163,7 @@ class Command(AppCommand):
                 self.leave(code, message)
             self.stdout.write(f"{message} (manual run)")
             return
-        workers = control.live_workers(alias)
+        workers = len(live_workers(alias))
         if not workers:
             self.leave(
                 exitcodes.NO_WORKER,

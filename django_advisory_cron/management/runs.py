@@ -1,0 +1,146 @@
+"""Running a job in this process, for the commands that do (``runlocked``, ``cronjob trigger
+--here``): signals that unwind the run so it records and unlocks, and the one mapping from how
+a run ended to an exit code and a line to print."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from django.db import ProgrammingError
+
+from .. import exitcodes, signals
+from ..exceptions import (
+    DatabaseUnavailable,
+    InvalidSchedule,
+    JobTimedOut,
+    LockDatabaseError,
+    LockLost,
+    LockScopeError,
+)
+from ..models import RunStatus
+from ..runner import RunResult
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM so the run unwinds, records and unlocks."""
+
+
+#: Sent to our own main thread when the heartbeat finds the lock lost: a run in its own
+#: process stops at once, not at its next database query.
+LOST_SIGNAL = signal.SIGUSR1
+
+
+@contextmanager
+def signals_unwind(timeout: float | None = None) -> Iterator[None]:
+    """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks; a lost
+    lock raises ``LockLost`` there; ``timeout`` seconds after the start, SIGALRM raises
+    ``JobTimedOut`` (and from then on SIGTERM does too: whoever stops a run that is over its
+    timeout stops it for that).
+
+    SIGINT is installed explicitly: a process started in the background by a shell inherits
+    SIGINT ignored, and Python then never raises ``KeyboardInterrupt``.
+    """
+    expired: list[bool] = []
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        if expired and timeout:
+            raise JobTimedOut(timeout)
+        raise Terminated()
+
+    def alarm(signum: int, frame: FrameType | None) -> None:
+        expired.append(True)
+        raise JobTimedOut(timeout or 0)
+
+    def lost(signum: int, frame: FrameType | None) -> None:
+        raise LockLost("the lock's connection was lost; stopping this run")
+
+    main = threading.main_thread().ident
+
+    def stop_main(**kwargs: Any) -> None:
+        if main is not None:
+            signal.pthread_kill(main, LOST_SIGNAL)
+
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, terminate),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        LOST_SIGNAL: signal.signal(LOST_SIGNAL, lost),
+        signal.SIGALRM: signal.signal(signal.SIGALRM, alarm),
+    }
+    signals.lock_lost.connect(stop_main, weak=False, dispatch_uid="runlocked-stop-main")
+    if timeout:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signals.lock_lost.disconnect(dispatch_uid="runlocked-stop-main")
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def outcome(
+    name: str, ended: RunResult | BaseException, conflict_exit_code: int | None
+) -> tuple[int, str]:
+    """The exit code and the line to print for how a run ended: the one mapping.
+
+    A [RunResult][django_advisory_cron.runner.RunResult] is mapped from its recorded status;
+    an exception means nothing could be recorded (configuration, database, schedule).
+    """
+    if isinstance(ended, RunResult):
+        return _from_result(name, ended, conflict_exit_code)
+    first = (str(ended).strip().splitlines() or [type(ended).__name__])[0]
+    if isinstance(ended, InvalidSchedule):
+        return exitcodes.USAGE, f"job {name!r}: {first}"
+    if isinstance(ended, DatabaseUnavailable):
+        return exitcodes.DATABASE_UNAVAILABLE, first
+    if isinstance(ended, (LockDatabaseError, LockScopeError)):
+        return exitcodes.CONFIG, first
+    if isinstance(ended, ProgrammingError):
+        return exitcodes.CONFIG, (
+            f"job {name!r} could not start: {first} (is the run-history table missing? run "
+            "manage.py migrate)"
+        )
+    return exitcodes.JOB_FAILED, f"job {name!r} could not start: {first} (nothing recorded)"
+
+
+def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -> tuple[int, str]:
+    status, run, error = result.status, f"run {result.run_id}", result.error
+    if isinstance(error, JobTimedOut):
+        if status == RunStatus.TIMED_OUT or not result.run_id:
+            recorded = f"{run} recorded as timed out" if result.run_id else "nothing recorded"
+            return exitcodes.TIMED_OUT, f"{name}: {error} ({recorded}; lock released)"
+        error = None  # the time ran out as the run was being recorded: it ended as recorded
+    if error is not None and not isinstance(error, Exception):
+        # A signal: the exit code says so, the message says what the history holds.
+        by = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
+        code = exitcodes.SIGTERM if by == "SIGTERM" else exitcodes.SIGINT
+        if status != RunStatus.INTERRUPTED:
+            recorded = f"after {run} was recorded as {result.status_label}"
+        elif result.run_id:
+            recorded = f"{run} recorded as interrupted"
+        else:
+            recorded = "nothing recorded"
+        return code, f"{name} interrupted by {by} ({recorded}; lock released)"
+    if status == RunStatus.SKIPPED_LOCKED:
+        return conflict_exit_code or exitcodes.OK, f"{name}: skipped, locked by another process"
+    if status == RunStatus.SKIPPED_TICK:
+        return exitcodes.OK, f"{name}: skipped, tick {result.tick} already ran"
+    if status == RunStatus.SKIPPED_PAUSED:
+        return exitcodes.OK, f"{name}: skipped, {result.paused} (see manage.py cronjob resume)"
+    if status == RunStatus.SUCCEEDED:
+        tick = f"tick {result.tick}" if result.tick else "no tick"
+        return exitcodes.OK, f"{name}: ran ({run}, {tick})"
+    if status == RunStatus.LOCK_LOST:
+        return exitcodes.LOCK_LOST, (
+            f"{name}: the lock's connection was lost while the job ran ({run} recorded as "
+            "lock lost); another replica may run it too"
+        )
+    described = f"{type(error).__name__}: {error}" if error is not None else "failed"
+    return exitcodes.JOB_FAILED, (
+        f"job {name!r} failed: {described} (traceback logged; {run} recorded as failed)"
+    )

@@ -50,7 +50,7 @@ def schedule_name(job_name: str) -> str:
     return f"{PREFIX}{job_name}"
 
 
-Action = Literal["create", "update", "delete", "unchanged", "stale", "invalid"]
+Action = Literal["create", "update", "delete", "unchanged", "stale", "invalid", "elsewhere"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class Change:
             "unchanged": ("unchanged", "unchanged"),
             "stale": ("kept (use --prune to delete)", "would keep (use --prune to delete)"),
             "invalid": ("not synced", "would not sync"),
+            "elsewhere": ("not synced", "would not sync"),
         }
         verb = verbs[self.action][1 if dry_run else 0]
         text = f"{verb}: {schedule_name(self.job)}"
@@ -138,7 +139,9 @@ def _plan_and_apply(prune: bool, dry_run: bool) -> list[Change]:
     changes: list[Change] = []
     wanted: set[str] = set()
     for job, reason in unsyncable_jobs():
-        changes.append(Change("invalid", job.name, f"{reason}: run it with manage.py cronworker"))
+        changes.append(
+            Change("elsewhere", job.name, f"{reason}: run it with manage.py cronworker")
+        )
     for job in scheduled_jobs():
         if len(schedule_name(job.name)) > NAME_MAX_LENGTH:
             changes.append(

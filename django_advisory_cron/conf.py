@@ -62,6 +62,12 @@ def _days(value: object) -> str | None:
     return "must be a positive integer or None"
 
 
+def _count(value: object) -> str | None:
+    if _is_int(value) and cast(int, value) >= 0:
+        return None
+    return "must be an integer >= 0"
+
+
 def _one_of(choices: tuple[object, ...]) -> Callable[[object], str | None]:
     def check(value: object) -> str | None:
         # ``in`` alone would accept 1 for True and 0 for False.
@@ -113,6 +119,11 @@ SETTINGS: dict[str, Setting] = {
     "CONNECT_TIMEOUT": Setting(5, "E113", _seconds),
     # Seconds one of our own statements (acquire, finish) may wait for an answer.
     "STATEMENT_TIMEOUT": Setting(30, "E114", _seconds),
+    # Idle lock connections a process keeps per alias for the next session lock (0: none, a
+    # connection is opened and closed per lock).
+    "LOCK_POOL_SIZE": Setting(8, "E130", _count),
+    # Seconds after which a kept lock connection is closed instead of reused.
+    "LOCK_CONNECTION_MAX_AGE": Setting(300, "E131", _seconds),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -197,6 +208,14 @@ class AppSettings:
     @property
     def STATEMENT_TIMEOUT(self) -> float:
         return float(self._get("STATEMENT_TIMEOUT"))
+
+    @property
+    def LOCK_POOL_SIZE(self) -> int:
+        return int(self._get("LOCK_POOL_SIZE"))
+
+    @property
+    def LOCK_CONNECTION_MAX_AGE(self) -> float:
+        return float(self._get("LOCK_CONNECTION_MAX_AGE"))
 
 
 app_settings = AppSettings()

@@ -8,6 +8,14 @@ connect timeout so a server that accepts TCP and never answers cannot hang a cro
 
 Our own statements get a client-side deadline (``answer_within()``): a pooler queue or a
 silent network can otherwise stall them for minutes.
+
+Lock connections are kept warm: opening one forks a server backend (milliseconds), so each
+process keeps a few idle ones per alias ([checkout][django_advisory_cron.lockconn.checkout],
+[checkin][django_advisory_cron.lockconn.checkin]). A connection serves one holder at a time (a
+session lock is re-entrant within its session, so two holders on one connection would both
+"hold" the same key), goes back only when it provably holds nothing, is closed once older than
+``LOCK_CONNECTION_MAX_AGE``, and is never used by a process other than the one that opened it
+(after ``fork()`` the child opens its own and leaves the parent's sockets alone).
 """
 
 from __future__ import annotations
@@ -15,9 +23,13 @@ from __future__ import annotations
 import copy
 import math
 import os
+import select
 import socket
+import threading
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
@@ -169,3 +181,145 @@ def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[N
         raise
     finally:
         watchdog.disarm(deadline)
+
+
+# -- warm lock connections ----------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class LockConnection:
+    """A dedicated lock connection checked out of this process's idle set, and its origin."""
+
+    wrapper: BaseDatabaseWrapper
+    alias: str
+    opened: float = field(default_factory=time.monotonic)
+    pid: int = field(default_factory=os.getpid)
+
+    @property
+    def age(self) -> float:
+        return time.monotonic() - self.opened
+
+
+class _Idle:
+    """This process's idle lock connections, per alias, and the settings they were opened with."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.by_alias: dict[str, list[LockConnection]] = {}
+        self.server: dict[str, tuple[object, ...]] = {}
+        self.pid = os.getpid()
+
+
+_idle = _Idle()
+#: Connections a forked child inherited from its parent: kept referenced and never closed, since
+#: closing would send the parent's server a goodbye on the parent's socket.
+_inherited: list[LockConnection] = []
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's idle connections are not ours to use or to close."""
+    global _idle
+    for connections_ in _idle.by_alias.values():
+        _inherited.extend(connections_)
+    _idle = _Idle()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _server_of(alias: str) -> tuple[object, ...]:
+    settings_dict = require_postgresql(alias).settings_dict
+    return tuple(settings_dict.get(name) for name in ("HOST", "PORT", "NAME", "USER"))
+
+
+def _quiet(connection: LockConnection) -> bool:
+    """Whether an idle connection is still open, without a round trip: an idle connection has
+    nothing to read, so a readable socket means the server closed it (a terminated backend, a
+    restart) or said something unasked; either way it is not reused."""
+    raw: Any = connection.wrapper.connection
+    if raw is None or raw.closed:
+        return False
+    try:
+        descriptor = raw.fileno()
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(descriptor, select.POLLIN | select.POLLERR | select.POLLHUP)
+            return not poller.poll(0)
+        readable, _, failed = select.select([descriptor], [], [descriptor], 0)
+        return not readable and not failed
+    except (OSError, ValueError):
+        return False
+
+
+def _close(connection: LockConnection) -> None:
+    if connection.pid != os.getpid():
+        _inherited.append(connection)
+        return
+    with suppress(DatabaseError):  # the socket may be dead already
+        connection.wrapper.close()
+
+
+def checkout(alias: str = DEFAULT_DB_ALIAS) -> LockConnection:
+    """A lock connection for one holder: a warm idle one that is still open and young enough,
+    else a new one. The caller owns it until [checkin][django_advisory_cron.lockconn.checkin]."""
+    if _idle.pid != os.getpid():  # forked by a path that skipped the at-fork hook
+        _forget_after_fork()
+    server = _server_of(alias)
+    max_age = app_settings.LOCK_CONNECTION_MAX_AGE
+    chosen: LockConnection | None = None
+    discarded: list[LockConnection] = []
+    with _idle.guard:
+        idle = _idle.by_alias.setdefault(alias, [])
+        if _idle.server.get(alias) != server:
+            discarded.extend(idle)
+            idle.clear()
+            _idle.server[alias] = server
+        while idle:
+            candidate = idle.pop()  # the most recently used: the likeliest to be alive
+            if candidate.age < max_age and _quiet(candidate):
+                chosen = candidate
+                break
+            discarded.append(candidate)
+    for connection in discarded:
+        _close(connection)
+    if chosen is not None:
+        return chosen
+    return LockConnection(open_lock_connection(alias), alias)
+
+
+def checkin(connection: LockConnection, *, reusable: bool) -> None:
+    """Give a lock connection back. ``reusable`` only when it provably holds no lock and its
+    last statement succeeded; otherwise (and when the idle set is full, the connection too old,
+    or the settings changed) it is closed."""
+    if (
+        reusable
+        and connection.pid == os.getpid()
+        and connection.wrapper.connection is not None
+        and connection.age < app_settings.LOCK_CONNECTION_MAX_AGE
+    ):
+        server, size = _server_of(connection.alias), app_settings.LOCK_POOL_SIZE
+        with _idle.guard:
+            idle = _idle.by_alias.setdefault(connection.alias, [])
+            if len(idle) < size and _idle.server.get(connection.alias) == server:
+                idle.append(connection)
+                return
+    _close(connection)
+
+
+def close_lock_connections(alias: str | None = None) -> int:
+    """Close this process's idle lock connections (of ``alias``, or all); how many were closed.
+
+    For the end of a test session (``DROP DATABASE`` refuses while they are connected) and for
+    code that wants no idle server connections left behind."""
+    with _idle.guard:
+        aliases = [alias] if alias is not None else list(_idle.by_alias)
+        closing = [c for name in aliases for c in _idle.by_alias.pop(name, [])]
+    for connection in closing:
+        _close(connection)
+    return len(closing)
+
+
+def idle_lock_connections(alias: str = DEFAULT_DB_ALIAS) -> int:
+    """How many idle lock connections this process keeps for ``alias``."""
+    with _idle.guard:
+        return len(_idle.by_alias.get(alias, []))

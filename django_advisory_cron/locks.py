@@ -1,8 +1,10 @@
 """``advisory_lock()``: take a PostgreSQL advisory lock in session or transaction scope.
 
 Session scope holds the lock on a dedicated connection (see
-[lockconn][django_advisory_cron.lockconn]); the body's own queries use Django's normal
-connections. A heartbeat watches the lock connection while the lock is held; once the lock is
+[lockconn][django_advisory_cron.lockconn]), checked out of the process's warm set for this one
+lock and given back once it provably holds nothing (the releasing statement also runs
+``pg_advisory_unlock_all()``); the body's own queries use Django's normal connections. A
+heartbeat watches the lock connection while the lock is held; once the lock is
 lost, the next query the holder's thread sends through Django raises
 [LockLost][django_advisory_cron.exceptions.LockLost], so a body that can no longer prove it is
 alone stops at its next database call.
@@ -35,7 +37,14 @@ from .exceptions import LockLost, LockScopeError
 from .heartbeat import Heartbeat, lost_text
 from .interrupts import deferred_signals
 from .keys import LockKey, job_key
-from .lockconn import answer_within, ensure_connected, open_lock_connection, require_postgresql
+from .lockconn import (
+    LockConnection,
+    answer_within,
+    checkin,
+    checkout,
+    ensure_connected,
+    require_postgresql,
+)
 from .scopes import ResolvedScope, Scope, check_scope
 from .sql import Statement
 
@@ -60,8 +69,9 @@ class LockStatements(Protocol):
     def release(
         self, key: LockKey, scope: ResolvedScope, error: BaseException | None
     ) -> Statement | None:
-        """Release a taken lock (session scope: must unlock; last column is the unlock's
-        result); in transaction scope, what to send before the commit, if anything."""
+        """Release a taken lock (session scope: must unlock, then unlock everything else; the
+        first column is the unlock's result); in transaction scope, what to send before the
+        commit, if anything."""
 
     def beat(self, key: LockKey) -> Statement:
         """The heartbeat: one boolean column, true while the lock is held."""
@@ -126,6 +136,13 @@ class AdvisoryLock:
         self.acquired_at: float | None = None
         self.connection: BaseDatabaseWrapper | None = None
         self.heartbeat: Heartbeat | None = None
+        self._checked_out: LockConnection | None = None
+        #: Session scope: the last statement on the lock connection completed (a connection
+        #: left mid-statement, or after an error, may hold anything and is never reused).
+        self._settled = True
+        #: An attempt is between its statement and its reading: whether it took the lock is
+        #: unknown, so the connection is not reused.
+        self._trying = False
         self._atomic: Any = None
         self._guards = ExitStack()
         self._released = False
@@ -180,23 +197,28 @@ class AdvisoryLock:
         """Run one of our statements on the lock's connection, with a deadline; its row."""
         assert self.connection is not None
         sql_text, params = statement
+        self._settled = False
         with (
             answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
             self.connection.cursor() as cursor,
         ):
             cursor.execute(sql_text, params)
             row = cursor.fetchone() if cursor.description else None
+        self._settled = True
         return None if row is None else tuple(row)
 
     def _try(self, scope: ResolvedScope, final: bool) -> bool:
         with deferred_signals():
+            self._trying = True
             row = self.send(self.statements.acquire(self.key, scope, final))
             assert row is not None
             self.acquired = self.statements.accept(row, scope, self.send)
+            self._trying = False
         return self.acquired
 
     def _acquire_session(self) -> None:
-        self.connection = open_lock_connection(self.using)
+        self._checked_out = checkout(self.using)
+        self.connection = self._checked_out.wrapper
         for final in self._attempts():
             if self._try("session", final):
                 return
@@ -296,22 +318,29 @@ class AdvisoryLock:
             self.acquired = False
 
     def _release_session(self, error: BaseException | None) -> None:
-        connection = self.connection
-        if connection is None:
+        checked_out = self._checked_out
+        if checked_out is None:
             return
+        # Reused only when it provably holds nothing: an untaken lock whose every statement
+        # completed, or a release whose unlock-all ran and whose unlock found the lock.
+        reusable = False
         try:
             if self.acquired and not self.lost:
                 statement = self.statements.release(self.key, "session", error)
                 assert statement is not None
                 with deferred_signals():
                     row = self.send(statement)
-                self._check_unlocked(row)
+                reusable = self._check_unlocked(row)
+            else:
+                reusable = not self.acquired and not self.lost and not self._trying
         except Exception as failure:
             # The connection died after the last heartbeat, or gave no answer in time and was
             # cut: either way the lock died with it.
             self.mark_lost(failure)
         finally:
-            connection.close()
+            heartbeat_done = self.heartbeat is None or not self.heartbeat.running
+            checkin(checked_out, reusable=reusable and self._settled and heartbeat_done)
+            self._checked_out = None
             self.connection = None
 
     def _release_transaction(self, error: BaseException | None) -> None:
@@ -348,14 +377,15 @@ class AdvisoryLock:
         if connection is None or connection.connection is None or not connection.is_usable():
             self.mark_lost(failure)
 
-    def _check_unlocked(self, row: Row | None) -> None:
-        """Log an error when ``pg_advisory_unlock`` (the row's last column) did nothing.
+    def _check_unlocked(self, row: Row | None) -> bool:
+        """Log an error when ``pg_advisory_unlock`` (the row's first column) did nothing;
+        return whether it released the lock.
 
         That means the statement ran on a backend that does not hold the lock: a
         transaction-pooling PgBouncer in the path. The lock stays held by another server
         connection until that connection closes.
         """
-        if row and row[-1] is False:
+        if row and row[0] is False:
             logger.error(
                 "%s: the unlock did nothing, because this statement ran on a server connection "
                 "that does not hold the lock; a transaction-pooling PgBouncer is in the path "
@@ -363,6 +393,7 @@ class AdvisoryLock:
                 "scope='transaction' or a direct LOCK_DATABASE (see the PgBouncer docs).",
                 self,
             )
+        return row is not None and row[0] is True
 
 
 def advisory_lock(

@@ -51,9 +51,15 @@ def try_lock(key: LockKey, scope: ResolvedScope) -> Statement:
     return f"SELECT {function}({key.sql})", key.params
 
 
+#: After the unlock, in the same statement: the connection goes back to the warm set holding
+#: nothing. A target list is evaluated left to right, so the unlock's own answer comes first.
+UNLOCK_ALL = "pg_advisory_unlock_all()"
+
+
 def unlock(key: LockKey) -> Statement:
-    """Release a session lock; false when this backend did not hold it."""
-    return f"SELECT pg_advisory_unlock({key.sql})", key.params
+    """Release a session lock, then any other session lock of this backend; the first column
+    is false when this backend did not hold the key."""
+    return f"SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}", key.params
 
 
 def _held_condition(key: LockKey) -> Statement:
@@ -199,10 +205,12 @@ RETURNING id"""
 
 
 def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope) -> str:
-    """Run ``inner`` (a data-modifying statement) and, in session scope, unlock in the same
-    round trip; the last column is the unlock's result (``true`` in transaction scope)."""
-    last = f"pg_advisory_unlock({key.sql})" if scope == "session" else "true"
-    return f"WITH w AS ({inner}) SELECT {last}"
+    """Run ``inner`` (a data-modifying statement) and, in session scope, unlock (then unlock
+    everything, see ``UNLOCK_ALL``) in the same round trip; the first column is the unlock's
+    result (``true`` in transaction scope)."""
+    if scope == "session":
+        return f"WITH w AS ({inner}) SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}"
+    return f"WITH w AS ({inner}) SELECT true"
 
 
 def finish_run(

@@ -93,6 +93,17 @@ def backend_pid() -> Statement:
     return "SELECT pg_backend_pid()", {}
 
 
+def usable_connections() -> Statement:
+    """How many connections the server gives ordinary roles: ``max_connections`` less the
+    reserved ones (``reserved_connections`` exists from PostgreSQL 16)."""
+    return (
+        "SELECT current_setting('max_connections')::int "
+        "- current_setting('superuser_reserved_connections')::int "
+        "- COALESCE(current_setting('reserved_connections', true), '0')::int",
+        {},
+    )
+
+
 def database_now() -> Statement:
     """The database server's clock, on which ticks are judged."""
     return "SELECT now()", {}

@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 
 from django_advisory_cron import advisory_lock, locked_task
+from django_advisory_cron.checks import check_connection_footprint
+from django_advisory_cron.conf import problems
 from django_advisory_cron.keys import LockKey
 from django_advisory_cron.lockconn import close_lock_connections, idle_lock_connections
 from django_advisory_cron.models import JobRun, RunStatus
@@ -82,7 +85,6 @@ def test_a_skip_returns_its_connection_without_a_statement(raw_connect) -> None:
     assert advisory_locks_of(observer, pid) == 0
 
 
-@pytest.mark.slow
 @pytest.mark.usefixtures("fresh_registry")
 def test_threads_never_run_one_job_twice_at_once() -> None:
     """8 threads x 200 runs over 4 jobs, all on warm connections: a job's body never sees
@@ -172,3 +174,35 @@ def test_a_forked_child_opens_its_own_connection(raw_connect) -> None:
     assert child_pid != parent_pid
     # The parent's warm connection survived the child's exit.
     assert lock_pid("warm-fork") == parent_pid
+
+
+@pytest.mark.parametrize(
+    ("value", "check_id"),
+    [({"LOCK_POOL_SIZE": -1}, "E130"), ({"LOCK_CONNECTION_MAX_AGE": 0}, "E131")],
+)
+def test_pool_settings_are_validated(value: dict[str, object], check_id: str) -> None:
+    with override_settings(ADVISORY_CRON=value):
+        assert [problem.check_id for problem in problems()] == [check_id]
+
+
+def test_a_pool_that_could_exhaust_the_server_is_a_warning() -> None:
+    assert check_connection_footprint(databases=["default"]) == []
+    with override_settings(ADVISORY_CRON={"LOCK_POOL_SIZE": 100_000}):
+        messages = check_connection_footprint(databases=["default"])
+    assert [message.id for message in messages] == ["django_advisory_cron.W035"]
+    assert "LOCK_POOL_SIZE 100000" in messages[0].msg
+
+
+def test_a_pool_size_of_zero_keeps_nothing() -> None:
+    with override_settings(ADVISORY_CRON={"LOCK_POOL_SIZE": 0}):
+        first, second = lock_pid("warm-zero"), lock_pid("warm-zero")
+        assert idle_lock_connections() == 0
+    assert first != second
+
+
+def test_a_connection_older_than_the_max_age_is_closed() -> None:
+    first = lock_pid("warm-age")
+    with override_settings(ADVISORY_CRON={"LOCK_CONNECTION_MAX_AGE": 0.01}):
+        time.sleep(0.02)
+        second = lock_pid("warm-age")
+    assert first != second

@@ -106,7 +106,7 @@ def test_threads_never_run_one_job_twice_at_once() -> None:
 
     jobs = [
         locked_task(name=f"warm_{number}", scope="session")(
-            lambda number=number: body(number)  # type: ignore[misc]
+            lambda number=number: body(number)
         )
         for number in range(JOBS)
     ]

@@ -47,16 +47,26 @@ def count_every_statement() -> None:
     )
 
 
-def timed(func: Callable[[], Any], runs: int) -> tuple[float, float]:
-    """Median milliseconds per call, and statements per call."""
-    func()  # warm up (and warm the lock connection)
-    STATEMENTS.clear()
-    samples = []
+def timed(funcs: list[Callable[[], Any]], runs: int) -> list[tuple[float, float]]:
+    """Median milliseconds per call, and statements per call, of each function.
+
+    The functions take turns, call by call, so a load change on a shared machine affects
+    every row alike and the ratios stay comparable."""
+    samples: list[list[float]] = [[] for _ in funcs]
+    statements = [0] * len(funcs)
+    for func in funcs:
+        func()  # warm up (and warm the lock connection)
     for _ in range(runs):
-        started = time.perf_counter()
-        func()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples), STATEMENTS["statements"] / runs
+        for index, func in enumerate(funcs):
+            STATEMENTS.clear()
+            started = time.perf_counter()
+            func()
+            samples[index].append((time.perf_counter() - started) * 1000)
+            statements[index] += STATEMENTS["statements"]
+    return [
+        (statistics.median(values), count / runs)
+        for values, count in zip(samples, statements, strict=True)
+    ]
 
 
 def main() -> None:
@@ -92,6 +102,10 @@ def in_process(runs: int) -> list[Row]:
     def bench_session() -> None:
         """A no-op job: the run's own cost is what is measured."""
 
+    @locked_task(name="bench_skip", scope="session")
+    def bench_skip() -> None:
+        """Never runs: its lock is held elsewhere for the whole benchmark."""
+
     @locked_task(name="bench_xact", scope="transaction")
     def bench_xact() -> None:
         """The same in transaction scope."""
@@ -120,25 +134,27 @@ def in_process(runs: int) -> list[Row]:
 
     connection.close()
     connection.ensure_connection()
-    measured: list[Row] = []
-
-    def add(label: str, func: Callable[[], Any], goal: float | None) -> None:
-        measured.append((label, *timed(func, runs), goal))
-
-    add("bare try-lock + unlock, open connection", bare, None)
-    add("bare connect + try-lock + unlock + close", bare_connect, None)
-    add("django-pglock advisory(timeout=0)", pglock_advisory, None)
-    add("advisory_lock() session scope, empty body", session_lock, 1.05)
-    add("@locked_task run, session scope", bench_session.run, 1.3)
     # A loser: the lock is held elsewhere; the whole skip is one statement.
     holder = open_lock_connection("default")
+    skip_key = job_key("bench_skip")
     with holder.cursor() as cursor:
-        cursor.execute(f"SELECT pg_advisory_lock({key.sql})", params)
-    add("skip (locked elsewhere), session scope", bench_session.run, 0.6)
+        cursor.execute(f"SELECT pg_advisory_lock({skip_key.sql})", skip_key.params)
+    rows: list[tuple[str, Callable[[], Any], float | None]] = [
+        ("bare try-lock + unlock, open connection", bare, None),
+        ("bare connect + try-lock + unlock + close", bare_connect, None),
+        ("django-pglock advisory(timeout=0)", pglock_advisory, None),
+        ("advisory_lock() session scope, empty body", session_lock, 1.05),
+        ("@locked_task run, session scope", bench_session.run, 1.3),
+        ("skip (locked elsewhere), session scope", bench_skip.run, 0.6),
+        ("@locked_task run, transaction scope", bench_xact.run, 2.0),
+    ]
+    results = timed([func for _label, func, _goal in rows], runs)
     holder.close()
-    add("@locked_task run, transaction scope", bench_xact.run, 2.0)
     lock_connection.close()
-    return measured
+    return [
+        (label, ms, statements, goal)
+        for (label, _func, goal), (ms, statements) in zip(rows, results, strict=True)
+    ]
 
 
 def processes(url: str, runs: int) -> tuple[float, float]:

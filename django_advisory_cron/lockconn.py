@@ -21,6 +21,7 @@ session lock is re-entrant within its session, so two holders on one connection 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 import select
@@ -28,7 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,12 +137,40 @@ def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
 
 
 def open_lock_connection(alias: str = DEFAULT_DB_ALIAS) -> BaseDatabaseWrapper:
-    """Open a dedicated, unpooled autocommit connection for holding session locks."""
-    connection = unpooled_connection(alias)
+    """Open a dedicated, unpooled autocommit connection for holding session locks.
+
+    With psycopg 3 it binds parameters on the server, so the statements a warm connection
+    repeats are prepared once: planning the run's acquiring statement costs several times its
+    execution. Not where a transaction pooler is declared (prepared statements need the same
+    server connection; session locks are wrong there anyway), nor where the alias's OPTIONS
+    choose otherwise."""
+    pooled = app_settings.POOLING in ("transaction", "statement")
+    connection = unpooled_connection(alias, **({} if pooled else {"server_side_binding": True}))
     # The heartbeat thread checks this connection while the job runs elsewhere.
     connection.inc_thread_sharing()
     ensure_connected(connection)
     return connection
+
+
+def pipelined(connection: BaseDatabaseWrapper) -> AbstractContextManager[object]:
+    """Send the block's statements in one round trip where the driver can (psycopg 3 pipeline
+    mode, libpq >= 14): a statement's errors then surface when the block ends, and a result
+    is read after it. Elsewhere (psycopg2, older libpq) each statement is its own round trip."""
+    raw: Any = connection.connection
+    pipeline = getattr(raw, "pipeline", None)
+    if pipeline is None or not _pipeline_supported():
+        return nullcontext()
+    context: AbstractContextManager[object] = pipeline()
+    return context
+
+
+@functools.cache
+def _pipeline_supported() -> bool:
+    try:
+        from psycopg import Pipeline
+    except ImportError:
+        return False
+    return bool(Pipeline.is_supported())
 
 
 def _cut(connection: BaseDatabaseWrapper) -> None:

@@ -11,7 +11,11 @@ alone stops at its next database call.
 
 Transaction scope runs the body inside ``transaction.atomic(using=alias)`` whose first
 statement is ``pg_try_advisory_xact_lock``: commit or rollback releases it, which is the only
-form that is safe behind PgBouncer's transaction pooling.
+form that is safe behind PgBouncer's transaction pooling. With ``savepoint=True`` the body runs
+in a savepoint of that transaction, so a failing body rolls back its own work while the
+release statement still commits. With psycopg 3 the transaction's start, the acquiring
+statement and the savepoint share one round trip, and so do the savepoint's end and the
+release statement ([pipelined][django_advisory_cron.lockconn.pipelined]).
 
 What is sent is pluggable ([LockStatements][django_advisory_cron.locks.LockStatements]): the
 run history sends its acquiring and finishing statements in the same round trips as the lock.
@@ -43,6 +47,7 @@ from .lockconn import (
     checkin,
     checkout,
     ensure_connected,
+    pipelined,
     require_postgresql,
 )
 from .scopes import ResolvedScope, Scope, check_scope
@@ -116,6 +121,7 @@ class AdvisoryLock:
         using: str | None = None,
         statements: LockStatements | None = None,
         on_lost: Callable[[AdvisoryLock, BaseException], None] = send_lost_signal,
+        savepoint: bool = False,
     ) -> None:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
@@ -127,6 +133,8 @@ class AdvisoryLock:
         self.wait = wait
         self.statements: LockStatements = statements or PlainStatements()
         self.on_lost = on_lost
+        #: Transaction scope: run the body in a savepoint (see the module docstring).
+        self.savepoint = savepoint
         self.acquired = False
         self.lost = False
         #: Transaction scope: the lock's transaction committed (set before on_commit callbacks
@@ -144,6 +152,7 @@ class AdvisoryLock:
         #: unknown, so the connection is not reused.
         self._trying = False
         self._atomic: Any = None
+        self._savepoint: Any = None
         self._guards = ExitStack()
         self._released = False
 
@@ -210,11 +219,58 @@ class AdvisoryLock:
     def _try(self, scope: ResolvedScope, final: bool) -> bool:
         with deferred_signals():
             self._trying = True
-            row = self.send(self.statements.acquire(self.key, scope, final))
+            statement = self.statements.acquire(self.key, scope, final)
+            if scope == "transaction":
+                row = self._send_opening_transaction(statement)
+                send = self._send_outside_savepoint
+            else:
+                row, send = self.send(statement), self.send
             assert row is not None
-            self.acquired = self.statements.accept(row, scope, self.send)
+            self.acquired = self.statements.accept(row, scope, send)
             self._trying = False
         return self.acquired
+
+    def _send_opening_transaction(self, statement: Statement) -> Row | None:
+        """The acquiring statement of transaction scope, in the round trip that begins the
+        transaction (and opens the body's savepoint)."""
+        assert self.connection is not None
+        sql_text, params = statement
+        with (
+            answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
+            self.connection.cursor() as cursor,
+        ):
+            try:
+                with pipelined(self.connection):
+                    cursor.execute(sql_text, params)
+                    if self.savepoint:
+                        self._savepoint = transaction.atomic(using=self.using)
+                        self._savepoint.__enter__()
+            except BaseException as error:
+                # The savepoint was never made: Django's rollback to it fails quietly (and
+                # marks the transaction for rollback), so the acquiring error is the one raised.
+                self._close_savepoint(error)
+                raise
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    def _send_outside_savepoint(self, statement: Statement) -> Row | None:
+        """A follow-up of the acquiring statement: it belongs to the lock's transaction, not to
+        the body's savepoint (whose rollback must not take it along)."""
+        if self._savepoint is None:
+            return self.send(statement)
+        self._close_savepoint(None)
+        row = self.send(statement)
+        self._savepoint = transaction.atomic(using=self.using)
+        self._savepoint.__enter__()
+        return row
+
+    def _close_savepoint(self, error: BaseException | None) -> None:
+        savepoint, self._savepoint = self._savepoint, None
+        if savepoint is not None:
+            if error is None:
+                savepoint.__exit__(None, None, None)
+            else:
+                savepoint.__exit__(type(error), error, error.__traceback__)
 
     def _acquire_session(self) -> None:
         self._checked_out = checkout(self.using)
@@ -235,11 +291,13 @@ class AdvisoryLock:
         for final in self._attempts():
             self._atomic = transaction.atomic(using=self.using)
             self._atomic.__enter__()
+            # Registered first, so it runs before any callback the body registers, and outside
+            # the body's savepoint, whose rollback would discard it.
+            self.committed = False
+            transaction.on_commit(self._mark_committed, using=self.using)
             if self._try("transaction", final) or final:
-                if self.acquired:
-                    # Registered first, so it runs before any callback the body registers.
-                    transaction.on_commit(self._mark_committed, using=self.using)
                 return
+            self._close_savepoint(None)
             atomic, self._atomic = self._atomic, None
             atomic.__exit__(None, None, None)
 
@@ -348,11 +406,21 @@ class AdvisoryLock:
         if atomic is None:
             return
         try:
-            if self.acquired:
-                statement = self.statements.release(self.key, "transaction", error)
+            statement = (
+                self.statements.release(self.key, "transaction", error) if self.acquired else None
+            )
+            assert self.connection is not None
+            # One round trip: the savepoint's end (a rollback to it if the body failed) and the
+            # release statement; the commit follows, so on_commit callbacks run outside it.
+            with (
+                deferred_signals(),
+                answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
+                pipelined(self.connection),
+            ):
+                self._close_savepoint(error)
                 if statement is not None:
-                    with deferred_signals():
-                        self.send(statement)
+                    with self.connection.cursor() as cursor:
+                        cursor.execute(*statement)
         except Exception as failure:
             atomic.__exit__(type(failure), failure, failure.__traceback__)
             self._after_failed_transaction(failure)

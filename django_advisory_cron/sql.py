@@ -67,7 +67,10 @@ def _held_condition(key: LockKey) -> Statement:
     ids = key.lock_ids
     if ids is not None:
         classid, objid, objsubid = ids
-        where = "classid = %(hb_classid)s AND objid = %(hb_objid)s AND objsubid = %(hb_objsubid)s"
+        where = (
+            "classid = %(hb_classid)s::oid AND objid = %(hb_objid)s::oid "
+            "AND objsubid = %(hb_objsubid)s::int2"
+        )
         params: dict[str, Any] = {"hb_classid": classid, "hb_objid": objid, "hb_objsubid": objsubid}
     else:
         # The one-bigint form: pg_locks splits the (sign-extended) key into two oids.

@@ -105,9 +105,7 @@ def test_threads_never_run_one_job_twice_at_once() -> None:
             running[number] -= 1
 
     jobs = [
-        locked_task(name=f"warm_{number}", scope="session")(
-            lambda number=number: body(number)
-        )
+        locked_task(name=f"warm_{number}", scope="session")(lambda number=number: body(number))
         for number in range(JOBS)
     ]
     errors: list[BaseException] = []

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -411,11 +411,13 @@ class AdvisoryLock:
             )
             assert self.connection is not None
             # One round trip: the savepoint's end (a rollback to it if the body failed) and the
-            # release statement; the commit follows, so on_commit callbacks run outside it.
+            # release statement; the commit follows, so on_commit callbacks run outside it. An
+            # empty pipeline would still cost its sync: none when there is nothing to send.
+            sending = self._savepoint is not None or statement is not None
             with (
                 deferred_signals(),
                 answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
-                pipelined(self.connection),
+                pipelined(self.connection) if sending else nullcontext(),
             ):
                 self._close_savepoint(error)
                 if statement is not None:

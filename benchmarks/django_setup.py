@@ -52,7 +52,8 @@ def setup() -> tuple[Any, str]:
                 },
             }
         ],
-        ADVISORY_CRON={"JOBS_MODULE": "bench_jobs_none"},
+        # Warm lock connections, as in a scheduler process (a plain process keeps none).
+        ADVISORY_CRON={"JOBS_MODULE": "bench_jobs_none", "LOCK_POOL_SIZE": 8},
     )
     django.setup()
     from django.core.management import call_command

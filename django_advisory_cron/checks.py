@@ -9,10 +9,11 @@ from typing import Any
 from django.apps import apps as django_apps
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 
-from . import conf, monitoring, pooler_checks
+from . import conf, monitoring, pooler_checks, sql
 from .conf import APP_LABEL, CHECK_TAG, app_settings
-from .exceptions import InvalidSchedule
+from .exceptions import AdvisoryCronError, InvalidSchedule
 from .jobs import (
     MAX_JOB_NAME,
     catch_up_problem,
@@ -20,6 +21,7 @@ from .jobs import (
     registry,
     timezone_problem,
 )
+from .lockconn import WARM_POOL_SIZE, answer_within, ensure_connected, unpooled_connection
 from .schedule import validate, zone_problem
 
 APP = APP_LABEL
@@ -32,6 +34,7 @@ def register() -> None:
     checks.register(check_jobs, CHECK_TAG)
     checks.register(check_max_skew, CHECK_TAG)
     checks.register(check_monitoring, CHECK_TAG)
+    checks.register(check_connection_footprint, CHECK_TAG, checks.Tags.database)
     pooler_checks.register()
     if django_apps.is_installed("django_q"):
         from .contrib.django_q import register_checks
@@ -239,3 +242,64 @@ def check_monitoring(
                 )
             )
     return found
+
+
+#: psycopg_pool's default size when ``OPTIONS["pool"]`` is ``True``.
+DJANGO_POOL_DEFAULT = 4
+
+
+def lock_pool_size() -> int:
+    """The idle lock connections a scheduler process keeps per alias."""
+    size = app_settings.LOCK_POOL_SIZE
+    return WARM_POOL_SIZE if size is None else size
+
+
+def kept_connections(alias: str) -> int:
+    """Server connections one idle scheduler process keeps open to ``alias``: its idle lock
+    connections, plus Django's pool (its ``max_size``) or Django's own connection."""
+    pool = settings.DATABASES[alias].get("OPTIONS", {}).get("pool")
+    if isinstance(pool, dict):
+        django_side = int(pool.get("max_size") or pool.get("min_size") or DJANGO_POOL_DEFAULT)
+    else:
+        django_side = DJANGO_POOL_DEFAULT if pool else 1
+    return lock_pool_size() + django_side
+
+
+def check_connection_footprint(
+    app_configs: Sequence[Any] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
+    """W035 (live, ``--database``): one process's kept connections would use up the server's
+    ``max_connections`` on their own, so a second replica cannot connect at all."""
+    alias = app_settings.lock_database
+    if not databases or alias not in databases or conf.problems():
+        return []
+    if "postgres" not in str(settings.DATABASES[alias].get("ENGINE", "")):
+        return []  # E002
+    connection = unpooled_connection(alias)
+    try:
+        ensure_connected(connection)
+        text, params = sql.usable_connections()
+        with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as c:
+            c.execute(text, params)
+            row = c.fetchone()
+    except (DatabaseError, AdvisoryCronError):
+        return []  # unreachable: W011 and the database checks say so
+    finally:
+        connection.close()
+    usable = int(row[0]) if row else 0
+    kept = kept_connections(alias)
+    if kept < usable:
+        return []
+    return [
+        checks.Warning(
+            f"One process keeps up to {kept} connections to database {alias!r} "
+            f"({lock_pool_size()} idle lock connections, LOCK_POOL_SIZE, plus "
+            f"Django's), but the server allows ordinary roles only {usable}: a single replica "
+            "could exhaust it.",
+            hint="Lower ADVISORY_CRON['LOCK_POOL_SIZE'] (or Django's pool size), or raise "
+            "max_connections; see the connection footprint in the performance docs.",
+            id=f"{APP}.W035",
+        )
+    ]

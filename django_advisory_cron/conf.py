@@ -102,6 +102,12 @@ def _ping_url(value: object) -> str | None:
     )
 
 
+def _count_or_none(value: object) -> str | None:
+    if value is None or _count(value) is None:
+        return None
+    return "must be None or a whole number, 0 or more"
+
+
 def _one_of(choices: tuple[object, ...]) -> Callable[[object], str | None]:
     def check(value: object) -> str | None:
         # ``in`` alone would accept 1 for True and 0 for False.
@@ -172,6 +178,12 @@ SETTINGS: dict[str, Setting] = {
     "OPENTELEMETRY": Setting(False, "E147", _flag),
     # Seconds of history the metrics count runs over.
     "METRICS_WINDOW": Setting(86400, "E148", _seconds),
+    # Idle lock connections a process keeps per alias for the next session lock (0: none, a
+    # connection is opened and closed per lock; None: 8 while a scheduler runs in the
+    # process, cronworker or start_worker(), else none).
+    "LOCK_POOL_SIZE": Setting(None, "E130", _count_or_none),
+    # Seconds after which a kept lock connection is closed instead of reused.
+    "LOCK_CONNECTION_MAX_AGE": Setting(300, "E131", _seconds),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -294,6 +306,14 @@ class AppSettings:
     @property
     def METRICS_WINDOW(self) -> float:
         return float(self._get("METRICS_WINDOW"))
+
+    @property
+    def LOCK_POOL_SIZE(self) -> int | None:
+        return cast("int | None", self._get("LOCK_POOL_SIZE"))
+
+    @property
+    def LOCK_CONNECTION_MAX_AGE(self) -> float:
+        return float(self._get("LOCK_CONNECTION_MAX_AGE"))
 
 
 app_settings = AppSettings()

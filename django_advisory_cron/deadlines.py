@@ -53,8 +53,13 @@ class Watchdog:
                 threading.Thread(
                     target=self._run, name="advisory-cron-deadlines", daemon=True
                 ).start()
+            # The thread sleeps until the earliest deadline at most: only an earlier one needs
+            # to wake it (statements arm 30 s deadlines back to back; a wake each would cost a
+            # context switch per statement).
+            wake = not self._heap or deadline.when < self._heap[0][0]
             heapq.heappush(self._heap, (deadline.when, next(self._order), deadline))
-            self._cond.notify()
+            if wake:
+                self._cond.notify()
         return deadline
 
     def disarm(self, deadline: Deadline) -> bool:

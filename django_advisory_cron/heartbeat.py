@@ -7,6 +7,10 @@ on the lock connection itself (for a job run it also renews the run's lease, in 
 trip); a false answer, an error or no answer within ``deadline`` seconds is a loss, reported
 once through ``on_lost``. The job's own connections are never touched.
 
+The thread is started only when the first beat is due: most locks are released sooner, and
+starting a thread per lock would cost more than the lock's own round trips. Until then the
+process's one deadline thread ([deadlines][django_advisory_cron.deadlines]) holds the start.
+
 Transaction-scoped locks need no heartbeat: they live on the job's own connection, so the
 job's next query fails when it dies.
 """
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .deadlines import Deadline, watchdog
 from .exceptions import LockLost
 from .lockconn import answer_within
 from .sql import Statement
@@ -47,21 +52,47 @@ class Heartbeat:
         self.on_lost = on_lost
         self.beats = 0
         self._stop = threading.Event()
+        self._guard = threading.Lock()
+        self._pending: Deadline | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> Heartbeat:
-        self._thread.start()
+        """Watch from the first beat on: the thread starts ``interval`` seconds from now."""
+        with self._guard:
+            self._pending = watchdog.arm(self.interval, self._launch)
         return self
+
+    def _launch(self) -> None:
+        """On the deadline thread: start the beating thread, unless stopped meanwhile."""
+        with self._guard:
+            if self._stop.is_set():
+                return
+            try:
+                self._thread.start()
+            except RuntimeError as error:  # no thread can be started: the lock is unwatched
+                self._stop.set()
+                failure: BaseException | None = error
+            else:
+                failure = None
+        if failure is not None:
+            self._report(failure)
 
     def stop(self) -> None:
         """Stop watching; waits for a check in flight (at most its deadline). Idempotent."""
-        self._stop.set()
+        with self._guard:
+            self._stop.set()
+            if self._pending is not None:
+                watchdog.disarm(self._pending)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(self.deadline + 1)
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        """Watching: its first beat is pending, or its thread is alive (a check in flight
+        after ``stop()`` when the join timed out)."""
+        with self._guard:
+            waiting = self._pending is not None and not self._stop.is_set()
+        return waiting or self._thread.is_alive()
 
     def check(self) -> None:
         """Raise if the lock connection died, is silent, or no longer holds the lock."""
@@ -81,17 +112,23 @@ class Heartbeat:
             connections.close_all()
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.interval):
+        # Started when the first beat is due: check at once, then every ``interval``.
+        while not self._stop.is_set():
             try:
                 self.check()
             except Exception as error:
                 if self._stop.is_set():
                     return  # the lock is being released; its owner handles errors
-                try:
-                    self.on_lost(error)
-                except Exception:
-                    logger.exception("handling a lost lock failed")
+                self._report(error)
                 return
+            if self._stop.wait(self.interval):
+                return
+
+    def _report(self, error: BaseException) -> None:
+        try:
+            self.on_lost(error)
+        except Exception:
+            logger.exception("handling a lost lock failed")
 
 
 def lost_text(error: BaseException) -> str:

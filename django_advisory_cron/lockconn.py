@@ -8,16 +8,29 @@ connect timeout so a server that accepts TCP and never answers cannot hang a cro
 
 Our own statements get a client-side deadline (``answer_within()``): a pooler queue or a
 silent network can otherwise stall them for minutes.
+
+Lock connections are kept warm: opening one forks a server backend (milliseconds), so each
+process keeps a few idle ones per alias ([checkout][django_advisory_cron.lockconn.checkout],
+[checkin][django_advisory_cron.lockconn.checkin]). A connection serves one holder at a time (a
+session lock is re-entrant within its session, so two holders on one connection would both
+"hold" the same key), goes back only when it provably holds nothing, is closed once older than
+``LOCK_CONNECTION_MAX_AGE``, and is never used by a process other than the one that opened it
+(after ``fork()`` the child opens its own and leaves the parent's sockets alone).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
+import select
 import socket
+import threading
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
@@ -124,12 +137,40 @@ def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
 
 
 def open_lock_connection(alias: str = DEFAULT_DB_ALIAS) -> BaseDatabaseWrapper:
-    """Open a dedicated, unpooled autocommit connection for holding session locks."""
-    connection = unpooled_connection(alias)
+    """Open a dedicated, unpooled autocommit connection for holding session locks.
+
+    With psycopg 3 it binds parameters on the server, so the statements a warm connection
+    repeats are prepared once: planning the run's acquiring statement costs several times its
+    execution. Not where a transaction pooler is declared (prepared statements need the same
+    server connection; session locks are wrong there anyway), nor where the alias's OPTIONS
+    choose otherwise."""
+    pooled = app_settings.POOLING in ("transaction", "statement")
+    connection = unpooled_connection(alias, **({} if pooled else {"server_side_binding": True}))
     # The heartbeat thread checks this connection while the job runs elsewhere.
     connection.inc_thread_sharing()
     ensure_connected(connection)
     return connection
+
+
+def pipelined(connection: BaseDatabaseWrapper) -> AbstractContextManager[object]:
+    """Send the block's statements in one round trip where the driver can (psycopg 3 pipeline
+    mode, libpq >= 14): a statement's errors then surface when the block ends, and a result
+    is read after it. Elsewhere (psycopg2, older libpq) each statement is its own round trip."""
+    raw: Any = connection.connection
+    pipeline = getattr(raw, "pipeline", None)
+    if pipeline is None or not _pipeline_supported():
+        return nullcontext()
+    context: AbstractContextManager[object] = pipeline()
+    return context
+
+
+@functools.cache
+def _pipeline_supported() -> bool:
+    try:
+        from psycopg import Pipeline
+    except ImportError:
+        return False
+    return bool(Pipeline.is_supported())
 
 
 def _cut(connection: BaseDatabaseWrapper) -> None:
@@ -169,3 +210,183 @@ def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[N
         raise
     finally:
         watchdog.disarm(deadline)
+
+
+# -- warm lock connections ----------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class LockConnection:
+    """A dedicated lock connection checked out of this process's idle set, and its origin."""
+
+    wrapper: BaseDatabaseWrapper
+    alias: str
+    opened: float = field(default_factory=time.monotonic)
+    pid: int = field(default_factory=os.getpid)
+
+    @property
+    def age(self) -> float:
+        return time.monotonic() - self.opened
+
+
+class _Idle:
+    """This process's idle lock connections, per alias, and the settings they were opened with."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.by_alias: dict[str, list[LockConnection]] = {}
+        self.server: dict[str, tuple[object, ...]] = {}
+        self.pid = os.getpid()
+
+
+_idle = _Idle()
+#: Connections a forked child inherited from its parent: kept referenced and never closed, since
+#: closing would send the parent's server a goodbye on the parent's socket.
+_inherited: list[LockConnection] = []
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's idle connections are not ours to use or to close."""
+    global _idle, _schedulers
+    for connections_ in _idle.by_alias.values():
+        _inherited.extend(connections_)
+    _idle = _Idle()
+    _schedulers = 0  # the parent's scheduler threads are not in the child
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _server_of(alias: str) -> tuple[object, ...]:
+    settings_dict = require_postgresql(alias).settings_dict
+    return tuple(settings_dict.get(name) for name in ("HOST", "PORT", "NAME", "USER"))
+
+
+def _quiet(connection: LockConnection) -> bool:
+    """Whether an idle connection is still open, without a round trip: an idle connection has
+    nothing to read, so a readable socket means the server closed it (a terminated backend, a
+    restart) or said something unasked; either way it is not reused."""
+    raw: Any = connection.wrapper.connection
+    if raw is None or raw.closed:
+        return False
+    try:
+        descriptor = raw.fileno()
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(descriptor, select.POLLIN | select.POLLERR | select.POLLHUP)
+            return not poller.poll(0)
+        readable, _, failed = select.select([descriptor], [], [descriptor], 0)
+        return not readable and not failed
+    except (OSError, ValueError):
+        return False
+
+
+def _close(connection: LockConnection) -> None:
+    if connection.pid != os.getpid():
+        _inherited.append(connection)
+        return
+    with suppress(DatabaseError):  # the socket may be dead already
+        connection.wrapper.close()
+
+
+def checkout(alias: str = DEFAULT_DB_ALIAS) -> LockConnection:
+    """A lock connection for one holder: a warm idle one that is still open and young enough,
+    else a new one. The caller owns it until [checkin][django_advisory_cron.lockconn.checkin]."""
+    if _idle.pid != os.getpid():  # forked by a path that skipped the at-fork hook
+        _forget_after_fork()
+    server = _server_of(alias)
+    max_age = app_settings.LOCK_CONNECTION_MAX_AGE
+    chosen: LockConnection | None = None
+    discarded: list[LockConnection] = []
+    with _idle.guard:
+        idle = _idle.by_alias.setdefault(alias, [])
+        if _idle.server.get(alias) != server:
+            discarded.extend(idle)
+            idle.clear()
+            _idle.server[alias] = server
+        while idle:
+            candidate = idle.pop()  # the most recently used: the likeliest to be alive
+            if candidate.age < max_age and _quiet(candidate):
+                chosen = candidate
+                break
+            discarded.append(candidate)
+    for connection in discarded:
+        _close(connection)
+    if chosen is not None:
+        return chosen
+    return LockConnection(open_lock_connection(alias), alias)
+
+
+#: Idle lock connections kept per alias while a scheduler runs here and ``LOCK_POOL_SIZE`` is
+#: ``None``.
+WARM_POOL_SIZE = 8
+
+_schedulers = 0
+_schedulers_guard = threading.Lock()
+
+
+def pool_size() -> int:
+    """How many idle lock connections this process keeps per alias: ``LOCK_POOL_SIZE``, or
+    when it is ``None``, [WARM_POOL_SIZE][django_advisory_cron.lockconn.WARM_POOL_SIZE] while
+    a scheduler runs in this process and none otherwise. Idle connections keep a database
+    busy (``DROP DATABASE`` refuses, a test suite cannot drop its database), so a process that
+    takes a lock now and then keeps none unless asked."""
+    size = app_settings.LOCK_POOL_SIZE
+    if size is not None:
+        return size
+    return WARM_POOL_SIZE if _schedulers else 0
+
+
+@contextmanager
+def warm_while_scheduling() -> Iterator[None]:
+    """Keep lock connections warm while a scheduler runs in this process (with the default
+    ``LOCK_POOL_SIZE``); close the idle ones when the last scheduler stops."""
+    global _schedulers
+    with _schedulers_guard:
+        _schedulers += 1
+    try:
+        yield
+    finally:
+        with _schedulers_guard:
+            _schedulers -= 1
+            last = _schedulers == 0
+        if last and app_settings.LOCK_POOL_SIZE is None:
+            close_lock_connections()
+
+
+def checkin(connection: LockConnection, *, reusable: bool) -> None:
+    """Give a lock connection back. ``reusable`` only when it provably holds no lock and its
+    last statement succeeded; otherwise (and when the idle set is full, the connection too old,
+    or the settings changed) it is closed."""
+    if (
+        reusable
+        and connection.pid == os.getpid()
+        and connection.wrapper.connection is not None
+        and connection.age < app_settings.LOCK_CONNECTION_MAX_AGE
+    ):
+        server, size = _server_of(connection.alias), pool_size()
+        with _idle.guard:
+            idle = _idle.by_alias.setdefault(connection.alias, [])
+            if len(idle) < size and _idle.server.get(connection.alias) == server:
+                idle.append(connection)
+                return
+    _close(connection)
+
+
+def close_lock_connections(alias: str | None = None) -> int:
+    """Close this process's idle lock connections (of ``alias``, or all); how many were closed.
+
+    For the end of a test session (``DROP DATABASE`` refuses while they are connected) and for
+    code that wants no idle server connections left behind."""
+    with _idle.guard:
+        aliases = [alias] if alias is not None else list(_idle.by_alias)
+        closing = [c for name in aliases for c in _idle.by_alias.pop(name, [])]
+    for connection in closing:
+        _close(connection)
+    return len(closing)
+
+
+def idle_lock_connections(alias: str = DEFAULT_DB_ALIAS) -> int:
+    """How many idle lock connections this process keeps for ``alias``."""
+    with _idle.guard:
+        return len(_idle.by_alias.get(alias, []))

@@ -1,15 +1,21 @@
 """``advisory_lock()``: take a PostgreSQL advisory lock in session or transaction scope.
 
 Session scope holds the lock on a dedicated connection (see
-[lockconn][django_advisory_cron.lockconn]); the body's own queries use Django's normal
-connections. A heartbeat watches the lock connection while the lock is held; once the lock is
+[lockconn][django_advisory_cron.lockconn]), checked out of the process's warm set for this one
+lock and given back once it provably holds nothing (the releasing statement also runs
+``pg_advisory_unlock_all()``); the body's own queries use Django's normal connections. A
+heartbeat watches the lock connection while the lock is held; once the lock is
 lost, the next query the holder's thread sends through Django raises
 [LockLost][django_advisory_cron.exceptions.LockLost], so a body that can no longer prove it is
 alone stops at its next database call.
 
 Transaction scope runs the body inside ``transaction.atomic(using=alias)`` whose first
 statement is ``pg_try_advisory_xact_lock``: commit or rollback releases it, which is the only
-form that is safe behind PgBouncer's transaction pooling.
+form that is safe behind PgBouncer's transaction pooling. With ``savepoint=True`` the body runs
+in a savepoint of that transaction, so a failing body rolls back its own work while the
+release statement still commits. With psycopg 3 the transaction's start, the acquiring
+statement and the savepoint share one round trip, and so do the savepoint's end and the
+release statement ([pipelined][django_advisory_cron.lockconn.pipelined]).
 
 What is sent is pluggable ([LockStatements][django_advisory_cron.locks.LockStatements]): the
 run history sends its acquiring and finishing statements in the same round trips as the lock.
@@ -22,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -35,7 +41,15 @@ from .exceptions import LockLost, LockScopeError
 from .heartbeat import Heartbeat, lost_text
 from .interrupts import deferred_signals
 from .keys import LockKey, job_key
-from .lockconn import answer_within, ensure_connected, open_lock_connection, require_postgresql
+from .lockconn import (
+    LockConnection,
+    answer_within,
+    checkin,
+    checkout,
+    ensure_connected,
+    pipelined,
+    require_postgresql,
+)
 from .scopes import ResolvedScope, Scope, check_scope
 from .sql import Statement
 
@@ -60,8 +74,9 @@ class LockStatements(Protocol):
     def release(
         self, key: LockKey, scope: ResolvedScope, error: BaseException | None
     ) -> Statement | None:
-        """Release a taken lock (session scope: must unlock; last column is the unlock's
-        result); in transaction scope, what to send before the commit, if anything."""
+        """Release a taken lock (session scope: must unlock, then unlock everything else; the
+        first column is the unlock's result); in transaction scope, what to send before the
+        commit, if anything."""
 
     def beat(self, key: LockKey) -> Statement:
         """The heartbeat: one boolean column, true while the lock is held."""
@@ -106,6 +121,7 @@ class AdvisoryLock:
         using: str | None = None,
         statements: LockStatements | None = None,
         on_lost: Callable[[AdvisoryLock, BaseException], None] = send_lost_signal,
+        savepoint: bool = False,
     ) -> None:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
@@ -117,6 +133,8 @@ class AdvisoryLock:
         self.wait = wait
         self.statements: LockStatements = statements or PlainStatements()
         self.on_lost = on_lost
+        #: Transaction scope: run the body in a savepoint (see the module docstring).
+        self.savepoint = savepoint
         self.acquired = False
         self.lost = False
         #: Transaction scope: the lock's transaction committed (set before on_commit callbacks
@@ -128,7 +146,15 @@ class AdvisoryLock:
         self.requested_at: float | None = None
         self.connection: BaseDatabaseWrapper | None = None
         self.heartbeat: Heartbeat | None = None
+        self._checked_out: LockConnection | None = None
+        #: Session scope: the last statement on the lock connection completed (a connection
+        #: left mid-statement, or after an error, may hold anything and is never reused).
+        self._settled = True
+        #: An attempt is between its statement and its reading: whether it took the lock is
+        #: unknown, so the connection is not reused.
+        self._trying = False
         self._atomic: Any = None
+        self._savepoint: Any = None
         self._guards = ExitStack()
         self._released = False
 
@@ -183,23 +209,75 @@ class AdvisoryLock:
         """Run one of our statements on the lock's connection, with a deadline; its row."""
         assert self.connection is not None
         sql_text, params = statement
+        self._settled = False
         with (
             answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
             self.connection.cursor() as cursor,
         ):
             cursor.execute(sql_text, params)
             row = cursor.fetchone() if cursor.description else None
+        self._settled = True
         return None if row is None else tuple(row)
 
     def _try(self, scope: ResolvedScope, final: bool) -> bool:
         with deferred_signals():
-            row = self.send(self.statements.acquire(self.key, scope, final))
+            self._trying = True
+            statement = self.statements.acquire(self.key, scope, final)
+            if scope == "transaction":
+                row = self._send_opening_transaction(statement)
+                send = self._send_outside_savepoint
+            else:
+                row, send = self.send(statement), self.send
             assert row is not None
-            self.acquired = self.statements.accept(row, scope, self.send)
+            self.acquired = self.statements.accept(row, scope, send)
+            self._trying = False
         return self.acquired
 
+    def _send_opening_transaction(self, statement: Statement) -> Row | None:
+        """The acquiring statement of transaction scope, in the round trip that begins the
+        transaction (and opens the body's savepoint)."""
+        assert self.connection is not None
+        sql_text, params = statement
+        with (
+            answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
+            self.connection.cursor() as cursor,
+        ):
+            try:
+                with pipelined(self.connection):
+                    cursor.execute(sql_text, params)
+                    if self.savepoint:
+                        self._savepoint = transaction.atomic(using=self.using)
+                        self._savepoint.__enter__()
+            except BaseException as error:
+                # The savepoint was never made: Django's rollback to it fails quietly (and
+                # marks the transaction for rollback), so the acquiring error is the one raised.
+                self._close_savepoint(error)
+                raise
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    def _send_outside_savepoint(self, statement: Statement) -> Row | None:
+        """A follow-up of the acquiring statement: it belongs to the lock's transaction, not to
+        the body's savepoint (whose rollback must not take it along)."""
+        if self._savepoint is None:
+            return self.send(statement)
+        self._close_savepoint(None)
+        row = self.send(statement)
+        self._savepoint = transaction.atomic(using=self.using)
+        self._savepoint.__enter__()
+        return row
+
+    def _close_savepoint(self, error: BaseException | None) -> None:
+        savepoint, self._savepoint = self._savepoint, None
+        if savepoint is not None:
+            if error is None:
+                savepoint.__exit__(None, None, None)
+            else:
+                savepoint.__exit__(type(error), error, error.__traceback__)
+
     def _acquire_session(self) -> None:
-        self.connection = open_lock_connection(self.using)
+        self._checked_out = checkout(self.using)
+        self.connection = self._checked_out.wrapper
         for final in self._attempts():
             if self._try("session", final):
                 return
@@ -216,11 +294,13 @@ class AdvisoryLock:
         for final in self._attempts():
             self._atomic = transaction.atomic(using=self.using)
             self._atomic.__enter__()
+            # Registered first, so it runs before any callback the body registers, and outside
+            # the body's savepoint, whose rollback would discard it.
+            self.committed = False
+            transaction.on_commit(self._mark_committed, using=self.using)
             if self._try("transaction", final) or final:
-                if self.acquired:
-                    # Registered first, so it runs before any callback the body registers.
-                    transaction.on_commit(self._mark_committed, using=self.using)
                 return
+            self._close_savepoint(None)
             atomic, self._atomic = self._atomic, None
             atomic.__exit__(None, None, None)
 
@@ -299,22 +379,29 @@ class AdvisoryLock:
             self.acquired = False
 
     def _release_session(self, error: BaseException | None) -> None:
-        connection = self.connection
-        if connection is None:
+        checked_out = self._checked_out
+        if checked_out is None:
             return
+        # Reused only when it provably holds nothing: an untaken lock whose every statement
+        # completed, or a release whose unlock-all ran and whose unlock found the lock.
+        reusable = False
         try:
             if self.acquired and not self.lost:
                 statement = self.statements.release(self.key, "session", error)
                 assert statement is not None
                 with deferred_signals():
                     row = self.send(statement)
-                self._check_unlocked(row)
+                reusable = self._check_unlocked(row)
+            else:
+                reusable = not self.acquired and not self.lost and not self._trying
         except Exception as failure:
             # The connection died after the last heartbeat, or gave no answer in time and was
             # cut: either way the lock died with it.
             self.mark_lost(failure)
         finally:
-            connection.close()
+            heartbeat_done = self.heartbeat is None or not self.heartbeat.running
+            checkin(checked_out, reusable=reusable and self._settled and heartbeat_done)
+            self._checked_out = None
             self.connection = None
 
     def _release_transaction(self, error: BaseException | None) -> None:
@@ -322,11 +409,23 @@ class AdvisoryLock:
         if atomic is None:
             return
         try:
-            if self.acquired:
-                statement = self.statements.release(self.key, "transaction", error)
+            statement = (
+                self.statements.release(self.key, "transaction", error) if self.acquired else None
+            )
+            assert self.connection is not None
+            # One round trip: the savepoint's end (a rollback to it if the body failed) and the
+            # release statement; the commit follows, so on_commit callbacks run outside it. An
+            # empty pipeline would still cost its sync: none when there is nothing to send.
+            sending = self._savepoint is not None or statement is not None
+            with (
+                deferred_signals(),
+                answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
+                pipelined(self.connection) if sending else nullcontext(),
+            ):
+                self._close_savepoint(error)
                 if statement is not None:
-                    with deferred_signals():
-                        self.send(statement)
+                    with self.connection.cursor() as cursor:
+                        cursor.execute(*statement)
         except Exception as failure:
             atomic.__exit__(type(failure), failure, failure.__traceback__)
             self._after_failed_transaction(failure)
@@ -351,14 +450,15 @@ class AdvisoryLock:
         if connection is None or connection.connection is None or not connection.is_usable():
             self.mark_lost(failure)
 
-    def _check_unlocked(self, row: Row | None) -> None:
-        """Log an error when ``pg_advisory_unlock`` (the row's last column) did nothing.
+    def _check_unlocked(self, row: Row | None) -> bool:
+        """Log an error when ``pg_advisory_unlock`` (the row's first column) did nothing;
+        return whether it released the lock.
 
         That means the statement ran on a backend that does not hold the lock: a
         transaction-pooling PgBouncer in the path. The lock stays held by another server
         connection until that connection closes.
         """
-        if row and row[-1] is False:
+        if row and row[0] is False:
             logger.error(
                 "%s: the unlock did nothing, because this statement ran on a server connection "
                 "that does not hold the lock; a transaction-pooling PgBouncer is in the path "
@@ -366,6 +466,7 @@ class AdvisoryLock:
                 "scope='transaction' or a direct LOCK_DATABASE (see the PgBouncer docs).",
                 self,
             )
+        return row is not None and row[0] is True
 
 
 def advisory_lock(

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.db import transaction
-
 from . import history, signals
 from .conf import app_settings
 from .exceptions import JobTimedOut, LockLost
@@ -181,6 +179,7 @@ def execute(
         using=alias,
         statements=record,
         on_lost=on_lost,
+        savepoint=True,
     )
     result.lock = lock
     try:
@@ -242,12 +241,9 @@ def _run(
     error: BaseException | None = None
     try:
         signals.job_started.send(sender=job, run=result)
-        if lock.scope == "transaction":
-            # A savepoint: a failure rolls the job's work back, and its row still commits.
-            with transaction.atomic(using=lock.using):
-                result.value = job.func(*args, **kwargs)
-        else:
-            result.value = job.func(*args, **kwargs)
+        # Transaction scope: the lock runs this in a savepoint, so a failure rolls the job's
+        # work back and its row still commits.
+        result.value = job.func(*args, **kwargs)
     except BaseException as raised:
         error = raised
     status = history.status_of(error)

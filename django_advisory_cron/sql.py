@@ -59,9 +59,15 @@ def try_lock(key: LockKey, scope: ResolvedScope) -> Statement:
     return f"SELECT {function}({key.sql})", key.params
 
 
+#: After the unlock, in the same statement: the connection goes back to the warm set holding
+#: nothing. A target list is evaluated left to right, so the unlock's own answer comes first.
+UNLOCK_ALL = "pg_advisory_unlock_all()"
+
+
 def unlock(key: LockKey) -> Statement:
-    """Release a session lock; false when this backend did not hold it."""
-    return f"SELECT pg_advisory_unlock({key.sql})", key.params
+    """Release a session lock, then any other session lock of this backend; the first column
+    is false when this backend did not hold the key."""
+    return f"SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}", key.params
 
 
 def _held_condition(key: LockKey) -> Statement:
@@ -69,7 +75,10 @@ def _held_condition(key: LockKey) -> Statement:
     ids = key.lock_ids
     if ids is not None:
         classid, objid, objsubid = ids
-        where = "classid = %(hb_classid)s AND objid = %(hb_objid)s AND objsubid = %(hb_objsubid)s"
+        where = (
+            "classid = %(hb_classid)s::oid AND objid = %(hb_objid)s::oid "
+            "AND objsubid = %(hb_objsubid)s::int2"
+        )
         params: dict[str, Any] = {"hb_classid": classid, "hb_objid": objid, "hb_objsubid": objsubid}
     else:
         # The one-bigint form: pg_locks splits the (sign-extended) key into two oids.
@@ -93,6 +102,17 @@ def lock_held(key: LockKey) -> Statement:
 
 def backend_pid() -> Statement:
     return "SELECT pg_backend_pid()", {}
+
+
+def usable_connections() -> Statement:
+    """How many connections the server gives ordinary roles: ``max_connections`` less the
+    reserved ones (``reserved_connections`` exists from PostgreSQL 16)."""
+    return (
+        "SELECT current_setting('max_connections')::int "
+        "- current_setting('superuser_reserved_connections')::int "
+        "- COALESCE(current_setting('reserved_connections', true), '0')::int",
+        {},
+    )
 
 
 def database_now() -> Statement:
@@ -238,10 +258,12 @@ RETURNING id"""
 
 
 def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope) -> str:
-    """Run ``inner`` (a data-modifying statement) and, in session scope, unlock in the same
-    round trip; the last column is the unlock's result (``true`` in transaction scope)."""
-    last = f"pg_advisory_unlock({key.sql})" if scope == "session" else "true"
-    return f"WITH w AS ({inner}) SELECT {last}"
+    """Run ``inner`` (a data-modifying statement) and, in session scope, unlock (then unlock
+    everything, see ``UNLOCK_ALL``) in the same round trip; the first column is the unlock's
+    result (``true`` in transaction scope)."""
+    if scope == "session":
+        return f"WITH w AS ({inner}) SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}"
+    return f"WITH w AS ({inner}) SELECT true"
 
 
 def finish_run(

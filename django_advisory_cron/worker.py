@@ -61,7 +61,12 @@ from .conf import app_settings
 from .exceptions import DatabaseUnavailable
 from .history import HOST
 from .jobs import Job, registry
-from .lockconn import answer_within, ensure_connected, unpooled_connection
+from .lockconn import (
+    answer_within,
+    ensure_connected,
+    unpooled_connection,
+    warm_while_scheduling,
+)
 from .models import RunStatus
 from .runner import RunResult, execute
 
@@ -350,9 +355,14 @@ class Worker:
 
         Raises [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable] when
         the database cannot be reached at start (unless ``persistent``); a connection lost
-        later is reconnected.
+        later is reconnected. Lock connections stay warm meanwhile (see
+        [pool_size][django_advisory_cron.lockconn.pool_size]).
         """
         self.check_processes()
+        with warm_while_scheduling():
+            self._schedule()
+
+    def _schedule(self) -> None:
         self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
         signals.job_started.connect(self._track, weak=False, dispatch_uid=self._uid)
         presence: BaseDatabaseWrapper | None = None

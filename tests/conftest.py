@@ -18,6 +18,7 @@ from django.db import connection
 from psycopg import sql
 
 from django_advisory_cron import registry
+from django_advisory_cron.lockconn import close_lock_connections
 from django_advisory_cron.testing import (
     PgBouncer,
     PostgresServer,
@@ -118,6 +119,14 @@ def fresh_registry() -> Iterator[None]:
         if job.name not in before:
             registry.unregister(job.name)
     registry.clashes.clear()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's test database; this process's idle lock connections are closed before it
+    is dropped (``DROP DATABASE`` refuses while anyone is connected)."""
+    yield
+    close_lock_connections()
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from django.test import override_settings
 
 from django_advisory_cron import advisory_lock, registry
 from django_advisory_cron.keys import LockKey, job_key
+from django_advisory_cron.lockconn import close_lock_connections, idle_lock_connections
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing import PgBouncer
 from tests.jobsapp.models import Marker
@@ -170,8 +171,9 @@ def test_djangos_pool_keeps_a_session_lock_after_close(pooled_alias: str, raw_co
 
 
 def test_session_lock_on_a_pooled_alias_bypasses_the_pool(
-    pooled_alias: str, raw_connect: Any
+    pooled_alias: str, raw_connect: Any, settings: Any
 ) -> None:
+    settings.ADVISORY_CRON = {**settings.ADVISORY_CRON, "LOCK_POOL_SIZE": 8}  # keep it warm
     observer = raw_connect()
     key = job_key("pool-bypass")
     pooled = connections[pooled_alias]
@@ -186,8 +188,13 @@ def test_session_lock_on_a_pooled_alias_bypasses_the_pool(
         assert "pool" not in lock.connection.settings_dict["OPTIONS"]
         (lock_pid,) = holders(observer, key)
         assert lock_pid != pool_pid
-    # Released for real, and the lock's connection is closed rather than parked in a pool.
+    # Released for real; the lock's connection is kept warm by this app (not Django's pool)
+    # holding no advisory lock at all, and closing the warm set ends its backend.
     assert holders(observer, key) == []
+    assert idle_lock_connections(pooled_alias) == 1
+    advisory = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s"
+    assert observer.execute(advisory, (lock_pid,)).fetchone() == (0,)
+    assert close_lock_connections(pooled_alias) == 1
     assert wait_for(
         lambda: (
             not observer.execute(

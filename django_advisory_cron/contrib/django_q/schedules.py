@@ -139,9 +139,7 @@ def _plan_and_apply(prune: bool, dry_run: bool) -> list[Change]:
     changes: list[Change] = []
     wanted: set[str] = set()
     for job, reason in unsyncable_jobs():
-        changes.append(
-            Change("elsewhere", job.name, f"{reason}: run it with manage.py cronworker")
-        )
+        changes.append(Change("elsewhere", job.name, f"{reason}: run it with manage.py cronworker"))
     for job in scheduled_jobs():
         if len(schedule_name(job.name)) > NAME_MAX_LENGTH:
             changes.append(

@@ -46,7 +46,9 @@ class Command(BaseCommand):
         for change in changes:
             if change.action == "unchanged" and options["verbosity"] < 2:
                 continue
-            style = self.style.WARNING if change.action in ("stale", "invalid", "elsewhere") else str
+            style = (
+                self.style.WARNING if change.action in ("stale", "invalid", "elsewhere") else str
+            )
             self.stdout.write(style(change.describe(dry_run=dry_run)))
         prefix = "dry run: " if dry_run else ""
         self.stdout.write(f"{prefix}{tally(changes) or 'no scheduled jobs'}")

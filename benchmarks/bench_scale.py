@@ -1,0 +1,325 @@
+"""How the whole system scales: N ``cronworker`` replicas x M jobs on one PostgreSQL, and many
+``runlocked`` processes racing a few jobs.
+
+Run on demand: ``python benchmarks/bench_scale.py [--workers 3] [--jobs 50] [--every 5]
+[--seconds 17] [--racers 50] [--race-jobs 20]``; ``--workers 20 --jobs 500`` is the 10,000
+lock attempts per tick case. Uses DATABASE_URL or starts a throwaway PostgreSQL (then the
+database's CPU time is read from ``/proc``). Each worker configuration runs for ``--seconds``
+and is repeated with N doubled and with M doubled, so the growth per doubling is printed
+next to the base figures of the same run.
+
+Per configuration:
+
+- runs per tick per job: every ``(job, tick)`` whose tick fell inside the window must have
+  exactly one run (``min``/``max``); ``missed`` counts ticks with none.
+- tick-start latency: the run row's ``started`` minus its tick (database clock), p50/p99.
+- statements per tick per replica: committed plus rolled-back transactions of the database
+  (every statement of ours is its own autocommit transaction) per tick, per worker.
+- backends in use: connections to the database, sampled every 0.2 s (peak).
+- database CPU per tick: CPU seconds of the server's processes per tick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = ROOT / "tests" / "manage.py"
+sys.path.insert(0, str(ROOT))
+
+from django_advisory_cron.testing import PostgresServer, start_postgres  # noqa: E402
+
+RAN = ("succeeded", "failed", "lock_lost", "timed_out")
+
+
+def environment(url: str, jobs: int, every: float, max_skew: float) -> dict[str, str]:
+    settings = {"JOBS_MODULE": "bench_worker_tasks", "MAX_SKEW": max_skew}
+    env = {**os.environ, "DATABASE_URL": url, "ADVISORY_CRON_JSON": json.dumps(settings)}
+    env.update(BENCH_WORKER_JOBS=str(jobs), BENCH_WORKER_EVERY=f"{every:g}")
+    env.update(PYTHONUNBUFFERED="1")
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return env
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def server_cpu(server: PostgresServer | None) -> float | None:
+    """CPU seconds used so far by the server's processes (the postmaster, its live children,
+    and the children it has reaped); None when the server is not a local throwaway one."""
+    if server is None or not Path("/proc").is_dir():
+        return None
+    try:
+        postmaster = int((server.datadir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, parent = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+        elif parent == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+class BackendSampler(threading.Thread):
+    """Samples the number of connections to the database until stopped."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.samples: list[int] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stopping.wait(0.2):
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()"
+                ).fetchone()
+                self.samples.append(int(row[0]) if row else 0)
+
+    def stop(self) -> list[int]:
+        self.stopping.set()
+        self.join(10)
+        return self.samples
+
+
+def transactions(conn: Any) -> int:
+    row = conn.execute(
+        "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+        "WHERE datname = current_database()"
+    ).fetchone()
+    return int(row[0])
+
+
+@dataclass
+class Figures:
+    label: str
+    workers: int
+    jobs: int
+    ticks: int
+    runs_min: int
+    runs_max: int
+    missed: int
+    p50: float
+    p99: float
+    statements: float
+    backends: int
+    cpu_per_tick: float | None
+
+
+def run_workers(
+    url: str, server: PostgresServer | None, workers: int, jobs: int, every: float, seconds: float
+) -> Figures:
+    """Start ``workers`` cronworkers with ``jobs`` jobs each for ``seconds``; measure."""
+    import psycopg
+
+    env = environment(url, jobs, every, max_skew=min(1.0, every / 4))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE django_advisory_cron_jobrun")
+        processes = [
+            subprocess.Popen(
+                [sys.executable, str(MANAGE), "cronworker", "--grace", "10"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
+        # Measure from the first tick at which every worker is up (each is visible through its
+        # presence connection), so start-up costs stay out of the figures.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
+                "'django-advisory-cron worker%%'"
+            ).fetchone()
+            if row and row[0] >= workers:
+                break
+            time.sleep(0.1)
+        window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+        sampler = BackendSampler(url)
+        sampler.start()
+        statements_before, cpu_before = transactions(conn), server_cpu(server)
+        time.sleep(seconds)
+        statements_after, cpu_after = transactions(conn), server_cpu(server)
+        backends = sampler.stop()
+        window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(120)
+        # Ticks wholly inside the window: after it began, and early enough to have finished.
+        rows = conn.execute(
+            "SELECT job, tick, count(*) FILTER (WHERE status = ANY(%s)) AS runs, "
+            "array_agg(extract(epoch FROM started - tick) * 1000) "
+            "FILTER (WHERE status = ANY(%s)) FROM django_advisory_cron_jobrun "
+            "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick",
+            (list(RAN), list(RAN), window_start, window_end, every),
+        ).fetchall()
+    tick_count = len({tick for _job, tick, _runs, _lat in rows}) or 1
+    per_job_tick = [int(runs) for _job, _tick, runs, _lat in rows]
+    expected = tick_count * jobs
+    latencies = [float(value) for *_rest, values in rows for value in (values or [])]
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    window_ticks = seconds / every
+    return Figures(
+        label=f"{workers} workers x {jobs} jobs",
+        workers=workers,
+        jobs=jobs,
+        ticks=tick_count,
+        runs_min=min(per_job_tick, default=0) if len(per_job_tick) == expected else 0,
+        runs_max=max(per_job_tick, default=0),
+        missed=expected - sum(1 for runs in per_job_tick if runs),
+        p50=statistics.median(latencies) if latencies else float("nan"),
+        p99=percentile(latencies, 0.99),
+        statements=(statements_after - statements_before) / window_ticks / workers,
+        backends=max(backends, default=0),
+        cpu_per_tick=None if cpu is None else cpu / window_ticks,
+    )
+
+
+def race_runlocked(url: str, racers: int, jobs: int) -> dict[str, Any]:
+    """``racers`` ``runlocked`` processes over ``jobs`` jobs (every 60 s, MAX_SKEW 30), all in
+    one tick: each job must run exactly once, the rest skip."""
+    import psycopg
+
+    env = environment(url, jobs, 60, max_skew=30)
+    # Start well inside one tick's window, so every racer is matched to the same tick.
+    while not 30 <= time.time() % 60 < 35:
+        time.sleep(0.2)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE django_advisory_cron_jobrun")
+        sampler = BackendSampler(url)
+        sampler.start()
+        started = time.monotonic()
+        processes = [
+            subprocess.Popen(
+                [sys.executable, str(MANAGE), "runlocked", f"bench_{index % jobs}"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for index in range(racers)
+        ]
+        codes = [process.wait(300) for process in processes]
+        elapsed = time.monotonic() - started
+        backends = sampler.stop()
+        rows = conn.execute(
+            "SELECT job, count(*) FILTER (WHERE status = ANY(%s)), count(DISTINCT tick) "
+            "FROM django_advisory_cron_jobrun GROUP BY job",
+            (list(RAN),),
+        ).fetchall()
+    runs = [int(ran) for _job, ran, _ticks in rows]
+    return {
+        "runs_min": min(runs, default=0) if len(runs) == jobs else 0,
+        "runs_max": max(runs, default=0),
+        "ticks": max((int(ticks) for *_rest, ticks in rows), default=0),
+        "exit_codes": {code: codes.count(code) for code in sorted(set(codes))},
+        "seconds": elapsed,
+        "backends": max(backends, default=0),
+    }
+
+
+def growth(base: Figures, other: Figures) -> str:
+    def ratio(a: float | None, b: float | None) -> str:
+        if a is None or b is None or not a:
+            return "n/a"
+        return f"{b / a:.2f}x"
+
+    return (
+        f"p50 {ratio(base.p50, other.p50)}, p99 {ratio(base.p99, other.p99)}, "
+        f"statements/tick/replica {ratio(base.statements, other.statements)}, "
+        f"backends {ratio(base.backends, other.backends)}, "
+        f"db CPU/tick {ratio(base.cpu_per_tick, other.cpu_per_tick)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--every", type=float, default=5, help="the jobs' interval, seconds")
+    parser.add_argument("--seconds", type=float, default=17, help="window per configuration")
+    parser.add_argument("--racers", type=int, default=50, help="runlocked processes (0: skip)")
+    parser.add_argument("--race-jobs", type=int, default=20)
+    parser.add_argument("--no-doubling", action="store_true", help="only the base size")
+    options = parser.parse_args()
+    server: PostgresServer | None = None
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        server = start_postgres()
+        url = server.url("postgres")
+    try:
+        subprocess.run(
+            [sys.executable, str(MANAGE), "migrate", "-v0"],
+            env=environment(url, 0, options.every, 1),
+            check=True,
+        )
+        sizes = [(options.workers, options.jobs)]
+        if not options.no_doubling:
+            sizes += [(options.workers * 2, options.jobs), (options.workers, options.jobs * 2)]
+        figures = [
+            run_workers(url, server, workers, jobs, options.every, options.seconds)
+            for workers, jobs in sizes
+        ]
+        race = race_runlocked(url, options.racers, options.race_jobs) if options.racers else None
+    finally:
+        if server is not None:
+            server.stop()
+    report(figures, race, options)
+
+
+def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) -> None:
+    print(f"jobs every {options.every:g} s; {options.seconds:g} s window per configuration\n")
+    header = (
+        f"{'':24} {'ticks':>5} {'runs/tick/job':>13} {'missed':>6} {'p50 ms':>8} "
+        f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'backends':>8} {'db CPU s/tick':>13}"
+    )
+    print(header)
+    for f in figures:
+        cpu = "n/a" if f.cpu_per_tick is None else f"{f.cpu_per_tick:.3f}"
+        print(
+            f"{f.label:24} {f.ticks:>5} {f'{f.runs_min}..{f.runs_max}':>13} {f.missed:>6} "
+            f"{f.p50:>8.1f} {f.p99:>8.1f} {f.statements:>18.1f} {f.backends:>8} {cpu:>13}"
+        )
+    if len(figures) == 3:
+        print(f"\nN doubled: {growth(figures[0], figures[1])}")
+        print(f"M doubled: {growth(figures[0], figures[2])}")
+    if race is not None:
+        print(
+            f"\n{options.racers} runlocked processes racing {options.race_jobs} jobs: runs per "
+            f"job {race['runs_min']}..{race['runs_max']} (ticks {race['ticks']}), exit codes "
+            f"{race['exit_codes']}, {race['seconds']:.1f} s, peak backends {race['backends']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -355,8 +355,7 @@ class Worker:
 
         Raises [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable] when
         the database cannot be reached at start (unless ``persistent``); a connection lost
-        later is reconnected. Lock connections stay warm meanwhile (see
-        [pool_size][django_advisory_cron.lockconn.pool_size]).
+        later is reconnected. Lock connections stay warm meanwhile (``LOCK_POOL_SIZE``).
         """
         self.check_processes()
         with warm_while_scheduling():

@@ -22,7 +22,6 @@ Per configuration:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -34,29 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-MANAGE = ROOT / "tests" / "manage.py"
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from django_advisory_cron.testing import PostgresServer, start_postgres  # noqa: E402
+from benchmarks.workers import MANAGE, environment, migrated_database, percentile
+from django_advisory_cron.testing import PostgresServer
 
 RAN = ("succeeded", "failed", "lock_lost", "timed_out")
-
-
-def environment(url: str, jobs: int, every: float, max_skew: float) -> dict[str, str]:
-    settings = {"JOBS_MODULE": "bench_worker_tasks", "MAX_SKEW": max_skew}
-    env = {**os.environ, "DATABASE_URL": url, "ADVISORY_CRON_JSON": json.dumps(settings)}
-    env.update(BENCH_WORKER_JOBS=str(jobs), BENCH_WORKER_EVERY=f"{every:g}")
-    env.update(PYTHONUNBUFFERED="1")
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return env
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def server_cpu(server: PostgresServer | None) -> float | None:
@@ -272,17 +254,7 @@ def main() -> None:
     parser.add_argument("--race-jobs", type=int, default=20)
     parser.add_argument("--no-doubling", action="store_true", help="only the base size")
     options = parser.parse_args()
-    server: PostgresServer | None = None
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        server = start_postgres()
-        url = server.url("postgres")
-    try:
-        subprocess.run(
-            [sys.executable, str(MANAGE), "migrate", "-v0"],
-            env=environment(url, 0, options.every, 1),
-            check=True,
-        )
+    with migrated_database() as (url, server):
         sizes = [(options.workers, options.jobs)]
         if not options.no_doubling:
             sizes += [(options.workers * 2, options.jobs), (options.workers, options.jobs * 2)]
@@ -291,9 +263,6 @@ def main() -> None:
             for workers, jobs in sizes
         ]
         race = race_runlocked(url, options.racers, options.race_jobs) if options.racers else None
-    finally:
-        if server is not None:
-            server.stop()
     report(figures, race, options)
 
 

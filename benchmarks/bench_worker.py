@@ -10,8 +10,6 @@ the body) minus its tick. The baseline, measured in the same run: one worker wit
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
 import statistics
 import subprocess
@@ -19,26 +17,16 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-MANAGE = ROOT / "tests" / "manage.py"
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from django_advisory_cron.testing import start_postgres  # noqa: E402
-
-
-def environment(url: str, jobs: int) -> dict[str, str]:
-    settings = {"JOBS_MODULE": "bench_worker_tasks", "MAX_SKEW": 1}
-    env = {**os.environ, "DATABASE_URL": url, "ADVISORY_CRON_JSON": json.dumps(settings)}
-    env.update(BENCH_WORKER_JOBS=str(jobs), BENCH_WORKER_EVERY="5", PYTHONUNBUFFERED="1")
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return env
+from benchmarks.workers import MANAGE, environment, migrated_database, percentile
 
 
 def measure(url: str, jobs: int, workers: int, seconds: float) -> tuple[list[float], list[int]]:
     """Run the workers; return the latencies (ms) and the runs each worker won."""
     import psycopg
 
-    env = environment(url, jobs)
+    env = environment(url, jobs, 5)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE django_advisory_cron_jobrun")
         processes = [
@@ -65,31 +53,15 @@ def measure(url: str, jobs: int, workers: int, seconds: float) -> tuple[list[flo
     return [float(latency) for latency, _pid in rows], list(wins.values())
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=16)
     options = parser.parse_args()
-    server = None
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        server = start_postgres()
-        url = server.url("postgres")
-    try:
-        subprocess.run(
-            [sys.executable, str(MANAGE), "migrate", "-v0"], env=environment(url, 0), check=True
-        )
+    with migrated_database() as (url, _server):
         base, _wins = measure(url, 1, 1, options.seconds)
         latencies, wins = measure(url, options.jobs, options.workers, options.seconds)
-    finally:
-        if server is not None:
-            server.stop()
     base_p50 = statistics.median(base)
     print("tick-start latency, ms (tick instant -> run row written, database clock)")
     print(f"{'':40} {'runs':>6} {'p50':>8} {'p99':>8} {'max':>8} {'p99 x base p50':>15}")

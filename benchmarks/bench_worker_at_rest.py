@@ -12,8 +12,6 @@ no worker at all.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,22 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-MANAGE = ROOT / "tests" / "manage.py"
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from django_advisory_cron.testing import start_postgres  # noqa: E402
+from benchmarks.workers import MANAGE, environment, migrated_database
 
 #: The server publishes an idle backend's counters at least this often (PostgreSQL 15+).
 STATS_DELAY = 11.0
-
-
-def environment(url: str, jobs: int, every: float) -> dict[str, str]:
-    settings = {"JOBS_MODULE": "bench_worker_tasks", "MAX_SKEW": 1}
-    env = {**os.environ, "DATABASE_URL": url, "ADVISORY_CRON_JSON": json.dumps(settings)}
-    env.update(BENCH_WORKER_JOBS=str(jobs), BENCH_WORKER_EVERY=str(every), PYTHONUNBUFFERED="1")
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return env
 
 
 def commits(conn: Any) -> int:
@@ -94,17 +82,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200, help="jobs of the idle worker")
     parser.add_argument("--seconds", type=float, default=60)
     options = parser.parse_args()
-    server = None
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        server = start_postgres()
-        url = server.url("postgres")
-    try:
-        subprocess.run(
-            [sys.executable, str(MANAGE), "migrate", "-v0"],
-            env=environment(url, 0, 5),
-            check=True,
-        )
+    with migrated_database() as (url, _server):
         rows = [
             ("baseline: no worker", window(url, options.seconds, None)),
             (
@@ -113,9 +91,6 @@ def main() -> None:
             ),
             ("busy: 10 jobs every 5 s", window(url, options.seconds, environment(url, 10, 5))),
         ]
-    finally:
-        if server is not None:
-            server.stop()
     base = rows[0][1][0]
     print(f"one cronworker over {options.seconds:g} s (statements: minus the baseline)")
     print(f"{'':32} {'statements/min':>15} {'connections':>12} {'RSS MiB':>8}")

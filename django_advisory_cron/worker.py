@@ -367,30 +367,28 @@ class Worker:
         presence: BaseDatabaseWrapper | None = None
         try:
             presence = self._attend() if not self.persistent else self._reattend(None)
-            if presence is None:
-                return
-            self._presence = presence
-            clock = DatabaseClock(presence)
-            self._listen(presence)
-            now = clock.read()
-            upcoming = self._first_ticks(now)
-            logger.info(
-                "cronworker %s: %d scheduled job(s), first tick %s",
-                self.identity,
-                len(upcoming),
-                min(upcoming.values(), default=None),
-            )
-            while not self._stop.is_set():
+            upcoming: dict[str, datetime] | None = None
+            clock: DatabaseClock | None = None
+            while presence is not None and not self._stop.is_set():
                 try:
+                    if clock is None or clock.connection is not presence:
+                        # A (re)connected presence: listen again; the first pass plans.
+                        self._presence = presence
+                        clock = DatabaseClock(presence)
+                        self._listen(presence)
+                        if upcoming is None:
+                            upcoming = self._first_ticks(clock.read())
+                            logger.info(
+                                "cronworker %s: %d scheduled job(s), first tick %s",
+                                self.identity,
+                                len(upcoming),
+                                min(upcoming.values(), default=None),
+                            )
+                    assert upcoming is not None
                     self._sleep(self._wake(clock, upcoming))
                 except (DatabaseError, DatabaseUnavailable) as error:
                     presence.close()
                     presence = self._reattend(error)
-                    if presence is None:
-                        break
-                    self._presence = presence
-                    clock = DatabaseClock(presence)
-                    self._listen(presence)
         finally:
             self._shut_down(self._pool)
             signals.job_started.disconnect(dispatch_uid=self._uid)

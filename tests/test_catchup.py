@@ -28,6 +28,7 @@ from django_advisory_cron.jobs import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.worker import PRESENCE_NAME, Worker
 from tests.jobsapp.models import Marker
+from tests.waiting import wait_for
 
 HOUR = timedelta(hours=1)
 
@@ -339,13 +340,6 @@ def test_catching_up_over_the_fall_back_night_runs_a_repeated_time_once() -> Non
 
 
 # -- a rolling restart of real cronworker processes ------------------------------------------
-
-
-def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never became true"
-        time.sleep(interval)
 
 
 def ticks_run(name: str) -> list[datetime]:

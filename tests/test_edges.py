@@ -24,6 +24,7 @@ from django_advisory_cron.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -41,14 +42,6 @@ def edge_jobs(fresh_registry: None, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def subprocess_settings(monkeypatch: pytest.MonkeyPatch, **values: Any) -> None:
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "edge_tasks", **values}))
-
-
-def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.02) -> float:
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, "condition never became true"
-        time.sleep(interval)
-    return time.monotonic() - started
 
 
 def statuses(job: str) -> list[str]:

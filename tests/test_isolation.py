@@ -18,7 +18,7 @@ from django_advisory_cron.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
-from tests.test_worker import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 

@@ -18,6 +18,7 @@ from django_advisory_cron.runner import execute
 from django_advisory_cron.testing import PgBouncer
 from django_advisory_cron.worker import PRESENCE_NAME
 from tests.jobsapp.models import Marker
+from tests.waiting import wait_for, workers_present
 
 from .pooling import bouncer_url
 
@@ -29,14 +30,6 @@ NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def worker_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "worker_tasks"}))
-
-
-def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, "condition never became true"
-        time.sleep(interval)
-    return value
 
 
 def wait_for_workers(observer: Any, workers: list[Any]) -> None:
@@ -56,14 +49,6 @@ def wait_for_workers(observer: Any, workers: list[Any]) -> None:
         return int(row[0]) == len(workers)
 
     wait_for(ready)
-
-
-def workers_present(observer: Any) -> int:
-    row = observer.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
-        (f"{PRESENCE_NAME}%",),
-    ).fetchone()
-    return int(row[0])
 
 
 def manual_run_since(at: datetime) -> JobRun | None:
@@ -209,6 +194,8 @@ def test_two_workers_run_each_request_once_within_a_second_and_record_paused_tic
         latencies.append((run.started - requested).total_seconds())
         wait_for(lambda n=number: Marker.objects.filter(job="yearly_manual").count() == n)
     time.sleep(0.5)  # a second claim of any request would have started by now
+    # The paused job's next 2-second tick has come and gone, and is recorded.
+    wait_for(lambda: JobRun.objects.filter(job="every2_0").exists(), timeout=10)
     for worker in workers:
         worker.terminate()
     outputs = [worker.communicate(timeout=30) for worker in workers]
@@ -246,6 +233,14 @@ def test_behind_a_transaction_pooler_workers_poll_for_requests(
         wait_for(lambda n=number: Marker.objects.filter(job="yearly_manual").count() == n)
     worker.terminate()
     _out, err = worker.communicate(timeout=30)
+    # PgBouncer keeps the server connection, still named after the worker, once the worker is
+    # gone (the documented reason to point LOCK_DATABASE past it): end it, so that later tests
+    # count only their own workers.
+    observer.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
+        (f"{PRESENCE_NAME}%",),
+    )
+    wait_for(lambda: workers_present(observer) == 0, timeout=5)
     print(f"\nrun-now latency (polling behind PgBouncer), s: {[round(x, 3) for x in latencies]}")
     assert "looks for run-now requests every 1 s" in err, err
     assert max(latencies) < 2.0, latencies

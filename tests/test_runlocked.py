@@ -15,19 +15,11 @@ from django_advisory_cron.keys import LockKey
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
+from tests.waiting import wait_for
 
 
 def lock_held(observer, name: str) -> bool:
     return bool(holders(observer, LockKey(name)))
-
-
-def wait_for(predicate, timeout: float = 30, interval: float = 0.02) -> float:
-    """Poll until ``predicate()``; return the seconds it took."""
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, "condition never became true"
-        time.sleep(interval)
-    return time.monotonic() - started
 
 
 def running(job: str) -> bool:
@@ -156,7 +148,9 @@ def test_kill_9_frees_the_lock_and_the_job_runs_again_once_the_lease_expires(
     assert lock_held(observer, "hold_until")
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
-    freed_after = wait_for(lambda: not lock_held(observer, "hold_until"), timeout=5, interval=0.005)
+    released = time.monotonic()
+    wait_for(lambda: not lock_held(observer, "hold_until"), timeout=5, interval=0.005)
+    freed_after = time.monotonic() - released
     assert freed_after < 2
     release.touch()
     at_once = manage("runlocked", "hold_until", str(release))

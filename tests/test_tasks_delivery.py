@@ -14,7 +14,7 @@ import signal
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from django_advisory_cron.contrib.tasks.task import tick_task
 from django_advisory_cron.delivery import DeliveryError
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus
 from tests.jobsapp.models import Marker
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -36,13 +37,6 @@ SETTINGS = "--settings=tests.settings_tasks"
 RESULTS = "django_tasks_database_dbtaskresult"
 
 _migrated: set[str] = set()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never became true"
-        time.sleep(interval)
 
 
 def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:

@@ -14,9 +14,10 @@ from django.db.models import Count
 from django_advisory_cron import exitcodes
 from django_advisory_cron.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.worker import PRESENCE_NAME, run_order
+from django_advisory_cron.worker import run_order
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
+from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -27,21 +28,6 @@ JOBS = 10
 def worker_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = {"JOBS_MODULE": "worker_tasks", "MAX_SKEW": 0.5}
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
-
-
-def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never became true"
-        time.sleep(interval)
-
-
-def workers_present(observer: Any) -> int:
-    row = observer.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
-        (f"{PRESENCE_NAME}%",),
-    ).fetchone()
-    return int(row[0])
 
 
 def test_each_worker_tries_its_due_jobs_in_an_order_of_its_own() -> None:

@@ -27,7 +27,7 @@ from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.worker import PRESENCE_NAME, start_worker
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
-from tests.test_worker import wait_for, workers_present
+from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 

@@ -1,0 +1,28 @@
+"""Polling helpers for tests that watch other processes (workers, replicas, the server)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django_advisory_cron.worker import PRESENCE_NAME
+
+
+def wait_for(predicate: Callable[..., Any], timeout: float = 30, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy, and return that; fail the test
+    when ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(interval)
+    return value
+
+
+def workers_present(observer: Any) -> int:
+    """How many ``cronworker`` processes have their presence connection open."""
+    row = observer.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
+        (f"{PRESENCE_NAME}%",),
+    ).fetchone()
+    return int(row[0])

@@ -8,6 +8,12 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (its class name when it has none): what a one-line
+    report shows."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 class AdvisoryCronError(Exception):
     """Base class for this app's errors."""
 

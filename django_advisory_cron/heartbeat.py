@@ -25,7 +25,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .deadlines import Deadline, watchdog
-from .exceptions import LockLost
+from .exceptions import LockLost, first_line
 from .lockconn import answer_within
 from .sql import Statement
 
@@ -133,5 +133,4 @@ class Heartbeat:
 
 def lost_text(error: BaseException) -> str:
     """One line for the run's error text."""
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return f"lock lost while the job ran: {first}"
+    return f"lock lost while the job ran: {first_line(error)}"

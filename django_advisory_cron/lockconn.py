@@ -39,7 +39,7 @@ from django.db.utils import load_backend
 
 from .conf import app_settings
 from .deadlines import watchdog
-from .exceptions import DatabaseUnavailable, LockDatabaseError
+from .exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 
 APPLICATION_NAME = "django-advisory-cron"
 
@@ -74,9 +74,9 @@ def describe_server(alias: str) -> str:
 
 def unavailable(alias: str, error: BaseException) -> DatabaseUnavailable:
     """A one-line ``DatabaseUnavailable`` for a failed connection attempt."""
-    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return DatabaseUnavailable(
-        f"cannot reach PostgreSQL at {describe_server(alias)} (alias {alias!r}): {first_line}"
+        f"cannot reach PostgreSQL at {describe_server(alias)} (alias {alias!r}): "
+        f"{first_line(error)}"
     )
 
 

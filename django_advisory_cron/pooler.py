@@ -44,7 +44,7 @@ from django.db.utils import load_backend
 
 from . import sql
 from .conf import Pooling, app_settings
-from .exceptions import ProbeError, ProbeTimeout
+from .exceptions import ProbeError, ProbeTimeout, first_line
 from .keys import LockKey, job_key
 from .lockconn import answer_within, ensure_connected, require_postgresql
 from .scopes import ResolvedScope, Scope, check_scope
@@ -447,9 +447,7 @@ def probe(
             alias, started, f"no answer within {timeout:g} s (database down, or the pool exhausted)"
         )
     except Exception as error:
-        result = _unknown(
-            alias, started, (str(error).strip().splitlines() or [type(error).__name__])[0]
-        )
+        result = _unknown(alias, started, first_line(error))
     if result.ok:
         with _cache_lock:
             _cache[_cache_key(alias)] = result

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from . import history, signals
 from .conf import app_settings
-from .exceptions import JobTimedOut, LockLost
+from .exceptions import JobTimedOut, LockLost, first_line
 from .heartbeat import lost_text
 from .keys import LockKey
 from .locks import AdvisoryLock
@@ -256,7 +256,7 @@ def _run(
         status, text = _after_failed_release(lock, record, failure, text)
         if status == history.LOCK_LOST:
             cause = error if isinstance(error, Exception) else failure
-            lost = LockLost(f"{LOST_IN_TRANSACTION} ({_first_line(cause)})")
+            lost = LockLost(f"{LOST_IN_TRANSACTION} ({first_line(cause)})")
             lost.__cause__ = cause
             error = lost if error is None or isinstance(error, Exception) else error
         error = error or failure
@@ -293,10 +293,6 @@ def _after_failed_release(
     text = "\n".join(part for part in parts if part)
     record.record_lost(history.LOCK_LOST, text)
     return history.LOCK_LOST, text
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _report(

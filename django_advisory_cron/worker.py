@@ -58,7 +58,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import catchup, delivery, history, pooler, signals, sql
 from .conf import app_settings
-from .exceptions import DatabaseUnavailable
+from .exceptions import DatabaseUnavailable, first_line
 from .history import HOST
 from .jobs import Job, registry
 from .lockconn import (
@@ -434,7 +434,7 @@ class Worker:
             logger.warning(
                 "cronworker %s: lost the database (%s); reconnecting",
                 self.identity,
-                _first_line(error),
+                first_line(error),
             )
         attempt = 0
         while not self._stop.is_set():
@@ -445,7 +445,7 @@ class Worker:
                     logger.warning(
                         "cronworker %s: cannot reach the database yet (%s); retrying",
                         self.identity,
-                        _first_line(failure),
+                        first_line(failure),
                     )
                 self._stop.wait(RECONNECT_PAUSES[min(attempt, len(RECONNECT_PAUSES) - 1)])
                 attempt += 1
@@ -687,7 +687,7 @@ class Worker:
                     connections.close_all()  # this pool thread's own connections
         except Exception as error:  # nothing could be recorded (the database is away)
             logger.error(
-                "cronworker: job %s, tick %s, did not run: %s", job.name, tick, _first_line(error)
+                "cronworker: job %s, tick %s, did not run: %s", job.name, tick, first_line(error)
             )
             with self._lock:
                 self.stats.failed += 1
@@ -850,10 +850,6 @@ class Worker:
             result.record.finish_lost(
                 history.INTERRUPTED, f"interrupted: cronworker {self.identity} stopped"
             )
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def start_worker(

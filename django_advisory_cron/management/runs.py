@@ -21,6 +21,7 @@ from ..exceptions import (
     LockDatabaseError,
     LockLost,
     LockScopeError,
+    first_line,
 )
 from ..models import RunStatus
 from ..runner import RunResult
@@ -93,7 +94,7 @@ def outcome(
     """
     if isinstance(ended, RunResult):
         return _from_result(name, ended, conflict_exit_code)
-    first = (str(ended).strip().splitlines() or [type(ended).__name__])[0]
+    first = first_line(ended)
     if isinstance(ended, InvalidSchedule):
         return exitcodes.USAGE, f"job {name!r}: {first}"
     if isinstance(ended, DatabaseUnavailable):

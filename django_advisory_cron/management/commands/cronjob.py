@@ -9,7 +9,7 @@ from django.db import OperationalError, ProgrammingError
 
 from ... import control, exitcodes
 from ...conf import app_settings
-from ...exceptions import DatabaseUnavailable, LockDatabaseError
+from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...jobs import Job, registry
 from ...liveworkers import live_workers
 from ...lockconn import bound_connect
@@ -89,13 +89,13 @@ class Command(AppCommand):
                 assert job is not None
                 self._trigger(job, alias, options["here"])
         except (DatabaseUnavailable, OperationalError) as error:
-            self.leave(exitcodes.DATABASE_UNAVAILABLE, _first_line(error))
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, first_line(error))
         except LockDatabaseError as error:
             self.leave(exitcodes.CONFIG, str(error))
         except ProgrammingError as error:
             self.leave(
                 exitcodes.CONFIG,
-                f"{_first_line(error)} (is the job state table missing? run manage.py migrate)",
+                f"{first_line(error)} (is the job state table missing? run manage.py migrate)",
             )
 
     def _find(self, name: str) -> Job[Any, Any]:
@@ -177,7 +177,3 @@ class Command(AppCommand):
             f"of the {workers} connected cronworker(s) starts it within about a second. The run "
             "history records it as a manual run."
         )
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -15,7 +15,7 @@ from django.db import DatabaseError, OperationalError
 
 from ... import exitcodes
 from ...conf import app_settings
-from ...exceptions import CommandFailed
+from ...exceptions import CommandFailed, first_line
 from ...liveworkers import LiveWorker, live_workers
 from ...lockconn import unavailable
 from ...status import (
@@ -88,8 +88,7 @@ class Command(AppCommand):
                 str(unavailable(app_settings.lock_database, error)), exitcodes.DATABASE_UNAVAILABLE
             ) from error
         except DatabaseError as error:
-            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise CronStatusError(f"{first_line} (are the migrations applied?)") from error
+            raise CronStatusError(f"{first_line(error)} (are the migrations applied?)") from error
         if names:
             unknown = sorted(set(names) - {item.name for item in statuses})
             if unknown:

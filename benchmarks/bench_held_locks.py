@@ -10,28 +10,15 @@ spend on the same rows (a COUNT query plus a page query).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.django_setup import setup
+from benchmarks.timing import median_ms
 
 NAMESPACE = int.from_bytes(b"cron", "big", signed=True)
-
-
-def median_ms(action: Callable[[], Any], repeat: int) -> float:
-    action()  # warm up
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
 
 
 def main() -> None:

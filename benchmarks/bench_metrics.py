@@ -14,17 +14,15 @@ that a collector counting every run ever recorded would send.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.django_setup import setup
+from benchmarks.timing import median_ms
 
 FILL = """
 INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, status, error)
@@ -37,16 +35,6 @@ SELECT 'bench.job' || (g %% %(jobs)s), date_trunc('minute', at), 'web-' || (g %%
 FROM (SELECT g, now() - make_interval(secs => g * %(spacing)s) AS at
       FROM generate_series(1, %(rows)s) AS g) AS rows
 """
-
-
-def median_ms(action: Callable[[], Any], repeat: int) -> float:
-    action()  # warm up
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
 
 
 def main() -> None:

@@ -35,7 +35,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.workers import MANAGE, environment, migrated_database, percentile
+from benchmarks.workers import (
+    MANAGE,
+    environment,
+    migrated_database,
+    percentile,
+    start_workers,
+)
 from django_advisory_cron.testing import PostgresServer
 
 RAN = ("succeeded", "failed", "lock_lost", "timed_out")
@@ -126,15 +132,7 @@ def run_workers(
     env = environment(url, jobs, every, max_skew=min(1.0, every / 4))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE django_advisory_cron_jobrun")
-        processes = [
-            subprocess.Popen(
-                [sys.executable, str(MANAGE), "cronworker", "--grace", "10"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for _ in range(workers)
-        ]
+        processes = start_workers(env, workers)
         # Measure from the first tick at which every worker is up (each is visible through its
         # presence connection), so start-up costs stay out of the figures.
         deadline = time.monotonic() + 120

@@ -12,14 +12,18 @@ from __future__ import annotations
 import argparse
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.workers import MANAGE, environment, migrated_database, percentile
+from benchmarks.workers import (
+    environment,
+    migrated_database,
+    percentile,
+    start_workers,
+)
 
 
 def measure(url: str, jobs: int, workers: int, seconds: float) -> tuple[list[float], list[int]]:
@@ -29,15 +33,7 @@ def measure(url: str, jobs: int, workers: int, seconds: float) -> tuple[list[flo
     env = environment(url, jobs, 5)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE django_advisory_cron_jobrun")
-        processes = [
-            subprocess.Popen(
-                [sys.executable, str(MANAGE), "cronworker", "--grace", "10"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for _ in range(workers)
-        ]
+        processes = start_workers(env, workers)
         time.sleep(seconds)
         for process in processes:
             process.send_signal(signal.SIGTERM)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.workers import MANAGE, environment, migrated_database
+from benchmarks.workers import environment, migrated_database, start_workers
 
 #: The server publishes an idle backend's counters at least this often (PostgreSQL 15+).
 STATS_DELAY = 11.0
@@ -56,12 +55,7 @@ def window(url: str, seconds: float, env: dict[str, str] | None) -> tuple[float,
     with psycopg.connect(url, autocommit=True) as conn:
         worker = None
         if env is not None:
-            worker = subprocess.Popen(
-                [sys.executable, str(MANAGE), "cronworker", "--grace", "5"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            (worker,) = start_workers(env, 1, grace=5)
             time.sleep(5)  # start-up: Django, the first clock reading
         time.sleep(STATS_DELAY)
         first = commits(conn)

@@ -47,6 +47,21 @@ def migrated_database() -> Iterator[tuple[str, PostgresServer | None]]:
             server.stop()
 
 
+def start_workers(
+    env: dict[str, str], count: int, grace: float = 10
+) -> list[subprocess.Popen[bytes]]:
+    """``count`` real ``manage.py cronworker`` processes with ``env``, their output discarded."""
+    return [
+        subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker", "--grace", f"{grace:g}"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
+
+
 def percentile(values: list[float], fraction: float) -> float:
     if not values:
         return float("nan")

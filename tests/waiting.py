@@ -19,10 +19,15 @@ def wait_for(predicate: Callable[..., Any], timeout: float = 30, interval: float
     return value
 
 
+def presence_pids(observer: Any) -> set[int]:
+    """The server pids of the open ``cronworker`` presence connections."""
+    rows = observer.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
+        (f"{PRESENCE_NAME}%",),
+    ).fetchall()
+    return {pid for (pid,) in rows}
+
+
 def workers_present(observer: Any) -> int:
     """How many ``cronworker`` processes have their presence connection open."""
-    row = observer.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
-        (f"{PRESENCE_NAME}%",),
-    ).fetchone()
-    return int(row[0])
+    return len(presence_pids(observer))

@@ -110,6 +110,9 @@ class RunRecord:
         self.paused: str | None = None
         #: ``(status, error text)`` once the job has ended; read by the release statement.
         self.outcome: tuple[str, str] | None = None
+        #: Its lock is held on a connection shared with other runs' locks (claimed together):
+        #: its release unlocks that one lock only.
+        self.shared = False
 
     # -- statements for the lock ---------------------------------------------------------
 
@@ -167,10 +170,13 @@ class RunRecord:
                 pid=self.pid,
                 tick=self.tick,
                 task_id=self.task_id,
+                shared=self.shared,
             )
         assert self.run_id is not None  # taken, and the tick not done: the row is ours
         status, text = self.outcome or (status_of(error), error_text(error) if error else "")
-        return sql.finish_run(key, scope, run_id=self.run_id, status=status, error=text)
+        return sql.finish_run(
+            key, scope, run_id=self.run_id, status=status, error=text, shared=self.shared
+        )
 
     def beat(self, key: LockKey) -> Statement:
         if self.run_id is None:

@@ -262,7 +262,7 @@ def _server_of(alias: str) -> tuple[object, ...]:
     return tuple(settings_dict.get(name) for name in ("HOST", "PORT", "NAME", "USER"))
 
 
-def _quiet(connection: LockConnection) -> bool:
+def still_open(connection: LockConnection) -> bool:
     """Whether an idle connection is still open, without a round trip: an idle connection has
     nothing to read, so a readable socket means the server closed it (a terminated backend, a
     restart) or said something unasked; either way it is not reused."""
@@ -281,7 +281,8 @@ def _quiet(connection: LockConnection) -> bool:
         return False
 
 
-def _close(connection: LockConnection) -> None:
+def close_connection(connection: LockConnection) -> None:
+    """Close a lock connection of this process (one a forked child inherited stays open)."""
     if connection.pid != os.getpid():
         _inherited.append(connection)
         return
@@ -306,12 +307,12 @@ def checkout(alias: str = DEFAULT_DB_ALIAS) -> LockConnection:
             _idle.server[alias] = server
         while idle:
             candidate = idle.pop()  # the most recently used: the likeliest to be alive
-            if candidate.age < max_age and _quiet(candidate):
+            if candidate.age < max_age and still_open(candidate):
                 chosen = candidate
                 break
             discarded.append(candidate)
     for connection in discarded:
-        _close(connection)
+        close_connection(connection)
     if chosen is not None:
         return chosen
     return LockConnection(open_lock_connection(alias), alias)
@@ -370,7 +371,7 @@ def checkin(connection: LockConnection, *, reusable: bool) -> None:
             if len(idle) < size and _idle.server.get(connection.alias) == server:
                 idle.append(connection)
                 return
-    _close(connection)
+    close_connection(connection)
 
 
 def close_lock_connections(alias: str | None = None) -> int:
@@ -382,7 +383,7 @@ def close_lock_connections(alias: str | None = None) -> int:
         aliases = [alias] if alias is not None else list(_idle.by_alias)
         closing = [c for name in aliases for c in _idle.by_alias.pop(name, [])]
     for connection in closing:
-        _close(connection)
+        close_connection(connection)
     return len(closing)
 
 

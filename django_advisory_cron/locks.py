@@ -100,6 +100,13 @@ class PlainStatements:
         return sql.lock_held(key)
 
 
+def beat_deadline() -> float:
+    """Seconds a heartbeat waits for its answer: a beat with no answer counts as a loss early
+    enough for the holder to stop before its lease runs out (the lease outlasts three
+    heartbeats)."""
+    return max(app_settings.HEARTBEAT, app_settings.LEASE - 2 * app_settings.HEARTBEAT)
+
+
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
     """The default reaction to a lost lock: [lock_lost][django_advisory_cron.signals.lock_lost]."""
     signals.lock_lost.send(sender=None, run=None, lock=lock, error=error)
@@ -312,18 +319,18 @@ class AdvisoryLock:
     def _watch(self) -> None:
         """Start the heartbeat, and make this thread's queries fail once the lock is lost."""
         assert self.connection is not None
-        interval = app_settings.HEARTBEAT
-        # A beat with no answer counts as a loss early enough for the holder to stop before
-        # its lease runs out (the lease outlasts three heartbeats).
-        deadline = max(interval, app_settings.LEASE - 2 * interval)
         self.heartbeat = Heartbeat(
             self.connection,
             lambda: self.statements.beat(self.key),
-            interval=interval,
-            deadline=deadline,
+            interval=app_settings.HEARTBEAT,
+            deadline=beat_deadline(),
             on_lost=self.mark_lost,
             name=f"advisory-cron-heartbeat {self.key}",
         ).start()
+        self.guard_queries()
+
+    def guard_queries(self) -> None:
+        """Make this thread's queries through Django fail once the lock is lost."""
         for connection in connections.all():
             self._guards.enter_context(connection.execute_wrapper(self._guard))
 

@@ -13,12 +13,13 @@ what the job raised (as ``Job.run`` does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from . import history, signals
+from .claims import ClaimConnection, SharedLock
 from .conf import app_settings
 from .exceptions import JobTimedOut, LockLost, first_line
 from .heartbeat import lost_text
@@ -167,18 +168,13 @@ def execute(
         task_id=task_id,
     )
     result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=manual, record=record)
-
-    def on_lost(lock: AdvisoryLock, error: BaseException) -> None:
-        record.mark_lost(lost_text(error))
-        signals.lock_lost.send(sender=job, run=result, lock=lock, error=error)
-
     lock = AdvisoryLock(
         job.key,
         scope=scope or job.scope,
         wait=job.wait if wait is None else wait,
         using=alias,
         statements=record,
-        on_lost=on_lost,
+        on_lost=_on_lost(job, result),
         savepoint=True,
     )
     result.lock = lock
@@ -193,6 +189,80 @@ def execute(
         result.run_id, result.tick = record.run_id, record.tick
         _log_stop(job, signal)
         return result
+    if _taken(job, lock, record, result):
+        _run(job, lock, record, result, args, dict(kwargs or {}))
+    return result
+
+
+@dataclass
+class ClaimedRun:
+    """A run whose lock and tick were claimed together with others', ready to start."""
+
+    job: RunnableJob
+    result: RunResult
+    lock: SharedLock
+
+    def run(self) -> RunResult:
+        """Run the job in this thread, record its outcome, release its lock."""
+        self.lock.guard_queries()
+        _run(self.job, self.lock, self.lock.record, self.result, (), {})
+        return self.result
+
+    def abandon(self, why: str) -> None:
+        """Record the run as interrupted without starting it, and release its lock."""
+        self.lock.record.outcome = (history.INTERRUPTED, why)
+        self.lock.release()
+        self.result.status = RunStatus.INTERRUPTED
+        logger.warning("job %s (run %s) not started: %s", self.job.name, self.result.run_id, why)
+
+
+def claim_together(
+    batch: Sequence[tuple[RunnableJob, datetime]], claims: ClaimConnection
+) -> tuple[list[ClaimedRun], list[RunResult]]:
+    """Take the locks and claim the ticks of several jobs (``(job, tick)`` each: session
+    scope, no waiting) in one statement on ``claims``. Returns the runs to start, and the
+    results of the jobs skipped (recorded, logged and signalled like any skip).
+
+    Raises ``DatabaseError`` or ``DatabaseUnavailable`` when the claim failed.
+    """
+    entries = []
+    for job, tick in batch:
+        record = history.RunRecord(
+            job.name,
+            matches=[(tick, tick)],
+            now=tick,
+            max_skew=app_settings.MAX_SKEW,
+            lease=app_settings.LEASE,
+            using=claims.alias,
+        )
+        result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, record=record)
+        result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))
+        entries.append((job, result.lock, record, result))
+    claims.claim([lock for _job, lock, _record, _result in entries])
+    runs, skipped = [], []
+    for job, lock, record, result in entries:
+        if _taken(job, lock, record, result):
+            runs.append(ClaimedRun(job, result, lock))
+        else:
+            skipped.append(result)
+    return runs, skipped
+
+
+def _on_lost(job: RunnableJob, result: RunResult) -> Callable[[AdvisoryLock, BaseException], None]:
+    """What a run does when its lock is lost: mark its row at once, then tell receivers."""
+
+    def on_lost(lock: AdvisoryLock, error: BaseException) -> None:
+        assert result.record is not None
+        result.record.mark_lost(lost_text(error))
+        signals.lock_lost.send(sender=job, run=result, lock=lock, error=error)
+
+    return on_lost
+
+
+def _taken(
+    job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
+) -> bool:
+    """After the acquiring statement: whether the run goes ahead (else its skip is done)."""
     result.tick, result.interrupted_runs = record.tick, record.interrupted_runs
     result.reference = record.reference
     if record.interrupted_runs:
@@ -200,15 +270,15 @@ def execute(
             "job %s: marked %d dead run(s) interrupted", job.name, record.interrupted_runs
         )
     if not lock.acquired or record.tick_done:
-        return _skip(job, lock, record, result)
+        _skip(job, lock, record, result)
+        return False
     result.run_id, result.status = record.run_id, RunStatus.RUNNING
-    _run(job, lock, record, result, args, dict(kwargs or {}))
-    return result
+    return True
 
 
 def _skip(
     job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
-) -> RunResult:
+) -> None:
     lock.release()
     if record.paused is not None:
         result.status, result.paused = RunStatus.SKIPPED_PAUSED, record.paused
@@ -221,7 +291,6 @@ def _skip(
     else:
         logger.info("job %s skipped: locked by another process", job.name)
     signals.job_skipped.send(sender=job, run=result)
-    return result
 
 
 def _run(

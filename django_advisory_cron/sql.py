@@ -11,7 +11,7 @@ the key arguments (two ints, or ``hashtext(name)``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -122,6 +122,29 @@ def database_now() -> Statement:
 
 # -- the run row -----------------------------------------------------------------------------
 
+#: Pieces of the acquiring statements (one run's and a batch's), filled in by ``_run_parts``.
+_PARTS = {
+    # Why a job is paused, for its skip row and its log line (a ``{state}`` row).
+    "PAUSED_WHY": (
+        "concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || "
+        "to_char(paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+        "': ' || NULLIF(reason, ''))"
+    ),
+    # A pause that holds now.
+    "PAUSED_NOW": "paused AND (paused_until IS NULL OR paused_until > clock_timestamp())",
+    "DEAD_ERROR": (
+        "'the process running it died without finishing; found by host ' "
+        "|| %(host)s || ' pid ' || %(pid)s"
+    ),
+    "STILL_ALIVE": "'an earlier run is still alive (its lease has not expired)'",
+}
+
+
+def _run_parts(sql: str) -> str:
+    for name, text in _PARTS.items():
+        sql = sql.replace(name, text)
+    return sql
+
 
 def acquire_run(
     key: LockKey,
@@ -163,13 +186,8 @@ def acquire_run(
     sql = _fill(
         """
 WITH paused AS (
-    SELECT concat('paused', ' by ' || NULLIF(paused_by, ''),
-                  ' until ' || to_char(paused_until AT TIME ZONE 'UTC',
-                                       'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                  ': ' || NULLIF(reason, '')) AS why
-      FROM {state}
-     WHERE job = %(job)s AND paused AND NOT %(manual)s
-       AND (paused_until IS NULL OR paused_until > clock_timestamp())
+    SELECT PAUSED_WHY AS why FROM {state}
+     WHERE job = %(job)s AND NOT %(manual)s AND PAUSED_NOW
 ), live AS (
     SELECT count(*) AS n FROM {table}
      WHERE job = %(job)s AND status = {s_running} AND lease_until >= clock_timestamp()
@@ -186,8 +204,7 @@ WITH paused AS (
       FROM l
 ), dead AS (
     UPDATE {table} SET status = {s_interrupted}, finished = clock_timestamp(),
-           error = 'the process running it died without finishing; found by host '
-                   || %(host)s || ' pid ' || %(pid)s
+           error = DEAD_ERROR
      WHERE job = %(job)s AND status = {s_running} AND (SELECT got FROM t)
        AND (lease_until IS NULL OR lease_until < clock_timestamp())
     RETURNING id
@@ -206,7 +223,7 @@ WITH paused AS (
            CASE WHEN EXISTS (SELECT 1 FROM paused) THEN {s_skipped_paused}
                 ELSE {s_skipped_locked} END,
            COALESCE((SELECT why FROM paused), CASE WHEN (SELECT n FROM live) > 0
-               THEN 'an earlier run is still alive (its lease has not expired)' ELSE '' END),
+               THEN STILL_ALIVE ELSE '' END),
            %(manual)s, %(task_id)s
       FROM t WHERE NOT t.got AND %(final)s
 )
@@ -214,7 +231,8 @@ SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
        (SELECT n FROM live), (SELECT why FROM paused) FROM t
 """
     )
-    sql = sql.replace("FUNCTION(KEY)", f"{function}({key.sql})").replace("LEASE", lease_sql)
+    sql = _run_parts(sql).replace("FUNCTION(KEY)", f"{function}({key.sql})")
+    sql = sql.replace("LEASE", lease_sql)
     params = {
         **key.params,
         **_who(job, host, pid),
@@ -232,6 +250,110 @@ SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
 
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
     return {"job": job, "host": host, "pid": pid, "task_id": task_id}
+
+
+def claim_runs(
+    batch: Sequence[tuple[str, LockKey, datetime]], *, host: str, pid: int, lease: float
+) -> Statement:
+    """Take the session locks of several jobs and claim one tick of each, in one round trip:
+    [acquire_run][django_advisory_cron.sql.acquire_run] (its final attempt, in session scope)
+    over ``unnest``. ``batch`` holds ``(job, key, tick)``; keys in the two-int form, one tick
+    per job.
+
+    Returns one row per job, in ``batch``'s order: ``(job, released, got, run_id, tick,
+    reference, interrupted, live, paused)``, the last seven as ``acquire_run`` returns them.
+    The losers' skips are recorded here, and so is the skip of a job whose tick already ran:
+    its lock is released in the same statement (``released``), so a replica whose batch
+    found every tick taken has nothing more to send.
+    """
+    sql = _fill(
+        """
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+                         %(ticks)s::timestamptz[])
+           WITH ORDINALITY AS i(job, classid, objid, tick, n)
+), paused AS (
+    SELECT job, PAUSED_WHY AS why FROM {state} WHERE job = ANY(%(jobs)s) AND PAUSED_NOW
+), live AS (
+    SELECT job, count(*) AS n FROM {table}
+     WHERE job = ANY(%(jobs)s) AND status = {s_running} AND lease_until >= clock_timestamp()
+     GROUP BY job
+), l AS (
+    SELECT i.job, i.classid, i.objid, i.tick, i.n AS position, p.why, COALESCE(v.n, 0) AS live,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false
+                ELSE pg_try_advisory_lock(i.classid, i.objid) END AS got
+      FROM i LEFT JOIN paused p USING (job) LEFT JOIN live v USING (job)
+), dead AS (
+    UPDATE {table} r SET status = {s_interrupted}, finished = clock_timestamp(),
+           error = DEAD_ERROR
+      FROM l
+     WHERE r.job = l.job AND l.got AND r.status = {s_running}
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
+    SELECT l.job, l.tick, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '',
+           clock_timestamp() + make_interval(secs => %(lease)s)
+      FROM l WHERE l.got
+    ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
+    RETURNING id, job
+), o AS (
+    SELECT l.*, ins.id, (SELECT count(*) FROM dead WHERE dead.job = l.job) AS interrupted
+      FROM l LEFT JOIN ins USING (job)
+), skip AS (
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           CASE WHEN NOT o.got THEN
+                CASE WHEN o.why IS NOT NULL THEN {s_skipped_paused} ELSE {s_skipped_locked} END
+                ELSE {s_skipped_tick} END,
+           COALESCE(o.why, CASE WHEN o.live > 0 THEN STILL_ALIVE ELSE '' END)
+      FROM o WHERE NOT o.got OR (o.id IS NULL AND o.interrupted = 0)
+)
+SELECT o.job,
+       CASE WHEN o.got AND o.id IS NULL AND o.interrupted = 0
+            THEN pg_advisory_unlock(o.classid, o.objid) ELSE false END,
+       o.got, o.id, o.tick, o.tick, o.interrupted, o.live, o.why
+  FROM o ORDER BY o.position
+"""
+    )
+    params = {
+        "jobs": [job for job, _key, _tick in batch],
+        "classids": [key.namespace for _job, key, _tick in batch],
+        "objids": [key.objid for _job, key, _tick in batch],
+        "ticks": [tick for _job, _key, tick in batch],
+        "host": host,
+        "pid": pid,
+        "lease": lease,
+    }
+    return _run_parts(sql), params
+
+
+def renew_leases(runs: Sequence[tuple[int, LockKey]], *, lease: float) -> Statement:
+    """The heartbeat of the runs claimed together on one connection: renew the lease of each
+    run whose lock this backend still holds, in one round trip. One row per run still held
+    (its id); a run missing from the answer lost its lock."""
+    sql = _fill(
+        f"""
+WITH h AS (
+    SELECT r.id FROM unnest(%(ids)s::bigint[], %(classids)s::bigint[], %(objids)s::bigint[])
+                     AS r(id, classid, objid)
+      JOIN ({ADVISORY_LOCKS}) AS l
+        ON l.classid = r.classid::oid AND l.objid = r.objid::oid AND l.objsubid = 2
+       AND l.granted AND l.mode = 'ExclusiveLock' AND l.pid = pg_backend_pid()
+)
+UPDATE {{table}} SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+ WHERE id IN (SELECT id FROM h) AND status = {{s_running}}
+RETURNING id"""
+    )
+    ids = [key.lock_ids for _run, key in runs]
+    assert None not in ids, "runs claimed together have two-int keys"
+    params = {
+        "ids": [run for run, _key in runs],
+        "classids": [lock_ids[0] for lock_ids in ids if lock_ids],
+        "objids": [lock_ids[1] for lock_ids in ids if lock_ids],
+        "lease": lease,
+    }
+    return sql, params
 
 
 def claim_tick(
@@ -257,25 +379,33 @@ RETURNING id"""
     return sql, {**_who(job, host, pid, task_id), "tick": tick, "lease": lease}
 
 
-def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope) -> str:
+def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope, shared: bool = False) -> str:
     """Run ``inner`` (a data-modifying statement) and, in session scope, unlock (then unlock
-    everything, see ``UNLOCK_ALL``) in the same round trip; the first column is the unlock's
-    result (``true`` in transaction scope)."""
+    everything, see ``UNLOCK_ALL``, unless the connection is ``shared`` by other holders) in
+    the same round trip; the first column is the unlock's result (``true`` in transaction
+    scope)."""
     if scope == "session":
-        return f"WITH w AS ({inner}) SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}"
+        rest = "" if shared else f", {UNLOCK_ALL}"
+        return f"WITH w AS ({inner}) SELECT pg_advisory_unlock({key.sql}){rest}"
     return f"WITH w AS ({inner}) SELECT true"
 
 
 def finish_run(
-    key: LockKey, scope: ResolvedScope, *, run_id: int, status: str, error: str
+    key: LockKey,
+    scope: ResolvedScope,
+    *,
+    run_id: int,
+    status: str,
+    error: str,
+    shared: bool = False,
 ) -> Statement:
-    """Finish the run row (and unlock, in session scope)."""
+    """Finish the run row (and unlock, in session scope; see ``_then_unlock``)."""
     update = _fill(
         "UPDATE {table} SET status = %(status)s, finished = clock_timestamp(), "
         "error = %(error)s, lease_until = NULL WHERE id = %(id)s"
     )
     params = {**key.params, "status": status, "error": error, "id": run_id}
-    return _then_unlock(update, key, scope), params
+    return _then_unlock(update, key, scope, shared), params
 
 
 def skip_tick(
@@ -287,15 +417,17 @@ def skip_tick(
     pid: int,
     tick: datetime | None,
     task_id: str = "",
+    shared: bool = False,
 ) -> Statement:
-    """Record a skip for a tick that already ran (and unlock, in session scope)."""
+    """Record a skip for a tick that already ran (and unlock, in session scope; see
+    ``_then_unlock``)."""
     insert = _fill(
         "INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id) "
         "VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), "
         "{s_skipped_tick}, '', %(task_id)s)"
     )
     who = _who(job, host, pid, task_id)
-    return _then_unlock(insert, key, scope), {**key.params, **who, "tick": tick}
+    return _then_unlock(insert, key, scope, shared), {**key.params, **who, "tick": tick}
 
 
 def renew_lease(key: LockKey, *, run_id: int, lease: float) -> Statement:

@@ -57,6 +57,7 @@ from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import catchup, delivery, history, pooler, signals, sql
+from .claims import ClaimConnection, can_claim_together
 from .conf import app_settings
 from .exceptions import DatabaseUnavailable, first_line
 from .history import HOST
@@ -68,9 +69,12 @@ from .lockconn import (
     warm_while_scheduling,
 )
 from .models import RunStatus
-from .runner import RunResult, execute
+from .runner import ClaimedRun, RunResult, claim_together, execute
 
 logger = logging.getLogger("django_advisory_cron")
+
+#: At most this many jobs' ticks are claimed by one statement.
+CLAIM_BATCH = 1000
 
 #: ``application_name`` prefix of a worker's presence connection: a worker is visible in
 #: ``pg_stat_activity`` exactly as long as its process lives.
@@ -264,6 +268,8 @@ class WorkerStats:
     enqueued: int = 0
     #: Ticks not started because the job's previous run here was still going.
     overlapped: int = 0
+    #: Statements that claimed several jobs' ticks at once (see ``claims``).
+    batches: int = 0
 
 
 class Worker:
@@ -320,6 +326,8 @@ class Worker:
         #: "run now" requests.
         self._presence: BaseDatabaseWrapper
         self._wakeup = Wakeup()
+        #: Per database alias: the connection that claims several ticks at once.
+        self._claims: dict[str, ClaimConnection] = {}
         #: Whether this worker is woken by NOTIFY for "run now" requests (else it polls).
         self.listening = False
         self._notified = True  # look for requests made while no worker ran
@@ -391,6 +399,8 @@ class Worker:
                     presence = self._reattend(error)
         finally:
             self._shut_down(self._pool)
+            for claims in self._claims.values():
+                claims.close()
             signals.job_started.disconnect(dispatch_uid=self._uid)
             self._wakeup.close()
             if presence is not None:
@@ -404,12 +414,16 @@ class Worker:
         due = [name for name, tick in upcoming.items() if tick <= now]
         if due:
             now = clock.read()  # the wake's one reading, before deciding
+            together: list[tuple[Job[..., object], datetime]] = []
             for name in run_order(self.identity, due):
                 job = self.jobs[name]
                 ticks = self._ticks_due(job, upcoming[name], now)
-                if ticks:
+                if len(ticks) == 1 and self._claimable(job):
+                    together.append((job, ticks[0]))
+                elif ticks:
                     self._dispatch(job, ticks)
                 upcoming[name] = self._next_tick(job, now)
+            self._dispatch_together(together)
         if not upcoming:
             return CLOCK_REFRESH
         wait = (min(upcoming.values()) - clock.now()).total_seconds()
@@ -601,6 +615,86 @@ class Worker:
         for tick in ticks:
             self._skip_overlapping(job, tick, waiting)
 
+    def _claimable(self, job: Job[..., object]) -> bool:
+        """Whether ``job``'s tick can be claimed in a batch with others': it runs in a thread
+        here, takes a session lock (two-int key, no waiting) and its previous run here is
+        over. Others are claimed one by one."""
+        if self.in_process(job) or job.deliver is not None or job.wait:
+            return False
+        if not can_claim_together(job.key):
+            return False
+        using = job.using or self.using
+        if pooler.resolve_scope(job.scope, using) != "session":
+            return False
+        with self._lock:
+            previous = self._running.get(job.name)
+        return previous is None or previous.done()
+
+    def _dispatch_together(self, due: list[tuple[Job[..., object], datetime]]) -> None:
+        """Claim the ticks of ``due`` in one statement per database (per ``CLAIM_BATCH``
+        jobs; a database with one job due claims it alone), then start the winners. Winners
+        beyond ``--max-concurrency`` wait for a free slot holding their locks, so the other
+        replicas skip them at once instead of each trying them later."""
+        by_alias: dict[str, list[tuple[Job[..., object], datetime]]] = {}
+        for job, tick in due:
+            by_alias.setdefault(job.using or self.using, []).append((job, tick))
+        for alias, jobs in by_alias.items():
+            for start in range(0, len(jobs), CLAIM_BATCH):
+                self._claim_together(alias, jobs[start : start + CLAIM_BATCH])
+
+    def _claim_together(self, alias: str, batch: list[tuple[Job[..., object], datetime]]) -> None:
+        if len(batch) == 1:
+            job, tick = batch[0]
+            self._dispatch(job, [tick])
+            return
+        claims = self._claims.get(alias)
+        if claims is None:
+            claims = self._claims[alias] = ClaimConnection(alias)
+        try:
+            runs, skipped = claim_together(batch, claims)
+        except (DatabaseError, DatabaseUnavailable) as error:
+            logger.error(
+                "cronworker: could not claim %d jobs together (%s); claiming each alone",
+                len(batch),
+                first_line(error),
+            )
+            for job, tick in batch:
+                self._dispatch(job, [tick])
+            return
+        with self._lock:
+            self.stats.batches += 1
+            self.stats.skipped += len(skipped)
+        for claimed in runs:
+            self._start_claimed(claimed)
+
+    def _start_claimed(self, claimed: ClaimedRun) -> None:
+        """Start a run claimed in a batch; if it cannot start (the worker is stopping), record
+        it interrupted and release its lock."""
+        name, tick = claimed.job.name, claimed.result.tick
+        assert tick is not None
+        why = f"cronworker {self.identity} stopped before the run started"
+
+        def abandon_if_cancelled(future: Future[Any]) -> None:
+            if future.cancelled():  # the worker stopped before a thread took it
+                claimed.abandon(why)
+
+        with self._lock:
+            try:
+                future = self._pool.submit(self._run_claimed, claimed, time.monotonic())
+            except RuntimeError:  # the interpreter is exiting: start nothing more
+                self._stop.set()
+            else:
+                self.stats.started += 1
+                self._last_tick[name] = tick
+                self._running[name] = future
+                future.add_done_callback(abandon_if_cancelled)
+                return
+        claimed.abandon(why)
+
+    def _run_claimed(self, claimed: ClaimedRun, submitted: float) -> RunResult | None:
+        job = self.jobs[claimed.job.name]
+        return self._run_one(job, claimed.result.tick, submitted, claimed)
+
     def _run_ticks(
         self, job: Job[..., object], ticks: list[datetime], submitted: float
     ) -> RunResult | None:
@@ -662,9 +756,14 @@ class Worker:
                 self._active[threading.get_ident()] = run
 
     def _run_one(
-        self, job: Job[..., object], tick: datetime | None, submitted: float
+        self,
+        job: Job[..., object],
+        tick: datetime | None,
+        submitted: float,
+        claimed: ClaimedRun | None = None,
     ) -> RunResult | None:
-        """One run: for ``tick``, or a manual run ("run now") when ``tick`` is ``None``."""
+        """One run: for ``tick``, or a manual run ("run now") when ``tick`` is ``None``; or
+        the run ``claimed`` in a batch."""
         waited = time.monotonic() - submitted
         if waited > SLOT_WAIT_LOGGED:
             logger.warning(
@@ -680,7 +779,10 @@ class Worker:
                 result = self._run_in_process(job, tick, using)
             else:
                 try:
-                    result = execute(job, now=tick, using=using, manual=tick is None)
+                    if claimed is not None:
+                        result = claimed.run()
+                    else:
+                        result = execute(job, now=tick, using=using, manual=tick is None)
                 finally:
                     with self._lock:
                         self._active.pop(threading.get_ident(), None)

@@ -32,6 +32,7 @@ LAYERS = {
     "heartbeat": 2,
     "locks": 2,
     "history": 3,
+    "claims": 3,
     "runner": 4,
     "worker": 4,
     "jobs": 4,

@@ -145,7 +145,8 @@ class Command(AppCommand):
             f"({stats.manual} on request): "
             f"{stats.ran} ran, {stats.skipped} skipped (another replica had them), "
             f"{stats.failed} failed; {stats.overlapped} tick(s) skipped because the job's "
-            "previous run was still going"
+            f"previous run was still going; {stats.batches} claim statement(s) took several "
+            "jobs' ticks at once"
         )
         if stats.enqueued:
             self.stdout.write(f"cronworker: {stats.enqueued} tick(s) enqueued to a task queue")

@@ -1,0 +1,284 @@
+"""Runs claimed together: one statement takes the locks and claims the ticks of all the jobs a
+worker has due at one moment, on one connection that then holds those locks while the runs go
+on in their own threads.
+
+Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
+all of them losers' skips; claimed together they send R. The guarantee is the one of a single
+run: the batch's statement is [acquire_run][django_advisory_cron.sql.acquire_run] over
+``unnest`` (pauses, live leases, dead runs, skip rows), each lock is a session lock released
+by its own run's finishing statement (which unlocks that key only: the other runs still hold
+theirs), and one heartbeat renews every run's lease in one round trip. When the connection
+dies, every run it held learns it lost its lock, as a run holding its own connection would.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from django.db import DatabaseError, connections
+
+from . import sql
+from .conf import app_settings
+from .exceptions import DatabaseUnavailable, LockLost
+from .history import HOST, RunRecord
+from .interrupts import deferred_signals
+from .keys import LockKey
+from .lockconn import LockConnection, answer_within, checkout, close_connection, still_open
+from .locks import AdvisoryLock, Row, beat_deadline
+from .sql import Statement
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: Thread name of a claim connection's heartbeat.
+HEARTBEAT_THREAD = "advisory-cron-claims-heartbeat"
+
+
+def can_claim_together(key: LockKey) -> bool:
+    """Whether a job's lock can be taken in a batch: keys in the two-int form (a ``hashtext``
+    key is computed by the server, one statement per job)."""
+    return key.lock_ids is not None
+
+
+class SharedLock(AdvisoryLock):
+    """A run's session lock, taken by a batch on a
+    [ClaimConnection][django_advisory_cron.claims.ClaimConnection] and released by the run."""
+
+    def __init__(
+        self,
+        key: LockKey,
+        claims: ClaimConnection,
+        record: RunRecord,
+        on_lost: Callable[[AdvisoryLock, BaseException], None],
+    ) -> None:
+        super().__init__(
+            key, scope="session", using=claims.alias, statements=record, on_lost=on_lost
+        )
+        self.scope = "session"
+        self.claims = claims
+        self.record = record
+        record.shared = True
+        self._losing = threading.Lock()
+        self._reported = False
+
+    def send(self, statement: Statement) -> Row | None:
+        return self.claims.send(statement)
+
+    def mark_lost(self, error: BaseException) -> None:
+        # Once, though the heartbeat, a report of a dead connection and the run's own release
+        # may all find it.
+        with self._losing:
+            if self._reported:
+                return
+            self._reported = True
+        super().mark_lost(error)
+
+    def _release_session(self, error: BaseException | None) -> None:
+        if not self.acquired or self.lost:
+            self.claims.forget(self)
+            return
+        statement = self.statements.release(self.key, "session", error)
+        assert statement is not None
+        try:
+            with deferred_signals():
+                row = self.claims.release(self, statement)
+            self._check_unlocked(row)
+        except Exception as failure:  # the claim connection died: the lock died with it
+            self.mark_lost(failure)
+
+
+class ClaimConnection:
+    """One worker's connection for claiming several runs at once, and the locks it holds.
+
+    Statements from the worker's thread (claims), the run threads (finishes) and the heartbeat
+    take turns on it. It is opened at the first claim and replaced, between claims, when it
+    closed or aged; ``close()`` ends it (and any lock still on it).
+    """
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self.claimed = 0
+        self._connection: LockConnection | None = None
+        self._turn = threading.Lock()
+        self._held: dict[int, SharedLock] = {}
+        self._closed = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return f"<ClaimConnection {self.alias} holding {len(self._held)}>"
+
+    # -- claiming ------------------------------------------------------------------------
+
+    def claim(self, locks: Sequence[SharedLock]) -> None:
+        """Try every lock and claim every record's tick in one statement; afterwards a lock
+        is ``acquired`` when its run is to start (or, rarely, when its skip is still to be
+        recorded by its release). Raises ``DatabaseError`` or ``DatabaseUnavailable`` when
+        the statement failed; locks it may have taken died with the connection."""
+        batch = [(lock.record.job, lock.key, lock.record.matches[0][1]) for lock in locks]
+        statement = sql.claim_runs(
+            batch, host=HOST, pid=locks[0].record.pid, lease=app_settings.LEASE
+        )
+        with self._turn:
+            if self._closed.is_set():
+                raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
+            self._fresh_connection()
+            rows = self._fetch_all(statement)
+        for lock, row in zip(locks, rows, strict=True):
+            released = bool(row[1])
+            lock.acquired = lock.record.accept(row[2:], "session", self.send) and not released
+            if lock.acquired and lock.record.run_id is not None:
+                with self._turn:
+                    self._held[lock.record.run_id] = lock
+        self.claimed += sum(lock.acquired for lock in locks)
+        self._start_heartbeat()
+
+    def _fresh_connection(self) -> None:
+        """With nothing held, give up a connection that closed or aged (no round trip)."""
+        current = self._connection
+        stale = current is not None and (
+            current.age >= app_settings.LOCK_CONNECTION_MAX_AGE or not still_open(current)
+        )
+        if stale and not self._held:
+            self._end()
+        if self._connection is None:
+            self._connection = checkout(self.alias)
+
+    # -- statements, one at a time -------------------------------------------------------
+
+    def send(self, statement: Statement) -> Row | None:
+        """Run one statement on the claim connection, in turn; its first row."""
+        with self._turn:
+            rows = self._fetch_all(statement)
+        return rows[0] if rows else None
+
+    def release(self, lock: SharedLock, statement: Statement) -> Row | None:
+        """Send ``lock``'s releasing statement and stop renewing its lease, in one turn (a
+        beat between the two would find the lock gone and report it lost)."""
+        with self._turn:
+            try:
+                rows = self._fetch_all(statement)
+            finally:
+                self._drop(lock)
+        return rows[0] if rows else None
+
+    def forget(self, lock: SharedLock) -> None:
+        """Stop renewing the lease of a run whose lock is gone or was never taken."""
+        with self._turn:
+            self._drop(lock)
+
+    def _drop(self, lock: SharedLock) -> None:
+        """(With the turn.) Once closed, the last run to end closes the connection."""
+        if lock.record.run_id is not None:
+            self._held.pop(lock.record.run_id, None)
+        if self._closed.is_set() and not self._held:
+            self._end()
+
+    def _fetch_all(self, statement: Statement) -> list[Row]:
+        """Send on the connection (the caller has the turn); a failure that leaves the
+        connection unusable ends every lock it held."""
+        if self._connection is None:
+            raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
+        wrapper = self._connection.wrapper
+        text, params = statement
+        try:
+            with (
+                answer_within(wrapper, app_settings.STATEMENT_TIMEOUT),
+                wrapper.cursor() as cursor,
+            ):
+                cursor.execute(text, params)
+                return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+        except (DatabaseError, DatabaseUnavailable) as error:
+            if wrapper.connection is None or not wrapper.is_usable():
+                self._lose_all(error)
+            raise
+
+    # -- while runs go on ----------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        if self._heartbeat is None or not self._heartbeat.is_alive():
+            self._heartbeat = threading.Thread(
+                target=self._beat, name=HEARTBEAT_THREAD, daemon=True
+            )
+            self._heartbeat.start()
+
+    def _beat(self) -> None:
+        """Every ``HEARTBEAT`` seconds while runs are held: renew all their leases where their
+        locks are still held, in one statement; a run missing from the answer lost its lock.
+        Ends once the connection is closed and no run is held."""
+        interval = app_settings.HEARTBEAT
+        try:
+            while True:
+                if self._closed.is_set():
+                    time.sleep(interval)
+                else:
+                    self._closed.wait(interval)
+                lost: list[SharedLock] = []
+                with self._turn:
+                    if not self._held:
+                        if self._closed.is_set():
+                            self._end()
+                            return
+                        continue
+                    runs = [(run_id, lock.key) for run_id, lock in self._held.items()]
+                    try:
+                        renewed = self._renew(runs)
+                    except (DatabaseError, DatabaseUnavailable):
+                        continue  # _lose_all has reported every run held
+                    for run_id, _key in runs:
+                        if run_id not in renewed:
+                            lost.append(self._held.pop(run_id))
+                for lock in lost:
+                    lock.mark_lost(LockLost("the lock is no longer held by its connection"))
+        finally:
+            # lock_lost receivers may have used the ORM in this thread: close what they opened.
+            connections.close_all()
+
+    def _renew(self, runs: list[tuple[int, LockKey]]) -> set[int]:
+        assert self._connection is not None
+        wrapper = self._connection.wrapper
+        text, params = sql.renew_leases(runs, lease=app_settings.LEASE)
+        try:
+            with answer_within(wrapper, beat_deadline()), wrapper.cursor() as cursor:
+                cursor.execute(text, params)
+                return {int(row[0]) for row in cursor.fetchall()}
+        except (DatabaseError, DatabaseUnavailable) as error:
+            self._lose_all(error)
+            raise
+
+    def _lose_all(self, error: BaseException) -> None:
+        """The connection died (the caller has the turn): every lock on it is gone. Each run
+        is told in a thread of its own, so that no report waits for this turn."""
+        held, self._held = list(self._held.values()), {}
+        self._end()
+        if held:
+            logger.error(
+                "the connection holding the locks of %d run(s) claimed together was lost: %s",
+                len(held),
+                error,
+            )
+            threading.Thread(
+                target=_report_lost, args=(held, error), name=HEARTBEAT_THREAD, daemon=True
+            ).start()
+
+    def close(self) -> None:
+        """Claim nothing more; close the connection now if it holds no run's lock, else once
+        the last of them ends (its heartbeat goes on until then)."""
+        self._closed.set()
+        with self._turn:
+            if not self._held:
+                self._end()
+
+    def _end(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            close_connection(connection)
+
+
+def _report_lost(locks: list[SharedLock], error: BaseException) -> None:
+    try:
+        for lock in locks:
+            lock.mark_lost(error)
+    finally:
+        connections.close_all()

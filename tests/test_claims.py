@@ -1,0 +1,296 @@
+"""Runs claimed together: one statement takes several jobs' locks and ticks on one connection,
+which holds those locks while the runs go on in threads of their own (real PostgreSQL, real
+threads, ``pg_terminate_backend``; the cronworker processes in test_worker_fleet.py claim
+their ticks this way too)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from django_advisory_cron import control, locked_task, signals
+from django_advisory_cron.claims import ClaimConnection
+from django_advisory_cron.jobs import Job
+from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.runner import ClaimedRun, claim_together
+from tests.pglocks import holders
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+
+NAMES = [f"claims.job{number}" for number in range(4)]
+
+
+@pytest.fixture
+def jobs(fresh_registry: None, settings: Any) -> list[Job[..., Any]]:
+    """Four jobs whose bodies write a row and then wait until released by the test."""
+    settings.ADVISORY_CRON = {**settings.ADVISORY_CRON, "HEARTBEAT": 0.3, "LEASE": 1.5}
+    made = []
+    for name in NAMES:
+
+        def body(name: str = name) -> None:
+            JobRun.objects.filter(job=name).exists()  # a query: stops here once the lock is lost
+            gate.wait(20)
+            JobRun.objects.filter(job=name).exists()
+
+        made.append(locked_task(name=name, every=timedelta(minutes=5))(body))
+    return made
+
+
+gate = threading.Event()
+
+
+@pytest.fixture(autouse=True)
+def closed_gate() -> Any:
+    gate.clear()
+    yield
+    gate.set()
+
+
+def tick_of(job: Job[..., Any]) -> datetime:
+    assert job.schedule is not None
+    return job.schedule.next_tick(control.database_now())
+
+
+def in_thread(run: ClaimedRun) -> None:
+    try:
+        run.run()
+    finally:
+        connections.close_all()  # this thread's own
+
+
+def start(runs: list[ClaimedRun]) -> list[threading.Thread]:
+    threads = [threading.Thread(target=in_thread, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def backend_pid(claims: ClaimConnection) -> int:
+    assert claims._connection is not None
+    with claims._connection.wrapper.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+
+
+def test_one_statement_claims_every_job_and_one_connection_holds_the_locks(
+    jobs: list[Job[..., Any]], raw_connect: Any
+) -> None:
+    observer = raw_connect()
+    tick = tick_of(jobs[0])
+    first, second, late = (ClaimConnection("default") for _ in range(3))
+    try:
+        runs, skipped = claim_together([(job, tick) for job in jobs], first)
+        assert [run.job.name for run in runs] == NAMES and skipped == []
+        pid = backend_pid(first)
+        assert {
+            name: holders(observer, job.key) for name, job in zip(NAMES, jobs, strict=True)
+        } == {name: [pid] for name in NAMES}
+        threads = start(runs)
+        # A replica claiming the same tick meanwhile: every job skipped, nothing held.
+        others, lost = claim_together([(job, tick) for job in jobs], second)
+        assert others == [] and [r.status for r in lost] == [RunStatus.SKIPPED_LOCKED] * 4
+        assert all(holders(observer, job.key) == [pid] for job in jobs)
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+        assert [run.result.status for run in runs] == [RunStatus.SUCCEEDED] * 4
+        assert all(holders(observer, job.key) == [] for job in jobs)
+        # A replica that comes after the runs ended: the ticks are taken; its skips are
+        # recorded and its locks released by the same statement.
+        none, done = claim_together([(job, tick) for job in jobs], late)
+        assert none == [] and [r.status for r in done] == [RunStatus.SKIPPED_TICK] * 4
+        assert all(holders(observer, job.key) == [] for job in jobs)
+    finally:
+        for claims in (first, second, late):
+            claims.close()
+    for name in NAMES:
+        statuses = sorted(
+            JobRun.objects.filter(job=name, tick=tick).values_list("status", flat=True)
+        )
+        assert statuses == sorted(["succeeded", "skipped_locked", "skipped_tick"])
+
+
+def test_a_paused_job_is_skipped_and_recorded_while_the_others_run(
+    jobs: list[Job[..., Any]],
+) -> None:
+    control.pause(NAMES[1], by="ops", reason="migrating")
+    tick = tick_of(jobs[0])
+    claims = ClaimConnection("default")
+    try:
+        runs, skipped = claim_together([(job, tick) for job in jobs], claims)
+        gate.set()
+        for thread in start(runs):
+            thread.join(10)
+    finally:
+        claims.close()
+    assert [run.job.name for run in runs] == [NAMES[0], *NAMES[2:]]
+    (paused,) = skipped
+    assert paused.status == RunStatus.SKIPPED_PAUSED and "migrating" in (paused.paused or "")
+    row = JobRun.objects.get(job=NAMES[1], tick=tick)
+    assert row.status == RunStatus.SKIPPED_PAUSED and "by ops" in row.error
+
+
+def test_a_dead_run_is_marked_interrupted_and_its_tick_claimed_again(
+    jobs: list[Job[..., Any]],
+) -> None:
+    """A run row left ``running`` by a process that died, its lease expired: the batch marks
+    it interrupted and runs the tick (the follow-up claim of a tick the same statement gave
+    back)."""
+    tick = tick_of(jobs[0])
+    JobRun.objects.create(
+        job=NAMES[0],
+        tick=tick,
+        host="gone",
+        pid=1,
+        status=RunStatus.RUNNING,
+        started=control.database_now() - timedelta(seconds=60),
+        lease_until=control.database_now() - timedelta(seconds=5),
+    )
+    claims = ClaimConnection("default")
+    try:
+        runs, skipped = claim_together([(job, tick) for job in jobs], claims)
+        gate.set()
+        for thread in start(runs):
+            thread.join(10)
+    finally:
+        claims.close()
+    assert skipped == [] and len(runs) == 4 and runs[0].result.interrupted_runs == 1
+    statuses = dict(JobRun.objects.filter(job=NAMES[0]).values_list("host", "status"))
+    assert statuses["gone"] == RunStatus.INTERRUPTED
+    assert list(statuses.values()).count(RunStatus.SUCCEEDED) == 1
+
+
+def test_losing_the_claim_connection_stops_every_run_it_held(
+    jobs: list[Job[..., Any]], raw_connect: Any
+) -> None:
+    told: list[str] = []
+
+    def receiver(sender: Job[..., Any], **kwargs: Any) -> None:
+        told.append(sender.name)
+
+    signals.lock_lost.connect(receiver, weak=False, dispatch_uid="claims-test")
+    tick = tick_of(jobs[0])
+    claims = ClaimConnection("default")
+    try:
+        runs, _ = claim_together([(job, tick) for job in jobs[:2]], claims)
+        threads = start(runs)
+        wait_for(
+            lambda: JobRun.objects.filter(job__in=NAMES[:2], status=RunStatus.RUNNING).count() == 2
+        )
+        raw_connect().execute("SELECT pg_terminate_backend(%s)", (backend_pid(claims),))
+        # The heartbeat finds the connection dead: both rows are marked at once.
+        wait_for(
+            lambda: (
+                JobRun.objects.filter(job__in=NAMES[:2], status=RunStatus.LOCK_LOST).count() == 2
+            ),
+            timeout=10,
+        )
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+        assert [run.result.status for run in runs] == [RunStatus.LOCK_LOST] * 2
+        assert sorted(told) == NAMES[:2]
+        # The next claim opens a new connection.
+        again = tick + timedelta(minutes=5)
+        more, _ = claim_together([(job, again) for job in jobs[:2]], claims)
+        for thread in start(more):
+            thread.join(10)
+        assert [run.result.status for run in more] == [RunStatus.SUCCEEDED] * 2
+    finally:
+        signals.lock_lost.disconnect(dispatch_uid="claims-test")
+        claims.close()
+    rows = JobRun.objects.filter(job__in=NAMES[:2], tick=tick)
+    assert {row.status for row in rows} == {RunStatus.LOCK_LOST}
+    assert all("lock lost" in row.error for row in rows)
+
+
+def test_racing_replicas_claiming_together_run_each_tick_once(
+    jobs: list[Job[..., Any]],
+) -> None:
+    """Eight threads, each a replica with its own claim connection, claim the same ticks of
+    the four jobs at once, twenty times: each tick runs once, and no job ever runs twice at
+    the same time (an in-memory counter would see it)."""
+    gate.set()
+    running: dict[str, int] = dict.fromkeys(NAMES, 0)
+    overlaps: list[str] = []
+    guard = threading.Lock()
+    schedule = jobs[0].schedule
+    assert schedule is not None
+    first = schedule.next_tick(control.database_now())
+    ticks = [first + timedelta(minutes=5 * number) for number in range(20)]
+
+    def enter(sender: Job[..., Any], **kwargs: Any) -> None:
+        with guard:
+            running[sender.name] += 1
+            if running[sender.name] > 1:
+                overlaps.append(sender.name)
+
+    def leave(sender: Job[..., Any], **kwargs: Any) -> None:
+        with guard:
+            running[sender.name] -= 1
+
+    signals.job_started.connect(enter, weak=False, dispatch_uid="claims-enter")
+    signals.job_finished.connect(leave, weak=False, dispatch_uid="claims-leave")
+    barrier = threading.Barrier(8)
+
+    def replica() -> None:
+        claims = ClaimConnection("default")
+        try:
+            for tick in ticks:
+                barrier.wait(10)
+                runs, _ = claim_together([(job, tick) for job in jobs], claims)
+                for run in runs:
+                    run.run()
+        finally:
+            claims.close()
+            connections.close_all()
+
+    try:
+        threads = [threading.Thread(target=replica) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        signals.job_started.disconnect(dispatch_uid="claims-enter")
+        signals.job_finished.disconnect(dispatch_uid="claims-leave")
+    assert overlaps == []
+    for name in NAMES:
+        ran = JobRun.objects.filter(job=name, status=RunStatus.SUCCEEDED)
+        assert sorted(tick for tick in ran.values_list("tick", flat=True) if tick) == ticks
+
+
+def test_cronworkers_claim_their_ticks_together(
+    spawn: Any, raw_connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three cronworker processes with twenty jobs each second tick: one claim statement per
+    worker per tick, and every tick of every job once."""
+    fleet = {"JOBS_MODULE": "worker_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": 1.5}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(fleet))
+    names = [f"every2_{number}" for number in range(20)]
+    workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
+    observer = raw_connect()
+    time.sleep(7)
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    outputs = [worker.communicate(timeout=30) for worker in workers]
+    observer.close()
+    for out, err in outputs:
+        assert "Traceback" not in err, err
+        found = re.search(r"(\d+) claim statement\(s\) took several jobs' ticks at once", out)
+        assert found is not None, out
+        assert int(found.group(1)) >= 2  # a tick every 2 s for about 7 s
+    ran = JobRun.objects.filter(job__in=names, status=RunStatus.SUCCEEDED)
+    per_tick: dict[tuple[str, datetime | None], int] = {}
+    for job, tick in ran.values_list("job", "tick"):
+        per_tick[(job, tick)] = per_tick.get((job, tick), 0) + 1
+    assert per_tick and set(per_tick.values()) == {1}

@@ -35,6 +35,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.postgresql.psycopg_any import is_psycopg3
 from django.db.utils import load_backend
 
 from .conf import app_settings
@@ -136,16 +137,23 @@ def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
     return connection
 
 
+#: A lock connection prepares a statement on its second execution (psycopg's
+#: ``prepare_threshold``): one sent once is not worth the extra round trip's worth of work.
+PREPARE_THRESHOLD = 1
+
+
 def open_lock_connection(alias: str = DEFAULT_DB_ALIAS) -> BaseDatabaseWrapper:
     """Open a dedicated, unpooled autocommit connection for holding session locks.
 
-    With psycopg 3 it binds parameters on the server, so the statements a warm connection
-    repeats are prepared once: planning the run's acquiring statement costs several times its
-    execution. Not where a transaction pooler is declared (prepared statements need the same
-    server connection; session locks are wrong there anyway), nor where the alias's OPTIONS
-    choose otherwise."""
+    With psycopg 3 it binds parameters on the server and prepares a statement the second time
+    it runs (Django turns psycopg's preparing off for every connection), so the statements a
+    warm connection repeats are planned once: planning the run's acquiring statement costs
+    twice its execution. Not where a transaction pooler is declared (prepared statements need
+    the same server connection; session locks are wrong there anyway), nor where the alias's
+    OPTIONS choose otherwise."""
     pooled = app_settings.POOLING in ("transaction", "statement")
-    connection = unpooled_connection(alias, **({} if pooled else {"server_side_binding": True}))
+    prepared = {"server_side_binding": True, "prepare_threshold": PREPARE_THRESHOLD}
+    connection = unpooled_connection(alias, **({} if pooled or not is_psycopg3 else prepared))
     # The heartbeat thread checks this connection while the job runs elsewhere.
     connection.inc_thread_sharing()
     ensure_connected(connection)

@@ -76,6 +76,13 @@ logger = logging.getLogger("django_advisory_cron")
 #: At most this many jobs' ticks are claimed by one statement.
 CLAIM_BATCH = 1000
 
+#: Seconds a worker leaves the jobs it does not prefer to the live worker that does (see
+#: ``preferred_worker``) before claiming them itself.
+SPREAD_DELAY = 0.1
+
+#: Seconds between readings of the live workers, for sharing the jobs due together.
+PEERS_REFRESH = 10.0
+
 #: ``application_name`` prefix of a worker's presence connection: a worker is visible in
 #: ``pg_stat_activity`` exactly as long as its process lives.
 PRESENCE_NAME = "django-advisory-cron worker"
@@ -124,6 +131,13 @@ def run_order(identity: str, names: Iterable[str]) -> list[str]:
         return hashlib.sha256(f"{identity}\0{name}".encode()).digest()
 
     return sorted(names, key=rank)
+
+
+def preferred_worker(job: str, workers: Iterable[str]) -> str:
+    """The worker (by presence name) that claims ``job``'s ticks first when several jobs are
+    due together: rendezvous hashing, so every worker computes the same answer from the same
+    list, and a worker joining or leaving moves only its own share of the jobs."""
+    return max(workers, key=lambda worker: hashlib.sha256(f"{worker}\0{job}".encode()).digest())
 
 
 def child_command(job: str, tick: datetime | None, using: str) -> list[str]:
@@ -328,10 +342,18 @@ class Worker:
         self._wakeup = Wakeup()
         #: Per database alias: the connection that claims several ticks at once.
         self._claims: dict[str, ClaimConnection] = {}
+        #: The live workers' presence names, and when they were read (``time.monotonic()``).
+        self._peer_names: list[str] = []
+        self._peers_read = -math.inf
         #: Whether this worker is woken by NOTIFY for "run now" requests (else it polls).
         self.listening = False
         self._notified = True  # look for requests made while no worker ran
         self._requests_seen = 0.0
+
+    @property
+    def presence_name(self) -> str:
+        """The ``application_name`` of this worker's presence connection."""
+        return f"{PRESENCE_NAME} {self.identity}"[:63]
 
     def in_process(self, job: Job[..., object]) -> bool:
         """Whether ``job`` runs in a child process: asked for, or needed to enforce its
@@ -423,7 +445,8 @@ class Worker:
                 elif ticks:
                     self._dispatch(job, ticks)
                 upcoming[name] = self._next_tick(job, now)
-            self._dispatch_together(together)
+            if together:
+                self._dispatch_together(together)
         if not upcoming:
             return CLOCK_REFRESH
         wait = (min(upcoming.values()) - clock.now()).total_seconds()
@@ -431,9 +454,7 @@ class Worker:
 
     def _attend(self) -> BaseDatabaseWrapper:
         """Open the presence connection: it names this worker, and it reads the clock."""
-        presence = unpooled_connection(
-            self.using, application_name=f"{PRESENCE_NAME} {self.identity}"[:63]
-        )
+        presence = unpooled_connection(self.using, application_name=self.presence_name)
         try:
             ensure_connected(presence)
         except BaseException:
@@ -631,16 +652,53 @@ class Worker:
         return previous is None or previous.done()
 
     def _dispatch_together(self, due: list[tuple[Job[..., object], datetime]]) -> None:
-        """Claim the ticks of ``due`` in one statement per database (per ``CLAIM_BATCH``
-        jobs; a database with one job due claims it alone), then start the winners. Winners
-        beyond ``--max-concurrency`` wait for a free slot holding their locks, so the other
-        replicas skip them at once instead of each trying them later."""
+        """Claim the ticks of ``due`` in as few statements as possible, then start the
+        winners. The jobs this worker is the preferred claimer of (among the live workers,
+        ``preferred_worker``) are claimed at once, the others ``SPREAD_DELAY`` seconds later,
+        so the runs are shared between the replicas instead of all going to the fastest one,
+        and a job whose preferred worker is busy or gone still runs.
+
+        One statement per database (per ``CLAIM_BATCH`` jobs; a database with one job due
+        claims it alone). Winners beyond ``--max-concurrency`` wait for a free slot holding
+        their locks, so the other replicas skip them at once instead of each trying later."""
+        peers = self._peers()
+        first: list[tuple[Job[..., object], datetime]] = []
+        later: list[tuple[Job[..., object], datetime]] = []
+        for job, tick in due:
+            mine = peers is None or preferred_worker(job.name, peers) == self.presence_name
+            (first if mine else later).append((job, tick))
+        self._claim_all(first)
+        if later and not self._stop.wait(SPREAD_DELAY):
+            self._claim_all(later)
+
+    def _claim_all(self, due: list[tuple[Job[..., object], datetime]]) -> None:
         by_alias: dict[str, list[tuple[Job[..., object], datetime]]] = {}
         for job, tick in due:
             by_alias.setdefault(job.using or self.using, []).append((job, tick))
         for alias, jobs in by_alias.items():
             for start in range(0, len(jobs), CLAIM_BATCH):
                 self._claim_together(alias, jobs[start : start + CLAIM_BATCH])
+
+    def _peers(self) -> list[str] | None:
+        """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds), or
+        ``None`` when this worker is alone or cannot tell (then it claims everything at once)."""
+        if time.monotonic() - self._peers_read >= PEERS_REFRESH:
+            text, params = sql.live_workers(PRESENCE_NAME)
+            try:
+                with (
+                    answer_within(self._presence, app_settings.STATEMENT_TIMEOUT),
+                    self._presence.cursor() as cursor,
+                ):
+                    cursor.execute(text, params)
+                    names = [str(row[0]) for row in cursor.fetchall()]
+            except (DatabaseError, DatabaseUnavailable) as error:
+                if self._presence.connection is None or not self._presence.is_usable():
+                    raise  # the connection is gone: the loop reconnects
+                logger.error("cronworker: could not read the live workers: %s", error)
+                names = []
+            self._peers_read, self._peer_names = time.monotonic(), names
+        names = self._peer_names
+        return names if len(names) > 1 and self.presence_name in names else None
 
     def _claim_together(self, alias: str, batch: list[tuple[Job[..., object], datetime]]) -> None:
         if len(batch) == 1:

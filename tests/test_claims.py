@@ -10,17 +10,20 @@ import re
 import signal
 import threading
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import connections
+from django.db.models import Count
 
 from django_advisory_cron import control, locked_task, signals
 from django_advisory_cron.claims import ClaimConnection
 from django_advisory_cron.jobs import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.runner import ClaimedRun, claim_together
+from django_advisory_cron.worker import preferred_worker
 from tests.pglocks import holders
 from tests.waiting import wait_for
 
@@ -294,3 +297,43 @@ def test_cronworkers_claim_their_ticks_together(
     for job, tick in ran.values_list("job", "tick"):
         per_tick[(job, tick)] = per_tick.get((job, tick), 0) + 1
     assert per_tick and set(per_tick.values()) == {1}
+
+
+def test_the_preferred_worker_is_shared_and_moves_little() -> None:
+    """Rendezvous hashing: every worker computes the same preferred worker from the same
+    list; the jobs spread over the workers; a worker leaving moves only its own jobs."""
+    workers = [f"worker host{number}:1" for number in range(3)]
+    jobs = [f"job{number}" for number in range(300)]
+    chosen = {job: preferred_worker(job, workers) for job in jobs}
+    assert chosen == {job: preferred_worker(job, list(reversed(workers))) for job in jobs}
+    shares = Counter(chosen.values())
+    assert set(shares) == set(workers) and min(shares.values()) > 60, shares
+    remaining = workers[:2]
+    moved = [job for job in jobs if preferred_worker(job, remaining) != chosen[job]]
+    assert moved and all(chosen[job] == workers[2] for job in moved)
+
+
+def test_a_job_whose_preferred_worker_does_not_run_it_still_runs_each_tick(
+    spawn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers with different jobs: the jobs only the second one runs are claimed by it
+    after ``SPREAD_DELAY``, whichever worker is their preferred one; each tick runs once."""
+    fleet = {"JOBS_MODULE": "worker_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": 1.5}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(fleet))
+    names = [f"every2_{number}" for number in range(20)]
+    workers = [
+        spawn("cronworker", *names[:10], "--grace", "5"),
+        spawn("cronworker", *names, "--grace", "5"),
+    ]
+    time.sleep(8)
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        _out, err = worker.communicate(timeout=30)
+        assert "Traceback" not in err, err
+    ran = JobRun.objects.filter(job__in=names, status=RunStatus.SUCCEEDED)
+    per_job = Counter(ran.values_list("job", flat=True))
+    assert set(per_job) == set(names), per_job  # every job ran, the second worker's too
+    assert not ran.values("job", "tick").annotate(n=Count("id")).filter(n__gt=1).exists()
+    late = ran.filter(job__in=names[10:]).values_list("tick", "started")
+    assert all(tick and (started - tick).total_seconds() < 1 for tick, started in late), late

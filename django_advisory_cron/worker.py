@@ -2,9 +2,10 @@
 
 Each worker wakes at every due tick of every scheduled job and runs the job through the
 runner *for that tick* (``now=tick``). Every replica does the same; the lock and the
-``(job, tick)`` row let exactly one of them run it, and the others record a skip. Workers try
-their due jobs in an order of their own (a hash of the worker's identity and the job's name),
-so the wins spread across replicas instead of going to the fastest one.
+``(job, tick)`` row let exactly one of them run it, and the others record a skip. Jobs due
+together are claimed in one statement (see [claims][django_advisory_cron.claims]), first by
+their preferred live worker (``preferred_worker``), so the wins spread across replicas
+instead of going to the fastest one.
 
 A job with ``deliver=`` is not run here: its tick is handed to its deliverer (see
 [delivery][django_advisory_cron.delivery]), which enqueues it once across the workers.

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 
 from django.db import DatabaseError, connections
 
@@ -76,7 +77,14 @@ class SharedLock(AdvisoryLock):
         super().mark_lost(error)
 
     def _release_session(self, error: BaseException | None) -> None:
-        if not self.acquired or self.lost:
+        if not self.acquired:
+            self.claims.forget(self)
+            return
+        if self.lost:
+            # Its row was closed under it (or its connection died): if the connection lives,
+            # the lock may still be held on it, and is given back now the run has ended.
+            with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():
+                self.claims.release(self, sql.unlock_one(self.key))
             self.claims.forget(self)
             return
         statement = self.statements.release(self.key, "session", error)

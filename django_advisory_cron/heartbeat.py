@@ -54,7 +54,9 @@ class Heartbeat:
         self._stop = threading.Event()
         self._guard = threading.Lock()
         self._pending: Deadline | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._name = name
+        #: Made when the first beat is due: a lock released sooner never makes one.
+        self._thread: threading.Thread | None = None
 
     def start(self) -> Heartbeat:
         """Watch from the first beat on: the thread starts ``interval`` seconds from now."""
@@ -67,6 +69,7 @@ class Heartbeat:
         with self._guard:
             if self._stop.is_set():
                 return
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             try:
                 self._thread.start()
             except RuntimeError as error:  # no thread can be started: the lock is unwatched
@@ -83,8 +86,9 @@ class Heartbeat:
             self._stop.set()
             if self._pending is not None:
                 watchdog.disarm(self._pending)
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(self.deadline + 1)
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(self.deadline + 1)
 
     @property
     def running(self) -> bool:
@@ -92,7 +96,7 @@ class Heartbeat:
         after ``stop()`` when the join timed out)."""
         with self._guard:
             waiting = self._pending is not None and not self._stop.is_set()
-        return waiting or self._thread.is_alive()
+        return waiting or (self._thread is not None and self._thread.is_alive())
 
     def check(self) -> None:
         """Raise if the lock connection died, is silent, or no longer holds the lock."""

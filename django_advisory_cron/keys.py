@@ -12,6 +12,7 @@ not promised stable across major versions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Literal
@@ -36,7 +37,7 @@ class LockKey:
     mode: KeyMode = "sha256"
     namespace: int = conf.DEFAULT_NAMESPACE
 
-    @property
+    @functools.cached_property
     def objid(self) -> int:
         """The second key (signed) in ``sha256`` mode."""
         return name_hash(self.name)

@@ -70,6 +70,11 @@ def unlock(key: LockKey) -> Statement:
     return f"SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}", key.params
 
 
+def unlock_one(key: LockKey) -> Statement:
+    """Release one session lock of a connection that holds others; false when not held."""
+    return f"SELECT pg_advisory_unlock({key.sql})", key.params
+
+
 def _held_condition(key: LockKey) -> Statement:
     """``pg_locks`` condition: this backend holds ``key`` exclusively."""
     ids = key.lock_ids

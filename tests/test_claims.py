@@ -337,3 +337,32 @@ def test_a_job_whose_preferred_worker_does_not_run_it_still_runs_each_tick(
     assert not ran.values("job", "tick").annotate(n=Count("id")).filter(n__gt=1).exists()
     late = ran.filter(job__in=names[10:]).values_list("tick", "started")
     assert all(tick and (started - tick).total_seconds() < 1 for tick, started in late), late
+
+
+def test_a_run_whose_row_was_closed_under_it_stops_and_gives_its_lock_back(
+    jobs: list[Job[..., Any]], raw_connect: Any
+) -> None:
+    """Another process closed one run's row (as a replica does with a lease it found expired):
+    the heartbeat reports that run lost, the run stops at its next query, and its lock is
+    released on the shared connection, which goes on holding the other run's lock."""
+    observer = raw_connect()
+    tick = tick_of(jobs[0])
+    claims = ClaimConnection("default")
+    try:
+        runs, _ = claim_together([(job, tick) for job in jobs[:2]], claims)
+        threads = start(runs)
+        wait_for(
+            lambda: JobRun.objects.filter(job__in=NAMES[:2], status=RunStatus.RUNNING).count() == 2
+        )
+        JobRun.objects.filter(job=NAMES[0], tick=tick).update(status=RunStatus.INTERRUPTED)
+        pid = backend_pid(claims)
+        wait_for(lambda: runs[0].lock.lost, timeout=5)  # the next beat finds it
+        gate.set()
+        threads[0].join(10)
+        assert runs[0].result.status == RunStatus.LOCK_LOST
+        wait_for(lambda: holders(observer, jobs[0].key) == [], timeout=5)
+        threads[1].join(10)
+        assert runs[1].result.status == RunStatus.SUCCEEDED
+        assert holders(observer, jobs[1].key) == [] and backend_pid(claims) == pid
+    finally:
+        claims.close()

@@ -35,6 +35,7 @@ background thread of any process with [start_worker][django_advisory_cron.worker
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import math
@@ -125,20 +126,22 @@ def worker_identity() -> str:
     return f"{HOST}:{os.getpid()}"
 
 
+@functools.lru_cache(maxsize=65536)
+def _rank(identity: str, name: str) -> bytes:
+    """A job's place for one worker (cached: a worker asks at every tick)."""
+    return hashlib.sha256(f"{identity}\0{name}".encode()).digest()
+
+
 def run_order(identity: str, names: Iterable[str]) -> list[str]:
     """The order this worker tries its due jobs in: its own, stable, spread across workers."""
-
-    def rank(name: str) -> bytes:
-        return hashlib.sha256(f"{identity}\0{name}".encode()).digest()
-
-    return sorted(names, key=rank)
+    return sorted(names, key=lambda name: _rank(identity, name))
 
 
 def preferred_worker(job: str, workers: Iterable[str]) -> str:
     """The worker (by presence name) that claims ``job``'s ticks first when several jobs are
     due together: rendezvous hashing, so every worker computes the same answer from the same
     list, and a worker joining or leaving moves only its own share of the jobs."""
-    return max(workers, key=lambda worker: hashlib.sha256(f"{worker}\0{job}".encode()).digest())
+    return max(workers, key=lambda worker: _rank(worker, job))
 
 
 def child_command(job: str, tick: datetime | None, using: str) -> list[str]:
@@ -344,8 +347,10 @@ class Worker:
         #: Per database alias: the connection that claims several ticks at once.
         self._claims: dict[str, ClaimConnection] = {}
         #: The live workers' presence names, and when they were read (``time.monotonic()``).
-        self._peer_names: list[str] = []
+        self._peer_names: tuple[str, ...] = ()
         self._peers_read = -math.inf
+        #: For those names: whether this worker is each job's preferred one.
+        self._preferences: tuple[tuple[str, ...], dict[str, bool]] = ((), {})
         #: Whether this worker is woken by NOTIFY for "run now" requests (else it polls).
         self.listening = False
         self._notified = True  # look for requests made while no worker ran
@@ -666,8 +671,9 @@ class Worker:
         first: list[tuple[Job[..., object], datetime]] = []
         later: list[tuple[Job[..., object], datetime]] = []
         for job, tick in due:
-            mine = peers is None or preferred_worker(job.name, peers) == self.presence_name
-            (first if mine else later).append((job, tick))
+            (first if peers is None or self._prefers(job.name, peers) else later).append(
+                (job, tick)
+            )
         self._claim_all(first)
         if later and not self._stop.wait(SPREAD_DELAY):
             self._claim_all(later)
@@ -680,7 +686,17 @@ class Worker:
             for start in range(0, len(jobs), CLAIM_BATCH):
                 self._claim_together(alias, jobs[start : start + CLAIM_BATCH])
 
-    def _peers(self) -> list[str] | None:
+    def _prefers(self, job: str, peers: tuple[str, ...]) -> bool:
+        """Whether this worker is ``job``'s preferred worker among ``peers`` (remembered
+        until the live workers change)."""
+        if self._preferences[0] != peers:
+            self._preferences = (peers, {})
+        answers = self._preferences[1]
+        if job not in answers:
+            answers[job] = preferred_worker(job, peers) == self.presence_name
+        return answers[job]
+
+    def _peers(self) -> tuple[str, ...] | None:
         """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds), or
         ``None`` when this worker is alone or cannot tell (then it claims everything at once)."""
         if time.monotonic() - self._peers_read >= PEERS_REFRESH:
@@ -691,12 +707,12 @@ class Worker:
                     self._presence.cursor() as cursor,
                 ):
                     cursor.execute(text, params)
-                    names = [str(row[0]) for row in cursor.fetchall()]
+                    names = tuple(sorted(str(row[0]) for row in cursor.fetchall()))
             except (DatabaseError, DatabaseUnavailable) as error:
                 if self._presence.connection is None or not self._presence.is_usable():
                     raise  # the connection is gone: the loop reconnects
                 logger.error("cronworker: could not read the live workers: %s", error)
-                names = []
+                names = ()
             self._peers_read, self._peer_names = time.monotonic(), names
         names = self._peer_names
         return names if len(names) > 1 and self.presence_name in names else None

@@ -77,6 +77,20 @@ def start(runs: list[ClaimedRun]) -> list[threading.Thread]:
     return threads
 
 
+def claim_and_run(jobs: list[Job[..., Any]], tick: datetime) -> tuple[list[ClaimedRun], list[Any]]:
+    """Claim ``tick`` of every job together on a new claim connection, run the winners to
+    their end, close the connection."""
+    claims = ClaimConnection("default")
+    try:
+        runs, skipped = claim_together([(job, tick) for job in jobs], claims)
+        gate.set()
+        for thread in start(runs):
+            thread.join(10)
+    finally:
+        claims.close()
+    return runs, skipped
+
+
 def backend_pid(claims: ClaimConnection) -> int:
     assert claims._connection is not None
     with claims._connection.wrapper.cursor() as cursor:
@@ -127,14 +141,7 @@ def test_a_paused_job_is_skipped_and_recorded_while_the_others_run(
 ) -> None:
     control.pause(NAMES[1], by="ops", reason="migrating")
     tick = tick_of(jobs[0])
-    claims = ClaimConnection("default")
-    try:
-        runs, skipped = claim_together([(job, tick) for job in jobs], claims)
-        gate.set()
-        for thread in start(runs):
-            thread.join(10)
-    finally:
-        claims.close()
+    runs, skipped = claim_and_run(jobs, tick)
     assert [run.job.name for run in runs] == [NAMES[0], *NAMES[2:]]
     (paused,) = skipped
     assert paused.status == RunStatus.SKIPPED_PAUSED and "migrating" in (paused.paused or "")
@@ -158,14 +165,7 @@ def test_a_dead_run_is_marked_interrupted_and_its_tick_claimed_again(
         started=control.database_now() - timedelta(seconds=60),
         lease_until=control.database_now() - timedelta(seconds=5),
     )
-    claims = ClaimConnection("default")
-    try:
-        runs, skipped = claim_together([(job, tick) for job in jobs], claims)
-        gate.set()
-        for thread in start(runs):
-            thread.join(10)
-    finally:
-        claims.close()
+    runs, skipped = claim_and_run(jobs, tick)
     assert skipped == [] and len(runs) == 4 and runs[0].result.interrupted_runs == 1
     statuses = dict(JobRun.objects.filter(job=NAMES[0]).values_list("host", "status"))
     assert statuses["gone"] == RunStatus.INTERRUPTED

@@ -18,12 +18,14 @@ import pytest
 from django.db import connections
 from django.db.models import Count
 
-from django_advisory_cron import control, locked_task, signals
+from django_advisory_cron import control, exitcodes, locked_task, signals
 from django_advisory_cron.claims import ClaimConnection
 from django_advisory_cron.jobs import Job
+from django_advisory_cron.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.runner import ClaimedRun, claim_together
 from django_advisory_cron.worker import preferred_worker
+from tests.jobsapp.models import Marker
 from tests.pglocks import holders
 from tests.waiting import wait_for
 
@@ -366,3 +368,29 @@ def test_a_run_whose_row_was_closed_under_it_stops_and_gives_its_lock_back(
         assert holders(observer, jobs[1].key) == [] and backend_pid(claims) == pid
     finally:
         claims.close()
+
+
+def test_runs_claimed_beyond_max_concurrency_are_recorded_when_the_worker_stops(
+    spawn: Any, raw_connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three jobs claimed together by a worker that runs one at a time, stopped at once: the
+    runs still waiting for a slot are recorded interrupted ("stopped before the run started"),
+    their bodies never ran, no row is left running and no lock is left held."""
+    fleet = {"JOBS_MODULE": "worker_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": 1.5}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(fleet))
+    names = ["every2_slow", "every2_work", "every2_1"]
+    worker = spawn("cronworker", *names, "--max-concurrency", "1", "--grace", "1")
+    claimed = JobRun.objects.filter(job__in=names).exclude(status__startswith="skipped")
+    wait_for(lambda: claimed.count() >= 3, timeout=15)
+    worker.send_signal(signal.SIGTERM)
+    _out, err = worker.communicate(timeout=30)
+    assert worker.returncode == exitcodes.SIGTERM, err
+    assert "Traceback" not in err, err
+    assert not claimed.filter(status=RunStatus.RUNNING).exists()
+    waiting = claimed.filter(error__contains="stopped before the run started")
+    assert waiting.exists(), list(claimed.values_list("job", "status", "error"))
+    for row in waiting:
+        assert row.status == RunStatus.INTERRUPTED
+        assert not Marker.objects.filter(job=row.job).exists()  # its body never ran
+    observer = raw_connect()
+    assert all(holders(observer, job_key(name)) == [] for name in names)

@@ -1,9 +1,10 @@
-"""Runs claimed together: one statement takes the locks and claims the ticks of all the jobs a
+"""Runs claimed together: one statement takes the locks and claims the ticks of several jobs a
 worker has due at one moment, on one connection that then holds those locks while the runs go
 on in their own threads.
 
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
-all of them losers' skips; claimed together they send R. The guarantee is the one of a single
+all of them losers' skips; claimed together they send R (2R with the worker's spread: its
+preferred jobs first, the rest a moment later). The guarantee is the one of a single
 run: the batch's statement is [acquire_run][django_advisory_cron.sql.acquire_run] over
 ``unnest`` (pauses, live leases, dead runs, skip rows), each lock is a session lock released
 by its own run's finishing statement (which unlocks that key only: the other runs still hold
@@ -68,8 +69,8 @@ class SharedLock(AdvisoryLock):
         return self.claims.send(statement)
 
     def mark_lost(self, error: BaseException) -> None:
-        # Once, though the heartbeat, a report of a dead connection and the run's own release
-        # may all find it.
+        # Once: the heartbeat, a report of a dead connection and the run's own release may
+        # all find it.
         with self._losing:
             if self._reported:
                 return
@@ -107,7 +108,6 @@ class ClaimConnection:
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
-        self.claimed = 0
         self._connection: LockConnection | None = None
         self._turn = threading.Lock()
         self._held: dict[int, SharedLock] = {}
@@ -139,7 +139,6 @@ class ClaimConnection:
             if lock.acquired and lock.record.run_id is not None:
                 with self._turn:
                     self._held[lock.record.run_id] = lock
-        self.claimed += sum(lock.acquired for lock in locks)
         self._start_heartbeat()
 
     def _fresh_connection(self) -> None:

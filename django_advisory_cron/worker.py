@@ -753,9 +753,10 @@ class Worker:
             if future.cancelled():  # the worker stopped before a thread took it
                 claimed.abandon(why)
 
+        job = self.jobs[name]
         with self._lock:
             try:
-                future = self._pool.submit(self._run_claimed, claimed, time.monotonic())
+                future = self._pool.submit(self._run_one, job, tick, time.monotonic(), claimed)
             except RuntimeError:  # the interpreter is exiting: start nothing more
                 self._stop.set()
             else:
@@ -765,10 +766,6 @@ class Worker:
                 future.add_done_callback(abandon_if_cancelled)
                 return
         claimed.abandon(why)
-
-    def _run_claimed(self, claimed: ClaimedRun, submitted: float) -> RunResult | None:
-        job = self.jobs[claimed.job.name]
-        return self._run_one(job, claimed.result.tick, submitted, claimed)
 
     def _run_ticks(
         self, job: Job[..., object], ticks: list[datetime], submitted: float

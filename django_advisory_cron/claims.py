@@ -4,7 +4,7 @@ on in their own threads.
 
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
 all of them losers' skips; claimed together they send R (2R with the worker's spread: its
-preferred jobs first, the rest a moment later). The guarantee is the one of a single
+the jobs dealt to it first, the rest a moment later). The guarantee is the one of a single
 run: the batch's statement is [acquire_run][django_advisory_cron.sql.acquire_run] over
 ``unnest`` (pauses, live leases, dead runs, skip rows), each lock is a session lock released
 by its own run's finishing statement (which unlocks that key only: the other runs still hold

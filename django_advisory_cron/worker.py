@@ -3,9 +3,9 @@
 Each worker wakes at every due tick of every scheduled job and runs the job through the
 runner *for that tick* (``now=tick``). Every replica does the same; the lock and the
 ``(job, tick)`` row let exactly one of them run it, and the others record a skip. Jobs due
-together are claimed in one statement (see [claims][django_advisory_cron.claims]), first by
-their preferred live worker (``preferred_worker``), so the wins spread across replicas
-instead of going to the fastest one.
+together are claimed in one statement (see [claims][django_advisory_cron.claims]), each first
+by the live worker it is dealt to (``share_out``), so the wins spread across replicas instead
+of going to the fastest one.
 
 A job with ``deliver=`` is not run here: its tick is handed to its deliverer (see
 [delivery][django_advisory_cron.delivery]), which enqueues it once across the workers.
@@ -78,8 +78,8 @@ logger = logging.getLogger("django_advisory_cron")
 #: At most this many jobs' ticks are claimed by one statement.
 CLAIM_BATCH = 1000
 
-#: Seconds a worker leaves the jobs it does not prefer to the live worker that does (see
-#: ``preferred_worker``) before claiming them itself.
+#: Seconds a worker leaves the jobs dealt to other live workers (see ``share_out``) to them
+#: before claiming them itself.
 SPREAD_DELAY = 0.1
 
 #: Seconds between readings of the live workers, for sharing the jobs due together.
@@ -137,11 +137,16 @@ def run_order(identity: str, names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda name: _rank(identity, name))
 
 
-def preferred_worker(job: str, workers: Iterable[str]) -> str:
-    """The worker (by presence name) that claims ``job``'s ticks first when several jobs are
-    due together: rendezvous hashing, so every worker computes the same answer from the same
-    list, and a worker joining or leaving moves only its own share of the jobs."""
-    return max(workers, key=lambda worker: _rank(worker, job))
+def share_out(jobs: Iterable[str], workers: Iterable[str], tick: datetime) -> dict[str, str]:
+    """Which live worker (by presence name) claims each of ``jobs``, due together at
+    ``tick``, first. The jobs, in the order of a hash of their names, are dealt to the
+    workers (in name order) in turn, starting at a worker chosen by the tick: every worker
+    with the same jobs due computes the same shares, the shares differ by at most one job,
+    and with few jobs due the first deal moves round from tick to tick."""
+    dealers = sorted(workers)
+    start = int.from_bytes(_rank("", tick.isoformat())[:4], "big")
+    ordered = sorted(jobs, key=lambda job: _rank("", job))
+    return {job: dealers[(start + index) % len(dealers)] for index, job in enumerate(ordered)}
 
 
 def child_command(job: str, tick: datetime | None, using: str) -> list[str]:
@@ -349,8 +354,6 @@ class Worker:
         #: The live workers' presence names, and when they were read (``time.monotonic()``).
         self._peer_names: tuple[str, ...] = ()
         self._peers_read = -math.inf
-        #: For those names: whether this worker is each job's preferred one.
-        self._preferences: tuple[tuple[str, ...], dict[str, bool]] = ((), {})
         #: Whether this worker is woken by NOTIFY for "run now" requests (else it polls).
         self.listening = False
         self._notified = True  # look for requests made while no worker ran
@@ -433,6 +436,9 @@ class Worker:
             self._wakeup.close()
             if presence is not None:
                 presence.close()
+            # This thread's own Django connections (a pooler probe may have opened one): a
+            # scheduler in a background thread must not leave them behind when it stops.
+            connections.close_all()
 
     def _wake(self, clock: DatabaseClock, upcoming: dict[str, datetime]) -> float:
         """Start the runs that are due (and those asked for); return the seconds until the
@@ -659,21 +665,20 @@ class Worker:
 
     def _dispatch_together(self, due: list[tuple[Job[..., object], datetime]]) -> None:
         """Claim the ticks of ``due`` in as few statements as possible, then start the
-        winners. The jobs this worker is the preferred claimer of (among the live workers,
-        ``preferred_worker``) are claimed at once, the others ``SPREAD_DELAY`` seconds later,
-        so the runs are shared between the replicas instead of all going to the fastest one,
-        and a job whose preferred worker is busy or gone still runs.
+        winners. The jobs dealt to this worker (``share_out``, among the live workers) are
+        claimed at once, the others ``SPREAD_DELAY`` seconds later, so the runs are shared
+        between the replicas instead of all going to the fastest one, and a job whose worker
+        is busy, gone or does not run it still runs.
 
         One statement per database (per ``CLAIM_BATCH`` jobs; a database with one job due
         claims it alone). Winners beyond ``--max-concurrency`` wait for a free slot holding
         their locks, so the other replicas skip them at once instead of each trying later."""
         peers = self._peers()
-        first: list[tuple[Job[..., object], datetime]] = []
-        later: list[tuple[Job[..., object], datetime]] = []
-        for job, tick in due:
-            (first if peers is None or self._prefers(job.name, peers) else later).append(
-                (job, tick)
-            )
+        first, later = due, []
+        if peers is not None:
+            shares = share_out([job.name for job, _tick in due], peers, min(t for _j, t in due))
+            first = [(job, tick) for job, tick in due if shares[job.name] == self.presence_name]
+            later = [(job, tick) for job, tick in due if shares[job.name] != self.presence_name]
         self._claim_all(first)
         if later and not self._stop.wait(SPREAD_DELAY):
             self._claim_all(later)
@@ -685,16 +690,6 @@ class Worker:
         for alias, jobs in by_alias.items():
             for start in range(0, len(jobs), CLAIM_BATCH):
                 self._claim_together(alias, jobs[start : start + CLAIM_BATCH])
-
-    def _prefers(self, job: str, peers: tuple[str, ...]) -> bool:
-        """Whether this worker is ``job``'s preferred worker among ``peers`` (remembered
-        until the live workers change)."""
-        if self._preferences[0] != peers:
-            self._preferences = (peers, {})
-        answers = self._preferences[1]
-        if job not in answers:
-            answers[job] = preferred_worker(job, peers) == self.presence_name
-        return answers[job]
 
     def _peers(self) -> tuple[str, ...] | None:
         """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds), or

@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ from django_advisory_cron.jobs import Job
 from django_advisory_cron.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.runner import ClaimedRun, claim_together
-from django_advisory_cron.worker import preferred_worker
+from django_advisory_cron.worker import share_out
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
 from tests.waiting import wait_for
@@ -301,25 +301,30 @@ def test_cronworkers_claim_their_ticks_together(
     assert per_tick and set(per_tick.values()) == {1}
 
 
-def test_the_preferred_worker_is_shared_and_moves_little() -> None:
-    """Rendezvous hashing: every worker computes the same preferred worker from the same
-    list; the jobs spread over the workers; a worker leaving moves only its own jobs."""
+def test_the_jobs_due_together_are_shared_out_evenly_and_alike_by_every_worker() -> None:
+    """Every worker computes the same shares from the same live workers, whatever order it
+    reads them in; the shares differ by at most one job; with few jobs due, the first deal
+    moves round from tick to tick."""
     workers = [f"worker host{number}:1" for number in range(3)]
-    jobs = [f"job{number}" for number in range(300)]
-    chosen = {job: preferred_worker(job, workers) for job in jobs}
-    assert chosen == {job: preferred_worker(job, list(reversed(workers))) for job in jobs}
-    shares = Counter(chosen.values())
-    assert set(shares) == set(workers) and min(shares.values()) > 60, shares
-    remaining = workers[:2]
-    moved = [job for job in jobs if preferred_worker(job, remaining) != chosen[job]]
-    assert moved and all(chosen[job] == workers[2] for job in moved)
+    tick = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+    for count in (2, 5, 20, 301):
+        jobs = [f"job{number}" for number in range(count)]
+        shares = share_out(jobs, workers, tick)
+        assert shares == share_out(list(reversed(jobs)), list(reversed(workers)), tick)
+        per_worker = Counter(shares.values())
+        assert max(per_worker.values()) - min(per_worker.get(w, 0) for w in workers) <= 1
+    firsts = Counter(
+        share_out(["a", "b"], workers, tick + timedelta(seconds=2 * number))["a"]
+        for number in range(60)
+    )
+    assert set(firsts) == set(workers), firsts
 
 
-def test_a_job_whose_preferred_worker_does_not_run_it_still_runs_each_tick(
+def test_a_job_dealt_to_a_worker_that_does_not_run_it_still_runs_each_tick(
     spawn: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two workers with different jobs: the jobs only the second one runs are claimed by it
-    after ``SPREAD_DELAY``, whichever worker is their preferred one; each tick runs once."""
+    after ``SPREAD_DELAY`` when they were dealt to the first; each tick runs once."""
     fleet = {"JOBS_MODULE": "worker_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": 1.5}
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(fleet))
     names = [f"every2_{number}" for number in range(20)]

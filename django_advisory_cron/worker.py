@@ -692,9 +692,12 @@ class Worker:
                 self._claim_together(alias, jobs[start : start + CLAIM_BATCH])
 
     def _peers(self) -> tuple[str, ...] | None:
-        """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds), or
-        ``None`` when this worker is alone or cannot tell (then it claims everything at once)."""
-        if time.monotonic() - self._peers_read >= PEERS_REFRESH:
+        """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds, and
+        at every tick while this worker saw itself alone, so the workers of a fleet that
+        starts together learn of each other at once), or ``None`` when this worker is alone or
+        cannot tell (then it claims everything at once)."""
+        alone = len(self._peer_names) < 2
+        if alone or time.monotonic() - self._peers_read >= PEERS_REFRESH:
             text, params = sql.live_workers(PRESENCE_NAME)
             try:
                 with (

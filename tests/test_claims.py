@@ -93,6 +93,19 @@ def claim_and_run(jobs: list[Job[..., Any]], tick: datetime) -> tuple[list[Claim
     return runs, skipped
 
 
+def start_two(
+    jobs: list[Job[..., Any]], tick: datetime, claims: ClaimConnection
+) -> tuple[list[ClaimedRun], list[threading.Thread]]:
+    """Claim ``tick`` of the first two jobs together and start them in threads of their own
+    (their bodies wait at the gate); both rows are recorded running."""
+    runs, _ = claim_together([(job, tick) for job in jobs[:2]], claims)
+    threads = start(runs)
+    wait_for(
+        lambda: JobRun.objects.filter(job__in=NAMES[:2], status=RunStatus.RUNNING).count() == 2
+    )
+    return runs, threads
+
+
 def backend_pid(claims: ClaimConnection) -> int:
     assert claims._connection is not None
     with claims._connection.wrapper.cursor() as cursor:
@@ -186,11 +199,7 @@ def test_losing_the_claim_connection_stops_every_run_it_held(
     tick = tick_of(jobs[0])
     claims = ClaimConnection("default")
     try:
-        runs, _ = claim_together([(job, tick) for job in jobs[:2]], claims)
-        threads = start(runs)
-        wait_for(
-            lambda: JobRun.objects.filter(job__in=NAMES[:2], status=RunStatus.RUNNING).count() == 2
-        )
+        runs, threads = start_two(jobs, tick, claims)
         raw_connect().execute("SELECT pg_terminate_backend(%s)", (backend_pid(claims),))
         # The heartbeat finds the connection dead: both rows are marked at once.
         wait_for(
@@ -356,11 +365,7 @@ def test_a_run_whose_row_was_closed_under_it_stops_and_gives_its_lock_back(
     tick = tick_of(jobs[0])
     claims = ClaimConnection("default")
     try:
-        runs, _ = claim_together([(job, tick) for job in jobs[:2]], claims)
-        threads = start(runs)
-        wait_for(
-            lambda: JobRun.objects.filter(job__in=NAMES[:2], status=RunStatus.RUNNING).count() == 2
-        )
+        runs, threads = start_two(jobs, tick, claims)
         JobRun.objects.filter(job=NAMES[0], tick=tick).update(status=RunStatus.INTERRUPTED)
         pid = backend_pid(claims)
         wait_for(lambda: runs[0].lock.lost, timeout=5)  # the next beat finds it

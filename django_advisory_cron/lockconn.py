@@ -138,7 +138,7 @@ def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
 
 
 #: A lock connection prepares a statement on its second execution (psycopg's
-#: ``prepare_threshold``): one sent once is not worth the extra round trip's worth of work.
+#: ``prepare_threshold``): one sent only once is not kept on the server.
 PREPARE_THRESHOLD = 1
 
 

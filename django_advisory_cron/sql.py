@@ -46,6 +46,7 @@ def names() -> dict[str, str]:
     }
 
 
+@functools.cache
 def _fill(template: str) -> str:
     return template.format(**names())
 
@@ -145,6 +146,7 @@ _PARTS = {
 }
 
 
+@functools.cache
 def _run_parts(sql: str) -> str:
     for name, text in _PARTS.items():
         sql = sql.replace(name, text)

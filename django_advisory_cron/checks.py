@@ -18,6 +18,7 @@ from .jobs import (
     MAX_JOB_NAME,
     catch_up_problem,
     max_lateness_problem,
+    never_fires_problem,
     registry,
     timezone_problem,
 )
@@ -111,6 +112,19 @@ def check_jobs(
                 )
             )
     for job in registry.all():
+        never = never_fires_problem(job.cron)
+        if never:
+            # @locked_task refuses these; a job registered without it (or changed since) is
+            # found here rather than by a worker that cannot compute its next tick.
+            errors.append(
+                checks.Error(
+                    f"Job {job.name!r}: {never}.",
+                    hint="Day 31 exists in January, March, May, July, August, October and "
+                    "December, 30 in every month but February, 29 February in leap years.",
+                    id=f"{APP}.E007",
+                )
+            )
+            continue
         problem = validate(job.cron) if job.cron is not None else None
         if problem:
             errors.append(

@@ -11,9 +11,16 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 
 from .conf import CATCH_UP_CHOICES, CatchUp
 from .delivery import parse as parse_deliver
-from .exceptions import LockNotAcquired, UnknownJob
+from .exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
 from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .schedule import Every, Schedule, as_interval, describe_interval, zone_problem
+from .schedule import (
+    Every,
+    NeverFires,
+    Schedule,
+    as_interval,
+    describe_interval,
+    zone_problem,
+)
 from .scopes import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -86,7 +93,10 @@ class Job(Generic[P, R]):
             self.description = (self.func.__doc__ or "").strip().split("\n")[0]
         if self.every is not None:
             _exclusive(self.cron, self.every)
-            self.every = as_interval(self.every)
+            try:
+                self.every = as_interval(self.every)
+            except InvalidSchedule as error:
+                raise InvalidSchedule(f"job {self.name!r}: {error}") from None
 
     @functools.cached_property
     def schedule(self) -> Schedule | None:
@@ -192,6 +202,20 @@ def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | 
         )
     if cron is None:
         return "timezone needs a cron schedule= to apply to"
+    return None
+
+
+def never_fires_problem(cron: str | None) -> str | None:
+    """Why the valid cron expression ``cron`` can have no tick (30 February), or ``None``
+    (also for an expression that is not valid: that is system check ``E005``'s business)."""
+    if cron is None:
+        return None
+    try:
+        Schedule(cron)
+    except NeverFires as error:
+        return str(error)
+    except InvalidSchedule:
+        return None
     return None
 
 
@@ -320,7 +344,6 @@ def locked_task(
         if not isinstance(deliver, str):
             raise ValueError(f"deliver must be a string such as 'tasks', not {deliver!r}")
         parse_deliver(deliver)
-    interval = None if every is None else as_interval(every)
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:
         job_name = name or function.__name__
@@ -329,6 +352,13 @@ def locked_task(
                 f"job name {job_name[:40]!r}... is {len(job_name)} characters long; the run "
                 f"history stores at most {MAX_JOB_NAME}"
             )
+        try:
+            interval = None if every is None else as_interval(every)
+        except InvalidSchedule as error:
+            raise InvalidSchedule(f"@locked_task {job_name!r}: {error}") from None
+        problem = never_fires_problem(schedule)
+        if problem:
+            raise NeverFires(f"@locked_task {job_name!r}: {problem}")
         for problem in (
             catch_up_problem(catch_up),
             max_lateness_problem(max_lateness),

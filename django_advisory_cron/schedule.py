@@ -26,13 +26,14 @@ and its results carry unreliable ``fold`` attributes.
 
 from __future__ import annotations
 
+import math
 import zoneinfo
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import pairwise
 from typing import Any
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from django.conf import settings
 
 from .exceptions import InvalidSchedule
@@ -49,6 +50,10 @@ MAX_CANDIDATES = 64
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _UTC = timezone.utc
+#: Where a new expression's first tick is looked for, to refuse one that never fires. The
+#: matching days repeat every 400 years, and croniter searches 50 years from any start: the
+#: rarest schedule it accepts (a weekday that is 29 February) fires at most 40 years apart.
+_PROBE_START = datetime(2000, 1, 1, tzinfo=_UTC)
 _SECOND = timedelta(seconds=1)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -127,6 +132,19 @@ def _field(expanded: list[Any], size: int) -> list[int]:
     return list(range(size)) if expanded == ["*"] else sorted({int(value) for value in expanded})
 
 
+class NeverFires(InvalidSchedule):
+    """A cron expression that is valid but matches no date (30 February)."""
+
+
+def never_fires(expression: str) -> str:
+    """The one-line error for a valid ``expression`` that matches no date."""
+    return (
+        f"{expression!r} never fires: no date matches its day of month, month and weekday "
+        "fields (such as 30 February or 31 April); name a day that its months have, or L for "
+        "the last day of the month"
+    )
+
+
 class Schedule:
     """A parsed cron expression: five fields, or six with the second last (croniter's order)."""
 
@@ -162,6 +180,12 @@ class Schedule:
         # leave an hour-long hole.
         self.real_time = hours == ["*"] or set(hours) >= set(range(24))
         self._expanded = expanded
+        try:
+            # Cheap (a fraction of a millisecond; a few when nothing matches), and croniter
+            # applies cron's rule: a day of month and a weekday both given match either.
+            croniter(expression, _PROBE_START).get_next(datetime)
+        except CroniterError:
+            raise NeverFires(never_fires(expression)) from None
 
     @property
     def min_interval(self) -> timedelta:
@@ -200,10 +224,20 @@ class Schedule:
     def _walls(self, start: datetime, step: str) -> Iterator[datetime]:
         """Matching naive wall-clock times after (``get_next``) or before (``get_prev``)."""
         # UTC has no DST: croniter then yields every matching wall-clock time, in order.
-        walls = croniter(self.expression, start.replace(tzinfo=_UTC))
-        while True:
-            wall: datetime = getattr(walls, step)(datetime)
-            yield wall.replace(tzinfo=None)
+        try:
+            walls = croniter(self.expression, start.replace(tzinfo=_UTC))
+            while True:
+                wall: datetime = getattr(walls, step)(datetime)
+                yield wall.replace(tzinfo=None)
+        except CroniterError:
+            # Refused when the expression was parsed; this guards the rest (an expression
+            # changed since), as one line instead of croniter's own words.
+            when = "after" if step == "get_next" else "before"
+            raise InvalidSchedule(
+                f"{self.expression!r} has no tick within 50 years {when} "
+                f"{start.isoformat(sep=' ', timespec='seconds')}; check its day of month, "
+                "month and weekday fields"
+            ) from None
 
     def _first_wall(self, start: datetime, step: str) -> datetime:
         """The first matching wall-clock time after/before the naive ``start``, exclusive."""
@@ -354,7 +388,12 @@ def describe_interval(interval: timedelta) -> str:
 def as_interval(every: timedelta | float) -> timedelta:
     """``every`` as a positive ``timedelta`` (a number is seconds); else ``InvalidSchedule``
     (a ``ValueError``)."""
+    positive = (
+        "every must be a positive duration: a timedelta, or a finite number of seconds above 0"
+    )
     if isinstance(every, (int, float)) and not isinstance(every, bool):
+        if not (math.isfinite(every) and every > 0):  # NaN compares false with everything
+            raise InvalidSchedule(f"{positive}, not {every!r}")
         try:
             every = timedelta(seconds=every)
         except OverflowError:
@@ -364,7 +403,7 @@ def as_interval(every: timedelta | float) -> timedelta:
             f"every must be a timedelta or a number of seconds, not {type(every).__name__}"
         )
     if every <= timedelta(0):
-        raise InvalidSchedule("every must be a positive duration")
+        raise InvalidSchedule(f"{positive}, not {every.total_seconds():g} seconds")
     return every
 
 

@@ -107,6 +107,14 @@ class JobRun(models.Model):
                 condition=models.Q(status="running"),
                 name="advisory_cron_running",
             ),
+            # ... and for the job's rows whose lease has not expired, whatever their status
+            # (a ``lock_lost`` run's body may still be running): only rows whose body has not
+            # reported its end carry a lease, so this index stays as small as the runs going on.
+            models.Index(
+                fields=["job"],
+                condition=models.Q(lease_until__isnull=False),
+                name="advisory_cron_leased",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

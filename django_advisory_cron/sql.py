@@ -143,6 +143,11 @@ _PARTS = {
         "|| %(host)s || ' pid ' || %(pid)s"
     ),
     "STILL_ALIVE": "'an earlier run is still alive (its lease has not expired)'",
+    # A row whose body may still be running, whatever its status: its lease has not expired.
+    # A ``running`` row renews it; a ``lock_lost`` row keeps the lease it had when its lock was
+    # lost (nobody renews it) until it expires or the body ends; every statement that records
+    # a body's end clears it (``finish_run``, ``finish_lost_run``, ``finish_child_run``).
+    "BODY_MAY_RUN": "lease_until >= clock_timestamp()",
 }
 
 
@@ -176,10 +181,12 @@ def acquire_run(
       expired): the lock is not tried, and the final attempt records a ``skipped_paused`` row
       for the tick (a job waiting for its lock waits for a resume alike). A manual run
       (``manual``, "run now") ignores a pause.
-    - ``live``: running rows of this job whose lease has not expired. A holder whose lock
-      connection died may still be running its body, so while such a row exists the lock is
-      not even tried (holding it would not prove that the old holder stopped).
-    - ``interrupted``: running rows whose lease expired, marked ``interrupted`` now.
+    - ``live``: rows of this job whose lease has not expired, whatever their status (a
+      ``running`` row, or a ``lock_lost`` one whose body has not ended yet). A holder whose
+      lock connection died may still be running its body, so while such a row exists the
+      lock is not even tried (holding it would not prove that the old holder stopped).
+    - ``interrupted``: ``running`` rows whose lease expired, marked ``interrupted`` now (a
+      ``lock_lost`` row is never marked: its tick stays taken, and its body may run on).
     - ``tick``: the tick of the ``(instant, tick)`` match nearest the reference time, within
       ``max_skew`` (a tick can be matched at two instants on the night the clocks go back).
     - ``run_id`` is NULL when the tick is already taken (the caller records a skip).
@@ -196,8 +203,7 @@ WITH paused AS (
     SELECT PAUSED_WHY AS why FROM {state}
      WHERE job = %(job)s AND NOT %(manual)s AND PAUSED_NOW
 ), live AS (
-    SELECT count(*) AS n FROM {table}
-     WHERE job = %(job)s AND status = {s_running} AND lease_until >= clock_timestamp()
+    SELECT count(*) AS n FROM {table} WHERE job = %(job)s AND BODY_MAY_RUN
 ), l AS (
     SELECT CASE WHEN EXISTS (SELECT 1 FROM paused) THEN false
                 WHEN (SELECT n FROM live) = 0 THEN FUNCTION(KEY) ELSE false END AS got,
@@ -211,7 +217,7 @@ WITH paused AS (
       FROM l
 ), dead AS (
     UPDATE {table} SET status = {s_interrupted}, finished = clock_timestamp(),
-           error = DEAD_ERROR
+           error = DEAD_ERROR, lease_until = NULL
      WHERE job = %(job)s AND status = {s_running} AND (SELECT got FROM t)
        AND (lease_until IS NULL OR lease_until < clock_timestamp())
     RETURNING id
@@ -283,8 +289,7 @@ WITH i AS (
     SELECT job, PAUSED_WHY AS why FROM {state} WHERE job = ANY(%(jobs)s) AND PAUSED_NOW
 ), live AS (
     SELECT job, count(*) AS n FROM {table}
-     WHERE job = ANY(%(jobs)s) AND status = {s_running} AND lease_until >= clock_timestamp()
-     GROUP BY job
+     WHERE job = ANY(%(jobs)s) AND BODY_MAY_RUN GROUP BY job
 ), l AS (
     SELECT i.job, i.classid, i.objid, i.tick, i.n AS position, p.why, COALESCE(v.n, 0) AS live,
            CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false
@@ -292,7 +297,7 @@ WITH i AS (
       FROM i LEFT JOIN paused p USING (job) LEFT JOIN live v USING (job)
 ), dead AS (
     UPDATE {table} r SET status = {s_interrupted}, finished = clock_timestamp(),
-           error = DEAD_ERROR
+           error = DEAD_ERROR, lease_until = NULL
       FROM l
      WHERE r.job = l.job AND l.got AND r.status = {s_running}
        AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
@@ -338,7 +343,8 @@ SELECT o.job,
 def renew_leases(runs: Sequence[tuple[int, LockKey]], *, lease: float) -> Statement:
     """The heartbeat of the runs claimed together on one connection: renew the lease of each
     run whose lock this backend still holds, in one round trip. One row per run still held
-    (its id); a run missing from the answer lost its lock."""
+    (its id); a run missing from the answer lost its lock. Only ``running`` rows are renewed:
+    a ``lock_lost`` row keeps the lease it had, which runs out."""
     sql = _fill(
         f"""
 WITH h AS (
@@ -439,7 +445,8 @@ def skip_tick(
 
 def renew_lease(key: LockKey, *, run_id: int, lease: float) -> Statement:
     """The heartbeat of a run: check the lock is still held by this backend and, only then,
-    renew the run's lease, in one round trip. One boolean column: still held."""
+    renew the run's lease, in one round trip. One boolean column: still held. Only a
+    ``running`` row is renewed: a ``lock_lost`` row keeps the lease it had, which runs out."""
     condition, params = _held_condition(key)
     sql = _fill(
         f"""
@@ -452,7 +459,9 @@ SELECT held AND EXISTS (SELECT 1 FROM r) FROM h"""
 
 
 def mark_lock_lost(*, run_id: int, error: str) -> Statement:
-    """Mark a running run ``lock_lost`` as soon as the loss is seen (its body may still run)."""
+    """Mark a running run ``lock_lost`` as soon as the loss is seen. Its lease is kept, not
+    renewed: its body may still run, and the other replicas wait for the lease to run out
+    (or for ``finish_lost_run``, when the body ends) before they start the job again."""
     sql = _fill(
         "UPDATE {table} SET status = {s_lock_lost}, error = %(error)s "
         "WHERE id = %(id)s AND status = {s_running}"
@@ -461,7 +470,8 @@ def mark_lock_lost(*, run_id: int, error: str) -> Statement:
 
 
 def finish_lost_run(*, run_id: int, status: str, error: str) -> Statement:
-    """Finish a run whose lock was lost: ``status`` unless another holder already closed it."""
+    """Finish a run whose lock was lost, once its body has ended: ``status`` unless another
+    holder already closed it; its lease ends, so the job is not held back any longer."""
     sql = _fill(
         """
 UPDATE {table} SET
@@ -564,15 +574,16 @@ def release_claim(*, claim_id: int) -> Statement:
 
 def skip_overlapping(*, job: str, host: str, pid: int, tick: datetime, otherwise: str) -> Statement:
     """Record a tick skipped because the job's previous run is still going (Kubernetes'
-    ``concurrencyPolicy: Forbid``). The error text names the job's running row if there is
-    one, else is ``otherwise``. Returns the error text recorded."""
+    ``concurrencyPolicy: Forbid``). The error text names the job's row whose body has not
+    ended (``running``, or ``lock_lost`` while its body goes on) if there is one, else is
+    ``otherwise``. Returns the error text recorded."""
     sql = _fill(
         """
 INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
 VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
         {s_skipped_locked},
         COALESCE('its previous run (run ' || (SELECT id FROM {table}
-                   WHERE job = %(job)s AND status = {s_running}
+                   WHERE job = %(job)s AND lease_until IS NOT NULL AND finished IS NULL
                    ORDER BY started DESC LIMIT 1) || ') is still running', %(otherwise)s))
 RETURNING error"""
     )

@@ -1,0 +1,73 @@
+"""Jobs for the tests of a run's lease after its lock is lost, and of pruning the history,
+loaded with ``ADVISORY_CRON_JSON='{"JOBS_MODULE": "lease_tasks", ...}'`` in the processes
+they start.
+
+The bodies write when they start and end to the file named by ``LEASE_TASKS_LOG`` (one line
+each: ``start|end job pid time``), never through the database: a body whose lock was lost
+must go on undisturbed, as one that makes no query would.
+"""
+
+import os
+import time
+from datetime import timedelta
+
+from django_advisory_cron import locked_task
+
+#: Seconds a lease body runs: well inside the lease the tests configure, so that a body
+#: whose lock was lost one second in ends before its lease would.
+BODY_SECONDS = 5.0
+#: The interval of the scheduled lease jobs.
+EVERY = timedelta(seconds=3)
+#: Jobs due with ``lease_body`` at each of its ticks (claimed together with it).
+COMPANIONS = 3
+
+
+def note(event: str, job: str) -> None:
+    path = os.environ.get("LEASE_TASKS_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{event} {job} {os.getpid()} {time.time():.6f}\n")
+
+
+@locked_task(name="lease_body", every=EVERY)
+def lease_body() -> None:
+    """Pure Python for ``BODY_SECONDS``: nothing stops it when its lock is lost."""
+    note("start", "lease_body")
+    time.sleep(BODY_SECONDS)
+    note("end", "lease_body")
+
+
+def _companion(number: int) -> None:
+    name = f"lease_companion_{number}"
+
+    def body() -> None:
+        note("start", name)
+        note("end", name)
+
+    locked_task(name=name, every=EVERY)(body)
+
+
+for _number in range(COMPANIONS):
+    _companion(_number)
+
+
+@locked_task(name="lease_shell")
+def lease_shell() -> None:
+    """Unscheduled; its body is a shell that the lock's loss cannot interrupt (``system()``
+    waits for its child whatever signal arrives), as a long C call would be."""
+    path = os.environ["LEASE_TASKS_LOG"]
+    os.system(
+        f"echo start lease_shell {os.getpid()} $(date +%s.%N) >> '{path}'; "
+        f"sleep {BODY_SECONDS:g}; echo end lease_shell {os.getpid()} $(date +%s.%N) >> '{path}'"
+    )
+
+
+#: The weekly job of the pruning test: its cron expression comes from the environment, so the
+#: test can choose a day whose latest tick is days old whatever today is.
+WEEKLY = os.environ.get("LEASE_TASKS_WEEKLY", "0 3 * * 0")
+
+
+@locked_task(name="weekly_report", schedule=WEEKLY)
+def weekly_report() -> None:
+    note("start", "weekly_report")
+    note("end", "weekly_report")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from psycopg import sql
 
 from django_advisory_cron import registry
@@ -29,6 +30,138 @@ from django_advisory_cron.testing import (
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "tests" / "manage.py"
+
+
+# -- one server per process: xdist workers each start their own (tests/settings.py) -----------
+
+
+def _given_database_url() -> bool:
+    """Whether the user gave DATABASE_URL (no throwaway cluster was started for this run)."""
+    from tests import settings
+
+    return settings.THROWAWAY is None and not os.environ.get("PYTEST_XDIST_WORKER")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Run serially on a server the user gave: tests restart the server and read its locks
+    and sessions server-wide, so parallel workers would need a server each."""
+    if _given_database_url() and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if _given_database_url():
+        return "database: DATABASE_URL given, so the tests run serially on that one server"
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The xdist controller runs no test: its cluster goes, each worker starts its own."""
+    from tests import settings
+
+    controller = not os.environ.get("PYTEST_XDIST_WORKER")
+    if controller and getattr(session.config.option, "tx", None) and settings.THROWAWAY:
+        settings.THROWAWAY.stop()
+
+
+# -- one broken connection stays one failure ----------------------------------------------------
+
+
+def _connection_problems(wrapper: Any, depth: int) -> list[str]:
+    """What is wrong with a Django connection that should be back at ``depth`` atomic blocks
+    (0 outside pytest-django's ``db`` fixture), without sending it a query."""
+    problems = []
+    if len(wrapper.atomic_blocks) > depth:
+        problems.append(
+            f"left {len(wrapper.atomic_blocks) - depth} transaction.atomic() block(s) open"
+        )
+    if wrapper.closed_in_transaction:
+        problems.append("was closed inside a transaction")
+    raw = wrapper.connection
+    if depth == 0 and raw is not None:
+        if getattr(raw, "closed", False) or getattr(raw, "broken", False):
+            problems.append("was left broken (its server session is gone)")
+        elif raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            problems.append("was left inside a transaction")
+        elif not wrapper.autocommit:
+            problems.append("was left with autocommit off")
+    return problems
+
+
+def _reset_connection(wrapper: Any, depth: int) -> None:
+    """Unwind ``wrapper`` to ``depth`` atomic blocks (rolling back), as an exception leaving
+    each block would; at depth 0 close it, so the next use connects afresh."""
+    failure = RuntimeError("the test left this block open")
+    while len(wrapper.atomic_blocks) > depth:
+        block = wrapper.atomic_blocks[-1]
+        try:
+            block.__exit__(RuntimeError, failure, None)
+        except Exception:
+            if wrapper.atomic_blocks and wrapper.atomic_blocks[-1] is block:
+                wrapper.atomic_blocks.pop()
+    if depth:
+        return
+    wrapper.atomic_blocks.clear()
+    wrapper.savepoint_ids.clear()
+    wrapper.in_atomic_block = False
+    wrapper.needs_rollback = False
+    wrapper.closed_in_transaction = False
+    wrapper.commit_on_exit = True
+    try:
+        wrapper.close()
+    except Exception:
+        wrapper.connection = None
+
+
+def _check_connections(depths: dict[str, int], when: str) -> None:
+    found = []
+    for wrapper in connections.all(initialized_only=True):
+        if wrapper.vendor != "postgresql":
+            continue
+        depth = depths.get(wrapper.alias, 0)
+        problems = _connection_problems(wrapper, depth)
+        if problems:
+            _reset_connection(wrapper, depth)
+            found.append(f"Django's connection {wrapper.alias!r} {' and '.join(problems)}")
+    if found:
+        pytest.fail(
+            f"{'; '.join(found)} {when}. It was rolled back and closed so that later tests "
+            "start clean: a test that breaks a connection on purpose should use a connection "
+            "(or process) of its own, and leave no transaction.atomic() block open.",
+            pytrace=False,
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Fail the test, not the ones after it, when it leaves Django's connection unusable."""
+    depths = {
+        wrapper.alias: len(wrapper.atomic_blocks)
+        for wrapper in connections.all(initialized_only=True)
+    }
+    return (yield from _checked(depths, "at the end of the test"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After every fixture is torn down, Django's connections are outside any atomic block."""
+    return (yield from _checked({}, "after its fixtures were torn down"))
+
+
+def _checked(depths: dict[str, int], when: str) -> Generator[None, None, None]:
+    """Run the wrapped phase, then check (and reset) the connections; an error the phase
+    raised anyway is kept, the connections are reset all the same."""
+    try:
+        result = yield
+    except BaseException:
+        with contextlib.suppress(pytest.fail.Exception):
+            _check_connections(depths, when)
+        raise
+    _check_connections(depths, when)
+    return result
 
 
 def test_database_url() -> str:

@@ -2,6 +2,14 @@
 
 Subprocesses started by the tests (``manage.py runlocked``) import these settings too; they
 inherit ``DATABASE_URL`` from the test process, so only the first process starts a server.
+
+Under pytest-xdist every worker starts a cluster of its own (tests restart the server, read
+``pg_locks`` and ``pg_stat_activity`` server-wide, and terminate backends): a cluster is
+started when ``DATABASE_URL`` is unset, or when it names a cluster that ``TESTS_THROWAWAY_FOR``
+says another process (the xdist controller, another worker) started. A subprocess of worker
+``gw0`` inherits ``PYTEST_XDIST_WORKER=gw0`` and ``TESTS_THROWAWAY_FOR=gw0``, so it reuses that
+worker's cluster. A ``DATABASE_URL`` given by the user (``TESTS_THROWAWAY_FOR`` unset) is used
+as it is, and the suite then runs serially (tests/conftest.py).
 """
 
 import json
@@ -27,14 +35,18 @@ def cannot_start(error: PostgresSetupError) -> NoReturn:
     raise SystemExit(message)
 
 
+#: Which process's throwaway cluster this is: an xdist worker's name, else "main".
+OWNER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
 #: The cluster this process started, if any (tests that restart PostgreSQL need it).
 THROWAWAY: PostgresServer | None = None
-if not os.environ.get("DATABASE_URL"):
+if not os.environ.get("DATABASE_URL") or os.environ.get("TESTS_THROWAWAY_FOR", OWNER) != OWNER:
     try:
         THROWAWAY = start_postgres()
     except PostgresSetupError as error:
         cannot_start(error)
     os.environ["DATABASE_URL"] = THROWAWAY.url("postgres")
+    os.environ["TESTS_THROWAWAY_FOR"] = OWNER
 
 SECRET_KEY = "tests-only-not-secret"
 DEBUG = False

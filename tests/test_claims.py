@@ -9,7 +9,6 @@ import json
 import re
 import signal
 import threading
-import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -27,7 +26,7 @@ from django_advisory_cron.runner import ClaimedRun, claim_together
 from django_advisory_cron.worker import share_out
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
-from tests.waiting import wait_for
+from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -283,6 +282,23 @@ def test_racing_replicas_claiming_together_run_each_tick_once(
         assert sorted(tick for tick in ran.values_list("tick", flat=True) if tick) == ticks
 
 
+def two_full_ticks(names: list[str], observer: Any) -> None:
+    """Wait until every job in ``names`` has run two two-second ticks from now on."""
+    (now,) = observer.execute("SELECT now()").fetchone()
+    beyond = now + timedelta(seconds=3)
+    wait_for(
+        lambda: (
+            JobRun.objects.filter(job__in=names, status=RunStatus.SUCCEEDED, tick__gte=beyond)
+            .values("job")
+            .distinct()
+            .count()
+            == len(names)
+        ),
+        timeout=60,
+        interval=0.2,
+    )
+
+
 def test_cronworkers_claim_their_ticks_together(
     spawn: Any, raw_connect: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -293,7 +309,8 @@ def test_cronworkers_claim_their_ticks_together(
     names = [f"every2_{number}" for number in range(20)]
     workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
     observer = raw_connect()
-    time.sleep(7)
+    wait_for(lambda: workers_present(observer) == 3)
+    two_full_ticks(names, observer)  # each worker claims its share of each tick at once
     for worker in workers:
         worker.send_signal(signal.SIGTERM)
     outputs = [worker.communicate(timeout=30) for worker in workers]
@@ -330,7 +347,7 @@ def test_the_jobs_due_together_are_shared_out_evenly_and_alike_by_every_worker()
 
 
 def test_a_job_dealt_to_a_worker_that_does_not_run_it_still_runs_each_tick(
-    spawn: Any, monkeypatch: pytest.MonkeyPatch
+    spawn: Any, raw_connect: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two workers with different jobs: the jobs only the second one runs are claimed by it
     after ``SPREAD_DELAY`` when they were dealt to the first; each tick runs once."""
@@ -341,7 +358,9 @@ def test_a_job_dealt_to_a_worker_that_does_not_run_it_still_runs_each_tick(
         spawn("cronworker", *names[:10], "--grace", "5"),
         spawn("cronworker", *names, "--grace", "5"),
     ]
-    time.sleep(8)
+    observer = raw_connect()
+    wait_for(lambda: workers_present(observer) == 2)
+    two_full_ticks(names, observer)
     for worker in workers:
         worker.send_signal(signal.SIGTERM)
     for worker in workers:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import time
 from typing import Any
 
 import pytest
@@ -44,7 +43,13 @@ def test_three_workers_run_every_tick_once_and_share_the_wins(
     names = [f"every2_{number}" for number in range(JOBS)]
     workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
     wait_for(lambda: workers_present(observer) == 3)
-    time.sleep(9)
+    succeeded = JobRun.objects.filter(job__in=names, status=RunStatus.SUCCEEDED, tick__isnull=False)
+
+    def three_ticks_each() -> bool:
+        counts = succeeded.values("job").annotate(n=Count("id")).values_list("n", flat=True)
+        return len(counts) == JOBS and min(counts) >= 3
+
+    wait_for(three_ticks_each, timeout=60, interval=0.2)
     for worker in workers:
         worker.send_signal(signal.SIGTERM)
     for worker in workers:

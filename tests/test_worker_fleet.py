@@ -75,6 +75,22 @@ def succeeded_ticks(name: str) -> list[datetime]:
     return sorted(tick for tick in runs.values_list("tick", flat=True) if tick is not None)
 
 
+def wait_for_ticks(names: Iterable[str], beyond: datetime, timeout: float = 60) -> None:
+    """Wait until every job in ``names`` has succeeded for a tick at or after ``beyond``."""
+    names = list(names)
+    wait_for(
+        lambda: (
+            JobRun.objects.filter(job__in=names, status=RunStatus.SUCCEEDED, tick__gte=beyond)
+            .values("job")
+            .distinct()
+            .count()
+            == len(names)
+        ),
+        timeout=timeout,
+        interval=0.2,
+    )
+
+
 def assert_no_gap(ticks: list[datetime], start: datetime, end: datetime) -> None:
     """Every two-second tick in ``[start, end]`` has a successful run."""
     inside = [tick for tick in ticks if start <= tick <= end]
@@ -85,7 +101,7 @@ def assert_no_gap(ticks: list[datetime], start: datetime, end: datetime) -> None
 
 
 @pytest.mark.slow
-def test_three_workers_twenty_jobs_thirty_seconds_each_tick_once(
+def test_three_workers_twenty_jobs_twelve_seconds_each_tick_once(
     fleet: None, spawn: Any, raw_connect: Any
 ) -> None:
     observer = raw_connect()
@@ -93,7 +109,7 @@ def test_three_workers_twenty_jobs_thirty_seconds_each_tick_once(
     workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
     wait_for(lambda: workers_present(observer) == 3)
     started = db_now(observer)
-    time.sleep(30)
+    wait_for_ticks(names, started + timedelta(seconds=12))
     ended = db_now(observer)
     errors = stop(*workers)
     assert [worker.returncode for worker in workers] == [exitcodes.SIGTERM] * 3, errors
@@ -123,7 +139,7 @@ def test_kill_9_of_a_worker_mid_job_loses_no_tick_after_the_lease(
     victim.send_signal(signal.SIGKILL)
     killed = db_now(observer)
     victim.communicate(timeout=10)
-    time.sleep(LEASE + 8)
+    wait_for_ticks(["every2_work"], killed + timedelta(seconds=LEASE + 6))
     ended = db_now(observer)
     stop(survivor)
     assert survivor.returncode == exitcodes.SIGTERM
@@ -153,15 +169,14 @@ def test_a_rolling_restart_doubles_no_tick_and_misses_none(
     workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
     wait_for(lambda: workers_present(observer) == 3)
     started = db_now(observer)
-    replaced = []
-    for _round in range(6):  # replace one worker every 1.5 s: two are always up
-        time.sleep(1.5)
+    for _round in range(4):  # replace one worker a tick: two are always up
+        wait_for_ticks(names, db_now(observer))
         old = workers.pop(0)
         stop(old)
         assert old.returncode == exitcodes.SIGTERM
-        replaced.append(old)
         workers.append(spawn("cronworker", *names, "--grace", "5"))
-    time.sleep(3)
+        wait_for(lambda: workers_present(observer) == 3)
+    wait_for_ticks(names, db_now(observer) + timedelta(seconds=2))
     ended = db_now(observer)
     stop(*workers)
     assert_each_tick_once(names)
@@ -201,7 +216,7 @@ def test_workers_with_skewed_clocks_run_each_tick_once(
     workers = [spawn("cronworker", *names, "--grace", "5", env=env) for env in envs]
     wait_for(lambda: workers_present(observer) == 2)
     started = db_now(observer)
-    time.sleep(7)
+    wait_for_ticks(names, started + timedelta(seconds=6))
     ended = db_now(observer)
     errors = stop(*workers)
     assert [worker.returncode for worker in workers] == [exitcodes.SIGTERM] * 2, errors
@@ -253,7 +268,7 @@ def test_start_worker_runs_the_scheduler_in_a_background_thread(
     threads = [start_worker(names, grace=2) for _ in range(2)]
     wait_for(lambda: workers_present(observer) == 3)
     started = db_now(observer)
-    time.sleep(6.5)
+    wait_for_ticks(names, started + timedelta(seconds=6))
     ended = db_now(observer)
     for worker in threads:
         worker.close(timeout=10)

@@ -2,8 +2,11 @@
 
 Who may read them is ``ENDPOINT_ACCESS``:
 
-- ``"staff"`` (default): a logged-in, active staff user (Django's session); anyone else
-  gets 403. Safe by default, but probes and scrapers have no session.
+- ``"staff"`` (default): a logged-in, active staff user (Django's session) with the
+  permissions the admin's Jobs page and run history need (``view_registeredjob``, and
+  ``view_jobrun`` or ``change_jobrun``), since the documents show the same facts; anyone
+  else gets 403. Safe by default, but probes and scrapers have no session: they use
+  ``"token"``.
 - ``"token"``: the request carries ``Authorization: Bearer <ENDPOINT_TOKEN>`` (what
   Prometheus' ``authorization`` and a Kubernetes probe's ``httpHeaders`` send); else 401.
 - ``"open"``: anyone who reaches the URL. The documents name every job, its schedule and the
@@ -22,7 +25,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from .conf import app_settings
+from .conf import APP_LABEL, app_settings
 from .status import PROBLEMS, health_document
 
 logger = logging.getLogger("django_advisory_cron")
@@ -30,15 +33,61 @@ logger = logging.getLogger("django_advisory_cron")
 View = Callable[[HttpRequest], HttpResponse]
 
 
+def _header_bytes(value: str) -> bytes:
+    """The bytes the client sent for a header ``value``: WSGI and ASGI servers read them as
+    Latin-1. (``compare_digest`` refuses ``str`` with non-ASCII characters: compare bytes.)"""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:  # not from a server (Django's test client passes any str)
+        return value.encode("utf-8", "surrogatepass")
+
+
+def bearer_token(authorization: str) -> str | None:
+    """The credentials of an ``Authorization: Bearer <token>`` value (scheme in any case, one
+    or more spaces after it), else ``None``."""
+    scheme, _space, credentials = authorization.strip(" ").partition(" ")
+    credentials = credentials.lstrip(" ")
+    if scheme.lower() != "bearer" or not credentials or " " in credentials:
+        return None
+    return credentials
+
+
+#: What a staff user needs to read the views under ``ENDPOINT_ACCESS = "staff"``: the admin's
+#: rule for each page showing the same facts (Django's ``ModelAdmin.has_view_permission``:
+#: view or change). The Jobs page shows pauses, lock holders and live workers; the run history
+#: shows each run's host and pid.
+STAFF_PERMISSIONS = (
+    ("view_registeredjob",),  # the Jobs page
+    ("view_jobrun", "change_jobrun"),  # the run history
+)
+
+
+def may_read(user: Any) -> bool:
+    """Whether ``user`` may read the documents under ``ENDPOINT_ACCESS = "staff"``."""
+    if user is None or not user.is_active or not user.is_staff:
+        return False
+    return all(
+        any(user.has_perm(f"{APP_LABEL}.{codename}") for codename in either)
+        for either in STAFF_PERMISSIONS
+    )
+
+
 def refusal(request: HttpRequest) -> HttpResponse | None:
-    """The response that refuses ``request`` under ``ENDPOINT_ACCESS``, or ``None``."""
+    """The response that refuses ``request`` under ``ENDPOINT_ACCESS``, or ``None``.
+
+    Whatever ``Authorization`` header a client sends, the answer is 401 or 403, never an error.
+    """
     access = app_settings.ENDPOINT_ACCESS
     if access == "open":
         return None
     if access == "token":
         token = app_settings.ENDPOINT_TOKEN or ""
-        scheme, _space, given = request.headers.get("Authorization", "").partition(" ")
-        if token and scheme.lower() == "bearer" and hmac.compare_digest(given, token):
+        given = bearer_token(request.headers.get("Authorization", ""))
+        if (
+            token
+            and given is not None
+            and hmac.compare_digest(_header_bytes(given), token.encode("utf-8", "surrogatepass"))
+        ):
             return None
         response = HttpResponse(
             "401 Unauthorized: send the header 'Authorization: Bearer <ENDPOINT_TOKEN>'.\n",
@@ -47,11 +96,13 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
         )
         response["WWW-Authenticate"] = 'Bearer realm="advisory-cron"'
         return response
-    user = getattr(request, "user", None)
-    if user is not None and user.is_active and user.is_staff:
+    if may_read(getattr(request, "user", None)):
         return None
     return HttpResponse(
-        "403 Forbidden: log in as a staff user, or set ADVISORY_CRON['ENDPOINT_ACCESS'].\n",
+        "403 Forbidden: log in as an active staff user with the permissions to view jobs "
+        f"({APP_LABEL}.view_registeredjob) and job runs ({APP_LABEL}.view_jobrun), "
+        "the admin pages that show the same facts; a probe or scraper without a login uses "
+        "ADVISORY_CRON['ENDPOINT_ACCESS'] = 'token'.\n",
         status=403,
         content_type="text/plain",
     )

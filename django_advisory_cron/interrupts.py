@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -19,12 +19,20 @@ from typing import Any
 DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
 
 
+def _nothing() -> None:
+    pass
+
+
 @contextmanager
-def deferred_signals() -> Iterator[None]:
+def deferred_signals() -> Iterator[Callable[[], None]]:
     """Hold the ``DEFERRED`` signals for the block; deliver them afterwards. Main thread only,
-    else a no-op (Python runs signal handlers in the main thread alone)."""
+    else a no-op (Python runs signal handlers in the main thread alone).
+
+    Yields ``deliver``: calling it inside the block ends the holding there (restores the
+    handlers and delivers what was held, which may raise); the block's end then does nothing.
+    """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield _nothing
         return
     pending: list[int] = []
 
@@ -32,13 +40,21 @@ def deferred_signals() -> Iterator[None]:
         pending.append(signum)
 
     previous: dict[int, Any] = {signum: signal.signal(signum, record) for signum in DEFERRED}
-    try:
-        yield
-    finally:
+    holding = [True]
+
+    def deliver() -> None:
+        if not holding or threading.current_thread() is not threading.main_thread():
+            return
+        holding.clear()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         for signum in dict.fromkeys(pending):
             _deliver(signum, previous[signum])
+
+    try:
+        yield deliver
+    finally:
+        deliver()
 
 
 def _deliver(signum: int, handler: object) -> None:

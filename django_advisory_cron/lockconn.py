@@ -28,7 +28,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,15 +200,16 @@ def _cut(connection: BaseDatabaseWrapper) -> None:
 
 
 @contextmanager
-def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[Callable[[], bool]]:
     """Raise ``DatabaseUnavailable`` if the block's statements get no answer in time.
 
     On time-out the connection is cut (see ``_cut()``) and unusable afterwards; for a lock
-    connection that also ends the lock, as a dead network would.
+    connection that also ends the lock, as a dead network would. Yields ``done``: calling it
+    inside the block ends the deadline there, and returns whether the connection was cut.
     """
     deadline = watchdog.arm(seconds, lambda: _cut(connection))
     try:
-        yield
+        yield lambda: watchdog.disarm(deadline)
     except DatabaseError as error:
         if watchdog.disarm(deadline):
             raise DatabaseUnavailable(

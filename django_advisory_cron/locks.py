@@ -164,6 +164,8 @@ class AdvisoryLock:
         self._savepoint: Any = None
         self._guards = ExitStack()
         self._released = False
+        #: Transaction scope, while the lock's transaction commits: what follows the commit.
+        self._on_commit: Callable[[], None] | None = None
 
     def __bool__(self) -> bool:
         return self.acquired
@@ -313,6 +315,8 @@ class AdvisoryLock:
 
     def _mark_committed(self) -> None:
         self.committed = True
+        if self._on_commit is not None:
+            self._on_commit()  # releasing: the commit's deadline ends, held signals go now
 
     # -- while held ----------------------------------------------------------------------
 
@@ -412,43 +416,101 @@ class AdvisoryLock:
             self.connection = None
 
     def _release_transaction(self, error: BaseException | None) -> None:
+        """End the lock's transaction: the body's savepoint, the release statement, the commit
+        (or the rollback). Django's atomic stack is always unwound, in order, whatever fails.
+
+        Two interleavings used to leave the thread inside the lock's ``atomic()`` for good
+        (every later ``atomic()`` a savepoint of a dead transaction, every later query "the
+        connection is closed"):
+
+        - The connection died before the job's next query (a ``pg_terminate_backend`` landing
+          between the lock appearing in ``pg_locks`` and that query: a window of
+          milliseconds, which load widens). That query failed, so the driver knew the
+          connection was closed, and entering the release's pipeline failed before the
+          savepoint was ended; the lock's block then exited with the savepoint still on
+          Django's stack, took its id for its own, and stayed "in atomic". The failure path
+          therefore ends the savepoint first.
+        - A signal held back during the release statement was delivered between that
+          statement and the commit, and escaped before the commit ran (the finished row the
+          exit message reported was rolled back). Signals are therefore held until the
+          transaction has ended: delivered as soon as it has committed (from the first
+          ``on_commit`` callback, before the body's own), else once it has rolled back. The
+          commit gets a deadline like every statement of ours, so it cannot hang unbounded
+          while signals are held.
+        """
         atomic, self._atomic = self._atomic, None
         if atomic is None:
             return
+        connection = self.connection
+        assert connection is not None
+        with deferred_signals() as deliver:
+            try:
+                self._end_transaction(atomic, connection, error, deliver)
+            finally:
+                self._on_commit = None
+
+    def _end_transaction(
+        self,
+        atomic: Any,
+        connection: BaseDatabaseWrapper,
+        error: BaseException | None,
+        deliver: Callable[[], None],
+    ) -> None:
         try:
             statement = (
                 self.statements.release(self.key, "transaction", error) if self.acquired else None
             )
-            assert self.connection is not None
             # One round trip: the savepoint's end (a rollback to it if the body failed) and the
             # release statement; the commit follows, so on_commit callbacks run outside it. An
             # empty pipeline would still cost its sync: none when there is nothing to send.
             sending = self._savepoint is not None or statement is not None
             with (
-                deferred_signals(),
-                answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
-                pipelined(self.connection) if sending else nullcontext(),
+                answer_within(connection, app_settings.STATEMENT_TIMEOUT),
+                pipelined(connection) if sending else nullcontext(),
             ):
                 self._close_savepoint(error)
                 if statement is not None:
-                    with self.connection.cursor() as cursor:
+                    with connection.cursor() as cursor:
                         cursor.execute(*statement)
-        except Exception as failure:
-            atomic.__exit__(type(failure), failure, failure.__traceback__)
-            self._after_failed_transaction(failure)
+        except BaseException as failure:
+            # Entering the pipeline may fail before the savepoint was ended: end it now.
+            try:
+                self._close_savepoint(failure)
+            finally:
+                atomic.__exit__(type(failure), failure, failure.__traceback__)
+            if isinstance(failure, Exception):
+                self._after_failed_transaction(failure)
             raise
         # A taken lock commits (its run is recorded); an untaken one commits its skip row,
         # unless acquiring itself failed.
-        if self.acquired or error is None:
-            try:
-                atomic.__exit__(None, None, None)
-            except Exception as failure:
-                if not self.committed:
-                    self._after_failed_transaction(failure)
-                raise
-        else:
-            assert error is not None
-            atomic.__exit__(type(error), error, error.__traceback__)
+        committing = self.acquired or error is None
+        cut = False
+        try:
+            with answer_within(connection, app_settings.STATEMENT_TIMEOUT) as done:
+
+                def committed() -> None:
+                    nonlocal cut
+                    cut = done()
+                    deliver()
+
+                self._on_commit = committed
+                try:
+                    if committing:
+                        atomic.__exit__(None, None, None)
+                    else:
+                        assert error is not None
+                        atomic.__exit__(type(error), error, error.__traceback__)
+                finally:
+                    cut = done() or cut
+        except Exception as failure:
+            if committing and not self.committed:
+                self._after_failed_transaction(failure)
+            raise
+        finally:
+            if cut and not connection.in_atomic_block:
+                # The deadline cut the connection as the transaction ended (perhaps the one
+                # Django had just reopened): its next use opens a new one instead.
+                connection.close()
 
     def _after_failed_transaction(self, failure: BaseException) -> None:
         """A transaction-scoped lock whose transaction could not finish: if the connection is

@@ -22,6 +22,14 @@ def edge_hold_scheduled(path: str, timeout: str = "60") -> str:
     return "released"
 
 
+@locked_task(name="edge_hold_every10", every=10, scope="session")
+def edge_hold_every10(path: str, timeout: str = "60") -> str:
+    """``edge_hold_scheduled`` ticking every ten seconds, for tests about seconds, not minutes."""
+    _mark("edge_hold_every10")
+    wait_for_file(path, float(timeout))
+    return "released"
+
+
 @locked_task(name="edge_sleep_transaction", scope="transaction")
 def edge_sleep_transaction(seconds: str = "2") -> str:
     """Writes a marker in the lock's transaction, then sleeps."""

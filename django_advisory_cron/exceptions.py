@@ -1,6 +1,8 @@
 """Every error this app raises, under one base class: ``except AdvisoryCronError`` catches them.
 
-``JobTimedOut`` alone is a ``BaseException``: it stops a run, as ``KeyboardInterrupt`` does.
+``JobTimedOut`` and the stops of [Interrupted][django_advisory_cron.exceptions.Interrupted]
+are ``BaseException``: they stop a run, as ``KeyboardInterrupt`` does, and a job's
+``except Exception`` must not swallow them.
 """
 
 from __future__ import annotations
@@ -58,6 +60,49 @@ class JobTimedOut(BaseException):
     def __init__(self, timeout: float) -> None:
         super().__init__(f"stopped after its timeout of {timeout:g} s")
         self.timeout = timeout
+
+
+#: The attribute that names the signal which raised an exception in a running job (set on the
+#: [Interrupted][django_advisory_cron.exceptions.Interrupted] classes, and by the runner on
+#: whatever another signal handler raised while a job ran in the main thread).
+SIGNAL_ATTRIBUTE = "advisory_cron_signal"
+
+
+def stopping_signal(error: BaseException | None) -> str | None:
+    """The name of the signal (``"SIGTERM"``) whose handler raised ``error`` while a job ran:
+    a stop from outside, recorded ``interrupted``. ``None`` for anything the job's own code
+    raised, whatever its class (``SystemExit``, a ``KeyboardInterrupt`` it raised itself):
+    that run failed."""
+    name = getattr(error, SIGNAL_ATTRIBUTE, None)
+    return name if isinstance(name, str) else None
+
+
+class Interrupted(BaseException):
+    """A run stopped from outside: raised in the job's thread by a signal its process received
+    (see its subclasses). The run is recorded ``interrupted`` and gives its tick back."""
+
+    advisory_cron_signal = "a signal"
+
+
+class Terminated(Interrupted):
+    """Raised in the main thread by SIGTERM (``runlocked``, ``cronjob trigger --here``, the
+    processes ``cronworker`` starts) so the run unwinds, records and unlocks."""
+
+    advisory_cron_signal = "SIGTERM"
+
+
+class SigintReceived(Interrupted, KeyboardInterrupt):
+    """Raised in the main thread by SIGINT (Ctrl-C) while a job runs there, so the run is
+    recorded ``interrupted``; a ``KeyboardInterrupt``, so code that stops on Ctrl-C still
+    does. A ``KeyboardInterrupt`` raised by the job's own code is a failure instead."""
+
+    advisory_cron_signal = "SIGINT"
+
+
+class JobFailed(AdvisoryCronError):
+    """A job's code raised something that is not an ``Exception`` (``SystemExit``,
+    ``GeneratorExit``, a ``KeyboardInterrupt`` it raised itself): raised by a task delivery in
+    its place (chained to it), so the task worker records a failed task instead of stopping."""
 
 
 class UnknownJob(AdvisoryCronError, LookupError):

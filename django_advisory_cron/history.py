@@ -26,7 +26,7 @@ from django.db import DatabaseError
 
 from . import sql
 from .conf import app_settings
-from .exceptions import JobTimedOut
+from .exceptions import JobTimedOut, stopping_signal
 from .keys import LockKey
 from .lockconn import unpooled_connection
 from .locks import Row, Send
@@ -51,23 +51,44 @@ LOCK_LOST = "lock_lost"
 TIMED_OUT = "timed_out"
 
 
-def error_text(error: BaseException) -> str:
+def stopped_by(error: BaseException, *, body: bool = True) -> str | None:
+    """The signal that stopped a run which ended with ``error``, or ``None`` when ``error`` is
+    a failure.
+
+    ``body``: ``error`` came out of the job's own code (its body, a ``job_started`` receiver,
+    an ``on_commit`` callback). Only a stop raised by a signal this process received (see
+    [stopping_signal][django_advisory_cron.exceptions.stopping_signal]) counts there; anything
+    the code raised itself, of any class (``SystemExit``, ``KeyboardInterrupt``,
+    ``GeneratorExit``), is a failure. Otherwise (``body=False``: while the lock was being
+    taken, before any of the job's code ran) every ``BaseException`` that is not an
+    ``Exception`` is a stop."""
+    name = stopping_signal(error)
+    if name is None and not body and not isinstance(error, Exception):
+        name = "SIGINT" if isinstance(error, KeyboardInterrupt) else "a signal"
+    return name
+
+
+def error_text(error: BaseException, *, body: bool = True) -> str:
     """What the history keeps of an exception: its traceback, or one line for a signal or a
-    timeout."""
+    timeout (``body``: see [stopped_by][django_advisory_cron.history.stopped_by])."""
     if isinstance(error, JobTimedOut):
         return str(error)
-    if isinstance(error, Exception):
-        return "".join(traceback.format_exception(error)).strip()
-    return f"interrupted by {type(error).__name__}"
+    signal = stopped_by(error, body=body)
+    if signal is not None:
+        return f"interrupted by {signal}"
+    return "".join(traceback.format_exception(error)).strip()
 
 
-def status_of(error: BaseException | None) -> str:
-    """The status of a run that ended with ``error`` (``None``: it returned)."""
+def status_of(error: BaseException | None, *, body: bool = True) -> str:
+    """The status of a run that ended with ``error`` (``None``: it returned): ``interrupted``
+    (its tick given back) only for a stop from outside; ``failed`` (its tick taken) for
+    anything the job's code raised (``body``: see
+    [stopped_by][django_advisory_cron.history.stopped_by])."""
     if error is None:
         return SUCCEEDED
     if isinstance(error, JobTimedOut):
         return TIMED_OUT
-    return FAILED if isinstance(error, Exception) else INTERRUPTED
+    return INTERRUPTED if stopped_by(error, body=body) is not None else FAILED
 
 
 class RunRecord:
@@ -173,7 +194,11 @@ class RunRecord:
                 shared=self.shared,
             )
         assert self.run_id is not None  # taken, and the tick not done: the row is ours
-        status, text = self.outcome or (status_of(error), error_text(error) if error else "")
+        # No outcome yet: the job's code never ran (taking the lock was cut short).
+        status, text = self.outcome or (
+            status_of(error, body=False),
+            error_text(error, body=False) if error else "",
+        )
         return sql.finish_run(
             key, scope, run_id=self.run_id, status=status, error=text, shared=self.shared
         )

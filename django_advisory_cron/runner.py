@@ -13,15 +13,26 @@ what the job raised (as ``Job.run`` does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import FrameType
 from typing import Any, Protocol
 
 from . import history, signals
 from .claims import ClaimConnection, SharedLock
 from .conf import app_settings
-from .exceptions import JobTimedOut, LockLost, first_line
+from .exceptions import (
+    SIGNAL_ATTRIBUTE,
+    JobTimedOut,
+    LockLost,
+    SigintReceived,
+    first_line,
+    stopping_signal,
+)
 from .heartbeat import lost_text
 from .keys import LockKey
 from .locks import AdvisoryLock
@@ -178,20 +189,81 @@ def execute(
         savepoint=True,
     )
     result.lock = lock
-    try:
-        lock.acquire()
-    except BaseException as signal:
-        if isinstance(signal, Exception):
-            raise  # nothing was recorded: the caller reports it
-        # A signal (or the timeout) while the lock was being taken; the lock recorded and
-        # released the run.
-        result.status, result.error = RunStatus(history.status_of(signal)), signal
-        result.run_id, result.tick = record.run_id, record.tick
-        _log_stop(job, signal)
-        return result
-    if _taken(job, lock, record, result):
-        _run(job, lock, record, result, args, dict(kwargs or {}))
+    with signals_stop_runs():
+        try:
+            lock.acquire()
+        except BaseException as stop:
+            if isinstance(stop, Exception):
+                raise  # nothing was recorded: the caller reports it
+            # A signal (or the timeout) while the lock was being taken, before any of the
+            # job's code ran; the lock recorded and released the run.
+            result.status = RunStatus(history.status_of(stop, body=False))
+            result.error = stop
+            result.run_id, result.tick = record.run_id, record.tick
+            _log_stop(job, stop, body=False)
+            return result
+        if _taken(job, lock, record, result):
+            _run(job, lock, record, result, args, dict(kwargs or {}))
     return result
+
+
+def raise_sigint(signum: int, frame: FrameType | None) -> None:
+    """A SIGINT handler: raise [SigintReceived][django_advisory_cron.exceptions.SigintReceived]
+    (a ``KeyboardInterrupt``) so a run stopped by Ctrl-C is told apart from a job that raised
+    ``KeyboardInterrupt`` itself."""
+    raise SigintReceived()
+
+
+#: The signals whose Python handlers, while a job runs in the main thread, stop the run.
+STOP_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+    if hasattr(signal, name)
+)
+
+
+def _marking(handler: Callable[[int, FrameType | None], Any]) -> Callable[..., Any]:
+    def mark_what_it_raises(signum: int, frame: FrameType | None) -> Any:
+        try:
+            return handler(signum, frame)
+        except BaseException as raised:
+            if stopping_signal(raised) is None:
+                setattr(raised, SIGNAL_ATTRIBUTE, signal.Signals(signum).name)
+            raise
+
+    return mark_what_it_raises
+
+
+@contextmanager
+def signals_stop_runs() -> Iterator[None]:
+    """While a job runs in the main thread: whatever a signal handler raises there is a stop
+    from outside (the run is ``interrupted``); what the job's code raises is a failure.
+
+    Python's own SIGINT handler is replaced by
+    [raise_sigint][django_advisory_cron.runner.raise_sigint]; another Python handler (a task
+    worker's, a server's) runs as before, and what it raises is marked with the signal's name.
+    Handlers the job installs itself are left in place. Elsewhere (another thread, which no
+    signal handler interrupts) a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    installed: dict[int, tuple[Any, Any]] = {}
+    for signum in STOP_SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler is signal.default_int_handler:
+            ours: Any = raise_sigint
+        elif callable(handler) and handler is not raise_sigint:
+            ours = _marking(handler)
+        else:
+            continue
+        signal.signal(signum, ours)
+        installed[signum] = (handler, ours)
+    try:
+        yield
+    finally:
+        for signum, (handler, ours) in installed.items():
+            if signal.getsignal(signum) is ours:
+                signal.signal(signum, handler)
 
 
 @dataclass
@@ -329,10 +401,16 @@ def _run(
             lost.__cause__ = cause
             error = lost if error is None or isinstance(error, Exception) else error
         error = error or failure
-    except BaseException as signal:
-        # SIGINT/SIGTERM held back while the row was being finished: the run is recorded as
-        # it ended; the signal is passed on once the report is made.
-        late = signal
+    except BaseException as raised:
+        if lock.committed and stopping_signal(raised) is None:
+            # Transaction scope: the run committed, then an on_commit callback the job
+            # registered raised (SystemExit, GeneratorExit, ...): the job's code failed.
+            status, text = _after_failed_release(lock, record, raised, text)
+            error = error or raised
+        else:
+            # SIGINT/SIGTERM held back while the row was being finished: the run is recorded
+            # as it ended; the signal is passed on once the report is made.
+            late = raised
     if lock.lost and lock.scope == "session":
         # The job's own failure stays a failure; success, or being stopped, is a lost lock.
         if status == history.SUCCEEDED or isinstance(error, LockLost):
@@ -344,7 +422,7 @@ def _run(
 
 
 def _after_failed_release(
-    lock: AdvisoryLock, record: history.RunRecord, failure: Exception, text: str
+    lock: AdvisoryLock, record: history.RunRecord, failure: BaseException, text: str
 ) -> tuple[str, str]:
     """Record a transaction-scoped run whose transaction did not end as planned, through a
     fresh connection; return its status and error text."""
@@ -372,16 +450,18 @@ def _report(
         logger.info("job %s finished%s", job.name, " (lock lost)" if status == "lock_lost" else "")
         signals.job_finished.send(sender=job, run=result)
         return
-    if isinstance(error, Exception):
-        logger.error("job %s %s", job.name, status.label, exc_info=error)
-    else:
+    if isinstance(error, JobTimedOut) or stopping_signal(error) is not None:
         _log_stop(job, error)
+    else:
+        # Whatever the job's code raised, SystemExit and KeyboardInterrupt included.
+        logger.error("job %s %s", job.name, status.label, exc_info=error)
     signals.job_failed.send(sender=job, run=result, exception=error)
 
 
-def _log_stop(job: RunnableJob, stop: BaseException) -> None:
+def _log_stop(job: RunnableJob, stop: BaseException, *, body: bool = True) -> None:
     """Log a run ended by a signal or by its timeout."""
     if isinstance(stop, JobTimedOut):
         logger.error("job %s timed out: %s", job.name, stop)
     else:
-        logger.warning("job %s interrupted by %s", job.name, type(stop).__name__)
+        by = history.stopped_by(stop, body=body) or "a signal"
+        logger.warning("job %s interrupted by %s", job.name, by)

@@ -21,15 +21,12 @@ from ..exceptions import (
     LockDatabaseError,
     LockLost,
     LockScopeError,
+    Terminated,
     first_line,
+    stopping_signal,
 )
 from ..models import RunStatus
-from ..runner import RunResult
-
-
-class Terminated(BaseException):
-    """Raised in the main thread by SIGTERM so the run unwinds, records and unlocks."""
-
+from ..runner import RunResult, raise_sigint
 
 #: Sent to our own main thread when the heartbeat finds the lock lost: a run in its own
 #: process stops at once, not at its next database query.
@@ -38,8 +35,9 @@ LOST_SIGNAL = signal.SIGUSR1
 
 @contextmanager
 def signals_unwind(timeout: float | None = None) -> Iterator[None]:
-    """SIGTERM and SIGINT raise in the main thread, so the run records and unlocks; a lost
-    lock raises ``LockLost`` there; ``timeout`` seconds after the start, SIGALRM raises
+    """SIGTERM and SIGINT raise in the main thread (``Terminated``, ``SigintReceived``: stops
+    from outside, told apart from what the job raises itself), so the run records and unlocks;
+    a lost lock raises ``LockLost`` there; ``timeout`` seconds after the start, SIGALRM raises
     ``JobTimedOut`` (and from then on SIGTERM does too: whoever stops a run that is over its
     timeout stops it for that).
 
@@ -68,7 +66,7 @@ def signals_unwind(timeout: float | None = None) -> Iterator[None]:
 
     previous = {
         signal.SIGTERM: signal.signal(signal.SIGTERM, terminate),
-        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGINT: signal.signal(signal.SIGINT, raise_sigint),
         LOST_SIGNAL: signal.signal(LOST_SIGNAL, lost),
         signal.SIGALRM: signal.signal(signal.SIGALRM, alarm),
     }
@@ -116,8 +114,9 @@ def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -
             recorded = f"{run} recorded as timed out" if result.run_id else "nothing recorded"
             return exitcodes.TIMED_OUT, f"{name}: {error} ({recorded}; lock released)"
         error = None  # the time ran out as the run was being recorded: it ended as recorded
-    if error is not None and not isinstance(error, Exception):
-        # A signal: the exit code says so, the message says what the history holds.
+    if error is not None and stopping_signal(error) is not None:
+        # A signal: the exit code says so, the message says what the history holds. (What the
+        # job raised itself, SystemExit or KeyboardInterrupt included, is a failure below.)
         by = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
         code = exitcodes.SIGTERM if by == "SIGTERM" else exitcodes.SIGINT
         if status != RunStatus.INTERRUPTED:
@@ -141,7 +140,18 @@ def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -
             f"{name}: the lock's connection was lost while the job ran ({run} recorded as "
             "lock lost); another replica may run it too"
         )
-    described = f"{type(error).__name__}: {error}" if error is not None else "failed"
+    described = _described(error)
     return exitcodes.JOB_FAILED, (
         f"job {name!r} failed: {described} (traceback logged; {run} recorded as failed)"
     )
+
+
+def _described(error: BaseException | None) -> str:
+    """What the job raised, for the one line ``runlocked`` prints when it failed."""
+    if error is None:
+        return "failed"
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if not isinstance(error, Exception):
+        # SystemExit, KeyboardInterrupt, GeneratorExit: raised by the job's code, not a signal.
+        text += ", raised by the job itself, not by a signal"
+    return text

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from ...exceptions import JobFailed
 from ...jobs import registry
 from ...models import RunStatus
 from ...runner import execute
@@ -31,13 +32,23 @@ def _run_tick(context: Any, job_name: str, at: str, args: list[Any]) -> dict[str
     A tick delivered twice (two schedulers, a retry, a redelivery) runs once: the second
     delivery finds the tick taken and records a skip. A job failure is recorded as a failed
     run and re-raised, so the backend marks the task failed too; a retry of it then finds the
-    tick taken and skips.
+    tick taken and skips. What the job's code raised that is not an ``Exception``
+    (``SystemExit``, ``KeyboardInterrupt``) is re-raised as a ``JobFailed`` chained to it, so
+    the task worker does not take it for a stop of its own.
     """
     job = registry.get(job_name)  # UnknownJob: not registered in this worker process
     moment = datetime.fromisoformat(at)
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)
     result = execute(job, args=tuple(args), now=moment, task_id=str(context.task_result.id))
+    error = result.error
+    if result.status == RunStatus.FAILED and not isinstance(error, (Exception, type(None))):
+        # SystemExit, KeyboardInterrupt, ... raised by the job's code: the task failed, and
+        # the task worker (or the scheduler an immediate backend runs it in) must not stop.
+        raise JobFailed(
+            f"job {job.name!r} failed: it raised {type(error).__name__} (run {result.run_id} "
+            "recorded as failed)"
+        ) from error
     result.reraise()
     return {
         "job": job.name,

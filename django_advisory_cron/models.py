@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from django.db import models, transaction
+from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
 
@@ -36,15 +37,38 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
     """Run history queries; ``prune_jobruns`` is a thin wrapper around ``prune()``."""
 
     def prunable(self, older_than: datetime) -> JobRunQuerySet:
-        """Runs started before ``older_than``, minus running rows and each job's latest success.
+        """Runs started before ``older_than``, minus the rows the scheduling rules still read.
 
-        The latest success of each job is taken from the whole history (on this queryset's
-        database), whatever filters this queryset has: the Jobs page and ``cronstatus`` need it
-        to tell an overdue job from one that never ran.
+        Kept whatever their age:
+
+        - rows whose body may still be running: ``running`` rows, and any row whose lease has
+          not expired (a ``lock_lost`` run's body may go on until then);
+        - each job's latest recorded tick, as the catch-up reads it
+          (``sql.latest_recorded_ticks``): the row with the greatest tick among the statuses
+          that take a tick (``TICK_TAKING``), and the latest started row that has a tick,
+          whatever its status. Pruning them would make a worker's next start think the tick
+          was missed, and run it again;
+        - each job's latest success: the Jobs page and ``cronstatus`` need it to tell an
+          overdue job from one that never ran.
+
+        Those rows are found in the whole history (on this queryset's database), whatever
+        filters this queryset has.
         """
+        history = self.model._default_manager.using(self.db)
         latest_success = (
-            self.model._default_manager.using(self.db)
-            .filter(status=RunStatus.SUCCEEDED)
+            history.filter(status=RunStatus.SUCCEEDED)
+            .order_by("job", "-started", "-id")
+            .distinct("job")
+            .values("id")
+        )
+        greatest_taken_tick = (
+            history.filter(status__in=TICK_TAKING, tick__isnull=False)
+            .order_by("job", "-tick")
+            .distinct("job")
+            .values("id")
+        )
+        latest_with_tick = (
+            history.filter(tick__isnull=False)
             .order_by("job", "-started", "-id")
             .distinct("job")
             .values("id")
@@ -52,7 +76,10 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         return (
             self.filter(started__lt=older_than)
             .exclude(status=RunStatus.RUNNING)
+            .exclude(lease_until__gte=Now())
             .exclude(id__in=latest_success)
+            .exclude(id__in=greatest_taken_tick)
+            .exclude(id__in=latest_with_tick)
         )
 
     def prune(self, older_than: datetime, batch_size: int = 1000) -> int:

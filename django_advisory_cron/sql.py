@@ -674,6 +674,10 @@ def latest_recorded_ticks(jobs: list[str]) -> Statement:
     job, never the whole history: the greatest tick among the rows that take a tick (the
     partial unique index on ``(job, tick)``), and the tick of the most recently started row
     that has one (the ``(job, started)`` index), which is where a later skip would be.
+
+    Pruning keeps both rows of every job (``JobRun.objects.prunable``): they are what the
+    once-per-tick and catch-up rules read, so a worker's next start never finds a tick it
+    ran missing.
     """
     sql = _fill(
         """
@@ -681,7 +685,7 @@ SELECT j.job, GREATEST(
     (SELECT tick FROM {table} WHERE job = j.job AND status IN ({taking}) AND tick IS NOT NULL
       ORDER BY tick DESC LIMIT 1),
     (SELECT tick FROM {table} WHERE job = j.job AND tick IS NOT NULL
-      ORDER BY started DESC LIMIT 1))
+      ORDER BY started DESC, id DESC LIMIT 1))
   FROM unnest(%(jobs)s::text[]) AS j(job)"""
     )
     return sql, {"jobs": list(jobs)}

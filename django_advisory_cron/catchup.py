@@ -62,7 +62,7 @@ def database_now(alias: str) -> datetime:
 
 def recorded_ticks(connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, datetime]:
     """The latest tick each named job has a row for (skips included); jobs without one are
-    left out. One statement for all of them."""
+    left out. One statement for all of them. ``prune_jobruns`` keeps the rows it reads."""
     text, params = sql.latest_recorded_ticks(names)
     with (
         answer_within(connection, app_settings.STATEMENT_TIMEOUT),

@@ -211,7 +211,9 @@ class RunRecord:
     # -- recording without the lock connection ------------------------------------------
 
     def mark_lost(self, error_line: str) -> bool:
-        """Mark the running row ``lock_lost`` at once (its body may still be running)."""
+        """Mark the running row ``lock_lost`` at once. Its body may still be running, so the
+        row keeps its lease (no longer renewed): other replicas wait for it to expire, or for
+        ``finish_lost`` to record the body's end, which ends it."""
         if self.run_id is None:
             return False
         statement = sql.mark_lock_lost(run_id=self.run_id, error=error_line)

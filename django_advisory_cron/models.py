@@ -109,10 +109,11 @@ class JobRun(models.Model):
     finished = models.DateTimeField(_("finished"), null=True, blank=True)
     status = models.CharField(_("status"), max_length=20, choices=RunStatus.choices)
     error = models.TextField(_("error"), blank=True, default="")
-    #: Until when a ``running`` session-scoped run counts as alive without a heartbeat
-    #: renewing it. Holding the job's lock does not prove an earlier holder stopped (its lock
-    #: connection may have died while its body runs on), so a running row whose lease has not
-    #: expired keeps the job from starting again.
+    #: Until when a session-scoped run counts as alive without a heartbeat renewing it.
+    #: Holding the job's lock does not prove an earlier holder stopped (its lock connection
+    #: may have died while its body runs on), so a row whose lease has not expired keeps the
+    #: job from starting again, whatever its status: a ``lock_lost`` row keeps the lease it
+    #: had (no longer renewed) until its body ends. Cleared when a run's end is recorded.
     lease_until = models.DateTimeField(_("lease until"), null=True, blank=True)
     #: Started by hand ("run now"), outside the schedule: such a run never takes a tick. The
     #: defaults live in the database too: the run statements insert rows in raw SQL.

@@ -1,10 +1,17 @@
 """``manage.py prune_jobruns``: delete run history older than ``HISTORY_DAYS``, in batches.
 
 A thin wrapper around ``JobRun.objects.prune()``: small batches keep each transaction short, so
-pruning a large history never blocks the runner. Unfinished (``running``) rows and each job's
-latest success are kept whatever their age: the Jobs page and ``cronstatus`` need the latter to
-tell an overdue job from one that never ran. Run it from cron itself, e.g.
-``manage.py runlocked prune_jobruns``.
+pruning a large history never blocks the runner. Kept whatever their age:
+
+- runs whose body may still be running: ``running`` rows, and rows whose lease has not expired
+  (a ``lock_lost`` run goes on until its body ends or its lease runs out);
+- each job's latest recorded tick (its row with the greatest tick among the statuses that take
+  a tick, and its latest row with a tick, skips included): ``cronworker`` catches up the ticks
+  after it, so pruning it would run a tick again;
+- each job's latest success: the Jobs page and ``cronstatus`` need it to tell an overdue job
+  from one that never ran.
+
+Run it from cron itself, e.g. ``manage.py runlocked prune_jobruns``.
 """
 
 from __future__ import annotations
@@ -12,16 +19,21 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from ...conf import app_settings
 from ...exceptions import CommandFailed
 from ...models import JobRun
+from ..base import AppCommand
 
 
-class Command(BaseCommand):
-    help = "Delete job run history older than ADVISORY_CRON['HISTORY_DAYS'] days, in batches."
+class Command(AppCommand):
+    help = (
+        "Delete job run history older than ADVISORY_CRON['HISTORY_DAYS'] days, in batches. "
+        "Whatever their age, it keeps the runs still going (or still within their lease), each "
+        "job's latest recorded tick (so no tick runs again) and each job's latest success."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -26,17 +26,19 @@ def test_check_reports_schedules_that_never_fire(manage: Any) -> None:
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if "django_advisory_cron.E007" in line]
-    assert len(errors) == 2, result.stderr
+    assert len(errors) == 1, result.stderr
     assert "'thirtieth_of_february'" in errors[0] and "'0 0 30 2 *' never fires" in errors[0]
-    assert "'thirty_first_of_short_months'" in errors[1] and "'0 0 31 4,6,9,11 * 30'" in errors[1]
     # Rare is not never: cron ORs a day of the month with a weekday, and 29 February exists.
     assert "mondays_in_february" not in result.stderr and "leap_days" not in result.stderr
     assert "E005" not in result.stderr
 
 
 @pytest.mark.django_db(transaction=True)
-def test_runlocked_of_a_never_firing_job_is_a_usage_error(manage: Any) -> None:
-    result = manage("runlocked", SETTINGS, "thirtieth_of_february")
+@pytest.mark.parametrize("options", [(), ("--skip-checks",)])
+def test_runlocked_of_a_never_firing_job_is_a_usage_error(
+    manage: Any, options: tuple[str, ...]
+) -> None:
+    result = manage("runlocked", SETTINGS, *options, "thirtieth_of_february")
     print(result.returncode, result.stderr)
     assert result.returncode == exitcodes.USAGE, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -63,6 +65,7 @@ def test_cronworker_refuses_a_never_firing_job(manage: Any) -> None:
         "0 0 30,31 2 *",
         "0 0 31 4 *",
         "0 0 31 4,6,9,11 *",
+        "0 0 31 4,6,9,11 * 30",
         "0 0 30 2 * 15",
         "0 0 31 2,4 ?",
     ],

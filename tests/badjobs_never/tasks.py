@@ -9,18 +9,7 @@ def thirtieth_of_february() -> None:
     """There is no 30 February."""
 
 
-def thirty_first_of_short_months() -> None:
-    """April, June, September and November have 30 days."""
-
-
 registry.register(Job(func=thirtieth_of_february, name="thirtieth_of_february", cron="0 0 30 2 *"))
-registry.register(
-    Job(
-        func=thirty_first_of_short_months,
-        name="thirty_first_of_short_months",
-        cron="0 0 31 4,6,9,11 * 30",
-    )
-)
 
 
 @locked_task(schedule="0 0 30 2 1")

@@ -47,7 +47,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -55,7 +55,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, ProgrammingError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import catchup, delivery, history, pooler, signals, sql
@@ -120,6 +120,19 @@ SLOT_WAIT_LOGGED = 1.0
 
 #: Statuses counted as failed in the worker's line at shutdown.
 FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST, RunStatus.TIMED_OUT, RunStatus.INTERRUPTED)
+
+
+def reconnect_pause(attempt: int) -> float:
+    """Seconds to pause before reconnecting attempt ``attempt`` (from 0) in a row."""
+    return RECONNECT_PAUSES[min(attempt, len(RECONNECT_PAUSES) - 1)]
+
+
+def answers(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection`` is open and answers a statement."""
+    try:
+        return connection.connection is not None and connection.is_usable()
+    except Exception:
+        return False
 
 
 def worker_identity() -> str:
@@ -327,11 +340,20 @@ class Worker:
         self._uid = f"{self.identity}:{id(self)}"  # several workers may share one process
         self.stats = WorkerStats()
         self._stop = threading.Event()
-        self._running: dict[str, Future[Any]] = {}
-        #: The tick each job was last dispatched for (named when the next one overlaps it).
-        self._last_tick: dict[str, datetime] = {}
+        #: Every run this worker started and that may still be going, per job, whatever
+        #: started it (a tick, a catch-up, a "run now", a delivery), with what it is for (named
+        #: when a tick overlaps it). Shutdown waits for all of them; done ones are dropped as
+        #: they are looked at.
+        self._runs: dict[str, dict[Future[Any], str]] = {}
         #: Runs in progress, by pool thread: their rows are finished here if the grace ends.
         self._active: dict[int, RunResult] = {}
+        #: Set in this worker's pool threads while they run a job of its (see ``_track``).
+        self._mine = threading.local()
+        #: Jobs whose schedule failed to give a tick: logged once, not scheduled any more.
+        self._unschedulable: set[str] = set()
+        #: Connections lost in a row, without a whole pass of the loop in between: how long
+        #: to pause before reconnecting (``RECONNECT_PAUSES``).
+        self._losses = 0
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
         self.abandoned: list[RunResult] = []
         #: Child processes stopped when the grace ended (they, or this worker, recorded them).
@@ -358,6 +380,12 @@ class Worker:
         self.listening = False
         self._notified = True  # look for requests made while no worker ran
         self._requests_seen = 0.0
+
+    @property
+    def _running(self) -> dict[str, Future[Any]]:
+        """The latest run started per job (for a test that waits for a pass of the loop)."""
+        with self._lock:
+            return {name: list(runs)[-1] for name, runs in self._runs.items() if runs}
 
     @property
     def presence_name(self) -> str:
@@ -400,6 +428,19 @@ class Worker:
         with warm_while_scheduling():
             self._schedule()
 
+    def run_logged(self) -> None:
+        """``run()``, logging in one line why it stopped if it could not go on (a background
+        worker has no command to exit with a code)."""
+        try:
+            self.run()
+        except ProgrammingError as error:
+            logger.error(
+                "cronworker %s: stopped: the database refused its statements (%s); is the "
+                "app's table missing? run manage.py migrate, then restart this process",
+                self.identity,
+                first_line(error),
+            )
+
     def _schedule(self) -> None:
         self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
         signals.job_started.connect(self._track, weak=False, dispatch_uid=self._uid)
@@ -414,8 +455,9 @@ class Worker:
                         # A (re)connected presence: listen again; the first pass plans.
                         self._presence = presence
                         clock = DatabaseClock(presence)
-                        self._listen(presence)
                         if upcoming is None:
+                            # First, so a database without the app's tables is the first
+                            # thing this worker says.
                             upcoming = self._first_ticks(clock.read())
                             logger.info(
                                 "cronworker %s: %d scheduled job(s), first tick %s",
@@ -423,9 +465,16 @@ class Worker:
                                 len(upcoming),
                                 min(upcoming.values(), default=None),
                             )
+                        self._listen(presence)
                     assert upcoming is not None
-                    self._sleep(self._wake(clock, upcoming))
+                    wait = self._wake(clock, upcoming)
+                    self._losses = 0  # a whole pass: the connection works again
+                    self._sleep(wait)
                 except (DatabaseError, DatabaseUnavailable) as error:
+                    if isinstance(error, ProgrammingError) and answers(presence):
+                        # The database answered, and refused the statement (a missing table:
+                        # migrate has not run): reconnecting cannot fix that.
+                        raise
                     presence.close()
                     presence = self._reattend(error)
         finally:
@@ -451,12 +500,20 @@ class Worker:
             together: list[tuple[Job[..., object], datetime]] = []
             for name in run_order(self.identity, due):
                 job = self.jobs[name]
-                ticks = self._ticks_due(job, upcoming[name], now)
+                try:
+                    ticks = self._ticks_due(job, upcoming[name], now)
+                    following = self._next_tick(job, now)
+                except (DatabaseError, DatabaseUnavailable):
+                    raise
+                except Exception as error:  # the schedule's own failure: this job alone
+                    self._unschedule(job, error)
+                    del upcoming[name]
+                    continue
                 if len(ticks) == 1 and self._claimable(job):
                     together.append((job, ticks[0]))
                 elif ticks:
                     self._dispatch(job, ticks)
-                upcoming[name] = self._next_tick(job, now)
+                upcoming[name] = following
             if together:
                 self._dispatch_together(together)
         if not upcoming:
@@ -478,12 +535,19 @@ class Worker:
         """Reach the database again after ``error`` (or at a persistent start), pausing longer
         each time; ``None`` when stopped meanwhile."""
         if error is not None:
+            # Pause before the first attempt too, longer after each loss in a row: a database
+            # that accepts connections and then fails every pass must not be spun on.
+            pause = reconnect_pause(self._losses)
+            self._losses += 1
             logger.warning(
-                "cronworker %s: lost the database (%s); reconnecting",
+                "cronworker %s: lost the database (%s); reconnecting in %g s",
                 self.identity,
                 first_line(error),
+                pause,
             )
-        attempt = 0
+            if self._stop.wait(pause):
+                return None
+        attempt = self._losses
         while not self._stop.is_set():
             try:
                 presence = self._attend()
@@ -494,7 +558,7 @@ class Worker:
                         self.identity,
                         first_line(failure),
                     )
-                self._stop.wait(RECONNECT_PAUSES[min(attempt, len(RECONNECT_PAUSES) - 1)])
+                self._stop.wait(reconnect_pause(attempt))
                 attempt += 1
                 continue
             if error is not None or attempt:
@@ -549,6 +613,8 @@ class Worker:
         except DatabaseError as error:
             if connection.connection is None or not connection.is_usable():
                 raise  # the connection is gone: the loop reconnects
+            if isinstance(error, ProgrammingError):
+                raise  # a missing table: the worker cannot work here (see the loop)
             logger.error("cronworker: could not look for run-now requests: %s", error)
             return
         for name, requested, by in claimed:
@@ -567,11 +633,33 @@ class Worker:
         recorded = catchup.recorded_ticks(self._presence, list(self.jobs))
         first = {}
         for name, job in self.jobs.items():
-            missed = catchup.first_missed(job, recorded.get(name), now)
+            try:
+                missed = catchup.first_missed(job, recorded.get(name), now)
+                first[name] = missed or self._next_tick(job, now)
+            except (DatabaseError, DatabaseUnavailable):
+                raise
+            except Exception as error:  # the schedule's own failure: this job alone
+                self._unschedule(job, error)
+                continue
             if missed is not None:
                 self._missed_at_start[name] = now
-            first[name] = missed or self._next_tick(job, now)
         return first
+
+    def _unschedule(self, job: Job[..., object], error: Exception) -> None:
+        """Stop scheduling ``job``, whose schedule failed to give its ticks; log it once."""
+        if job.name in self._unschedulable:
+            return
+        self._unschedulable.add(job.name)
+        schedule = getattr(job.schedule, "expression", None) or job.schedule_text
+        logger.error(
+            "cronworker %s: job %r is not scheduled: its schedule %r gives no tick (%s); fix "
+            "the schedule (manage.py check lists schedule problems) and restart cronworker; "
+            "its other jobs run as usual",
+            self.identity,
+            job.name,
+            schedule,
+            first_line(error),
+        )
 
     def _ticks_due(self, job: Job[..., object], first: datetime, now: datetime) -> list[datetime]:
         """The ticks of ``job`` to run now, oldest first: ``first`` is the earliest not yet
@@ -630,23 +718,23 @@ class Worker:
                         self._stop.set()
                         return
                     self.stats.started += 1
-                    self._running[job.name] = handing
+                    self._add_running(job.name, handing, f"tick {tick.isoformat()}, enqueued")
             return
         with self._lock:
-            previous = self._running.get(job.name)
-            if previous is None or previous.done():
+            previous = self._going(job.name)
+            if not previous:
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())
                 except RuntimeError:  # the interpreter is exiting: start nothing more
                     self._stop.set()
                     return
                 self.stats.started += len(ticks)
-                self._last_tick[job.name] = ticks[-1]
-                self._running[job.name] = future
+                self._add_running(job.name, future, f"tick {ticks[-1].isoformat()}")
                 return
-            waiting = not previous.running()
+            waiting = not any(future.running() for future in previous)
+            what = " and ".join(sorted(previous.values()))
         for tick in ticks:
-            self._skip_overlapping(job, tick, waiting)
+            self._skip_overlapping(job, tick, waiting, what)
 
     def _claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s tick can be claimed in a batch with others': it runs in a thread
@@ -660,8 +748,7 @@ class Worker:
         if pooler.resolve_scope(job.scope, using) != "session":
             return False
         with self._lock:
-            previous = self._running.get(job.name)
-        return previous is None or previous.done()
+            return not self._going(job.name)
 
     def _dispatch_together(self, due: list[tuple[Job[..., object], datetime]]) -> None:
         """Claim the ticks of ``due`` in as few statements as possible, then start the
@@ -759,8 +846,7 @@ class Worker:
                 self._stop.set()
             else:
                 self.stats.started += 1
-                self._last_tick[name] = tick
-                self._running[name] = future
+                self._add_running(name, future, f"tick {tick.isoformat()}")
                 future.add_done_callback(abandon_if_cancelled)
                 return
         claimed.abandon(why)
@@ -787,11 +873,25 @@ class Worker:
                 return
             self.stats.started += 1
             self.stats.manual += 1
-            self._running[job.name] = future
+            self._add_running(job.name, future, "a run-now request")
 
-    def _skip_overlapping(self, job: Job[..., object], tick: datetime, waiting: bool) -> None:
-        """Record ``tick`` as skipped because the job's previous run is still going."""
-        previous = f"its previous run (tick {self._last_tick[job.name].isoformat()})"
+    def _add_running(self, name: str, future: Future[Any], what: str) -> None:
+        """Remember a run this worker started (hold ``self._lock``)."""
+        self._runs.setdefault(name, {})[future] = what
+
+    def _going(self, name: str) -> dict[Future[Any], str]:
+        """The runs of ``name`` this worker started that are not over (hold ``self._lock``)."""
+        runs = self._runs.get(name, {})
+        for future in [future for future in runs if future.done()]:
+            del runs[future]
+        return dict(runs)
+
+    def _skip_overlapping(
+        self, job: Job[..., object], tick: datetime, waiting: bool, what: str
+    ) -> None:
+        """Record ``tick`` as skipped because the job's previous run (for ``what``) is still
+        going."""
+        previous = f"its previous run ({what})"
         otherwise = (
             f"{previous} is still waiting for a free slot (--max-concurrency "
             f"{self.max_concurrency})"
@@ -820,10 +920,22 @@ class Worker:
         )
 
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
-        """``job_started`` receiver: remember the runs of this worker's pool threads."""
-        if threading.current_thread().name.startswith(RUN_THREAD):
+        """``job_started`` receiver: remember the runs of this worker's pool threads (not
+        those of another worker in the same process)."""
+        if getattr(self._mine, "running", False):
             with self._lock:
                 self._active[threading.get_ident()] = run
+
+    @contextlib.contextmanager
+    def _tracking(self) -> Iterator[None]:
+        """Around a job run in this thread: ``_track`` remembers it while it runs."""
+        self._mine.running = True
+        try:
+            yield
+        finally:
+            self._mine.running = False
+            with self._lock:
+                self._active.pop(threading.get_ident(), None)
 
     def _run_one(
         self,
@@ -849,13 +961,12 @@ class Worker:
                 result = self._run_in_process(job, tick, using)
             else:
                 try:
-                    if claimed is not None:
-                        result = claimed.run()
-                    else:
-                        result = execute(job, now=tick, using=using, manual=tick is None)
+                    with self._tracking():
+                        if claimed is not None:
+                            result = claimed.run()
+                        else:
+                            result = execute(job, now=tick, using=using, manual=tick is None)
                 finally:
-                    with self._lock:
-                        self._active.pop(threading.get_ident(), None)
                     connections.close_all()  # this pool thread's own connections
         except Exception as error:  # nothing could be recorded (the database is away)
             logger.error(
@@ -877,7 +988,9 @@ class Worker:
         self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime
     ) -> delivery.Delivery | None:
         try:
-            handed = deliverer.deliver(job, tick, using=job.using or self.using)
+            # A queue that runs its tasks at once runs the job in this thread.
+            with self._tracking():
+                handed = deliverer.deliver(job, tick, using=job.using or self.using)
         except Exception as error:
             logger.error("cronworker: tick %s of %s not enqueued: %s", tick, job.name, error)
             with self._lock:
@@ -996,12 +1109,10 @@ class Worker:
         self._kill_at = deadline
         self._terminate_at = deadline - min(STOP_GRACE, self.grace / 2)
         with self._lock:
-            running = [
-                (name, future) for name, future in self._running.items() if not future.done()
-            ]
+            running = [(name, future) for name in self._runs for future in self._going(name)]
         for name, future in running:
             # A child killed at the deadline is recorded by its pool thread: wait for that.
-            until = deadline + (STOP_GRACE if self.in_process(self.jobs[name]) else 0.0)
+            until = deadline + (STOP_GRACE if self.in_process(self.manual_jobs[name]) else 0.0)
             try:
                 future.result(timeout=max(0.0, until - time.monotonic()))
             except FutureTimeout:
@@ -1050,6 +1161,6 @@ def start_worker(
         isolation=isolation,
         persistent=True,
     )
-    worker.thread = threading.Thread(target=worker.run, name=SCHEDULER_THREAD, daemon=True)
+    worker.thread = threading.Thread(target=worker.run_logged, name=SCHEDULER_THREAD, daemon=True)
     worker.thread.start()
     return worker

@@ -9,6 +9,7 @@ from types import FrameType
 from typing import Any
 
 from django.core.management.base import CommandParser
+from django.db import ProgrammingError
 
 from ... import delivery, exitcodes
 from ...conf import app_settings
@@ -17,6 +18,7 @@ from ...jobs import registry
 from ...lockconn import bound_connect
 from ...worker import ISOLATIONS, Worker
 from ..base import AppCommand
+from ..runs import outcome
 
 EPILOG = """\
 Run the same command in every replica, next to the web process: each tick of each scheduled
@@ -34,9 +36,11 @@ SIGTERM shortly before it ends), records those still running as interrupted and 
 exit codes:
   2    usage error: unknown job name, no scheduled job to run, bad option
   69   the lock database cannot be reached
-  78   configuration error: the lock database is not PostgreSQL, a job must run in a
-       process and the settings are not a module a child process can load, or a job's
-       deliver= cannot work here (no Tasks framework, unknown backend)
+  78   configuration error: the lock database is not PostgreSQL, the app's tables are
+       missing (run migrate), a job must run in a process and the settings are not a
+       module a child process can load, a job's deliver= cannot work here (no Tasks
+       framework, unknown backend), or a system check of django-advisory-cron reports an
+       error (one line each; manage.py check shows them all; --skip-checks starts anyway)
   130  stopped by SIGINT, 143 by SIGTERM
 """
 
@@ -47,7 +51,6 @@ class Command(AppCommand):
         "Run every scheduled job at each of its ticks, in every replica at once: the database "
         "lets exactly one replica run each tick."
     )
-    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -139,6 +142,10 @@ class Command(AppCommand):
             self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
         except LockDatabaseError as error:
             self.leave(exitcodes.CONFIG, str(error))
+        except ProgrammingError as error:
+            # The database refused the worker's statements (its tables are missing): the line
+            # runlocked prints for the same cause.
+            self.leave(*outcome(scheduled[0].name, error, None))
         stats = worker.stats
         self.stdout.write(
             f"cronworker {worker.identity}: stopped; started {stats.started} run(s) "

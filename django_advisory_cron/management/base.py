@@ -1,5 +1,6 @@
 """What this app's management commands share: an epilog printed as written (exit-code
-tables), and leaving with one line and a documented exit code."""
+tables), leaving with one line and a documented exit code, and refusing to start while a
+system check of this app reports an error."""
 
 from __future__ import annotations
 
@@ -9,23 +10,74 @@ import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandParser
+
+from .. import exitcodes
+from ..conf import APP_LABEL, CHECK_TAG
+
+#: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
+#: ran the checks: a job's invalid schedule.
+USAGE_CHECKS = frozenset({f"{APP_LABEL}.E005", f"{APP_LABEL}.E007"})
 
 
 class AppCommand(BaseCommand):
-    """A command whose ``--help`` ends with ``epilog``, kept as written."""
+    """A command whose ``--help`` ends with ``epilog``, kept as written, and that refuses to
+    start while a system check of this app reports an error (see ``check``)."""
 
     epilog = ""
+    #: This app's checks, before ``handle``; ``--skip-checks`` skips them. The live ones (tagged
+    #: ``database``) get no database here and do nothing: ``manage.py check --database`` runs
+    #: them.
+    requires_system_checks = [CHECK_TAG]
+
+    def check(
+        self,
+        app_configs: Any = None,
+        tags: Any = None,
+        display_num_errors: bool = False,
+        include_deployment_checks: bool = False,
+        fail_level: int = checks.ERROR,
+        databases: Any = None,
+    ) -> None:
+        """Exit 78 (2 for an invalid schedule) when a check of this app reports an error,
+        printing each error's message on a line of its own (``manage.py check`` shows them
+        with their ids and hints). Warnings are left to ``manage.py check``."""
+        found = checks.run_checks(
+            app_configs=app_configs,
+            tags=tags,
+            include_deployment_checks=include_deployment_checks,
+            databases=databases,
+        )
+        errors = [
+            message
+            for message in found
+            if message.level >= fail_level
+            and (message.id or "").startswith(f"{APP_LABEL}.")
+            and not message.is_silenced()  # SILENCED_SYSTEM_CHECKS
+        ]
+        if not errors:
+            return
+        for message in errors:
+            self.stderr.write(f"{self.command_name}: {' '.join(message.msg.split())}")
+        usage = all(message.id in USAGE_CHECKS for message in errors)
+        sys.exit(exitcodes.USAGE if usage else exitcodes.CONFIG)
+
+    @property
+    def command_name(self) -> str:
+        """The command's name, as typed after ``manage.py``."""
+        return self.__module__.rpartition(".")[2]
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
-        parser.epilog = self.epilog
+        if self.epilog:
+            parser.formatter_class = argparse.RawDescriptionHelpFormatter
+            parser.epilog = self.epilog
         return parser
 
     def leave(self, code: int, message: str) -> NoReturn:
         """Print one line to stderr, named after the command, and exit with ``code``."""
-        self.stderr.write(f"{self.__module__.rpartition('.')[2]}: {message}")
+        self.stderr.write(f"{self.command_name}: {message}")
         sys.exit(code)
 
 

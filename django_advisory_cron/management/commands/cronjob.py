@@ -36,7 +36,9 @@ exit codes:
   2    usage error: unknown job, bad --until
   4    trigger: no cronworker is connected to the database, nothing was recorded
   69   the lock database cannot be reached
-  78   configuration error: the job state table is missing (run migrate), not PostgreSQL
+  78   configuration error: the job state table is missing (run migrate), not PostgreSQL,
+       or a system check of django-advisory-cron reports an error (one line each, at start;
+       manage.py check shows them all; --skip-checks starts anyway)
   75, 130, 143   trigger --here: as for runlocked
 """
 
@@ -44,7 +46,6 @@ exit codes:
 class Command(AppCommand):
     epilog = EPILOG
     help = "Pause, resume or run now a registered job, or list the jobs and their state."
-    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -36,6 +36,8 @@ exit codes:
   3    unhealthy: at least one job is overdue, stuck (stale lock) or failing, or fewer
        cronworker processes are alive than --expect-workers (EXPECT_WORKERS) asks for
   69   the lock database cannot be reached
+  78   configuration error: a system check of django-advisory-cron reports an error (one
+       line each; manage.py check shows them all; --skip-checks starts anyway)
 """
 
 
@@ -47,7 +49,6 @@ class Command(AppCommand):
     epilog = EPILOG
     help = "Report jobs that are overdue, stuck (stale lock) or failing; exit non-zero if any."
     # A probe runs every few seconds and must answer about jobs, not about the whole project.
-    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="print one JSON document")

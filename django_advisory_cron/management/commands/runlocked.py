@@ -32,8 +32,11 @@ exit codes:
   2    usage error: unknown job, bad arguments, invalid schedule
   69   the lock database cannot be reached
   75   the lock's connection was lost while the job ran
-  78   configuration error: the lock database is not PostgreSQL, or misused scope; with
-       --enqueue: no Tasks framework, unknown backend, or a backend that refuses the task
+  78   configuration error: the lock database is not PostgreSQL, misused scope, the
+       run-history table is missing (run migrate), or a system check of
+       django-advisory-cron reports an error (one line each; manage.py check shows them
+       all; --skip-checks starts anyway); with --enqueue: no Tasks framework, unknown
+       backend, or a backend that refuses the task
   124  the job ran past its timeout: stopped, recorded as timed out, lock released
   N    with --conflict-exit-code N: skipped because another process holds the lock
   130  interrupted by SIGINT, 143 by SIGTERM (run marked interrupted, lock released)
@@ -57,7 +60,6 @@ class Command(AppCommand):
         "Run a registered job, or any management command, under its PostgreSQL advisory lock: "
         "exactly one replica runs it, the others skip at once (or wait with --wait)."
     )
-    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("job", nargs="?", help="a registered job, or a management command")

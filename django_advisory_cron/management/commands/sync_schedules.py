@@ -9,12 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from ...exceptions import CommandFailed
+from ..base import AppCommand
+
+EPILOG = """\
+exit codes:
+  0    in sync (or, with --dry-run, the changes were printed)
+  1    django_q is not installed, or the database refused a change
+  2    usage error: bad option
+  78   configuration error: a system check of django-advisory-cron reports an error (one
+       line each; manage.py check shows them all; --skip-checks starts anyway)
+"""
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
+    epilog = EPILOG
     help = (
         "Create or update one django-q2 CRON Schedule per job registered with a schedule. "
         "Rows made by hand are never touched; rows of removed jobs are deleted with --prune."

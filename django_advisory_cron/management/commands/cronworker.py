@@ -34,7 +34,8 @@ On SIGTERM or SIGINT it starts nothing new, gives running jobs --grace seconds (
 SIGTERM shortly before it ends), records those still running as interrupted and exits.
 
 exit codes:
-  2    usage error: unknown job name, no scheduled job to run, bad option
+  2    usage error: unknown job name, no scheduled job to run, bad option, invalid
+       schedule
   69   the lock database cannot be reached
   78   configuration error: the lock database is not PostgreSQL, the app's tables are
        missing (run migrate), a job must run in a process and the settings are not a

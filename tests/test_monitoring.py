@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.db.models import F
 from django.test import Client
@@ -87,9 +88,18 @@ def test_access_rules(minutely: Job[Any, Any], django_user_model: Any) -> None:
         plain.force_login(django_user_model.objects.create_user("plain", password="x"))
         assert plain.get(HEALTH).status_code == 403
         staff = Client()
-        staff.force_login(
-            django_user_model.objects.create_user("staff", password="x", is_staff=True)
+        staff_user = django_user_model.objects.create_user("staff", password="x", is_staff=True)
+        staff.force_login(staff_user)
+        # Staff alone is not enough: the pages that show the same facts need their permissions.
+        assert staff.get(HEALTH).status_code == 403
+        staff_user.user_permissions.add(
+            *Permission.objects.filter(
+                content_type__app_label="django_advisory_cron",
+                codename__in=["view_registeredjob", "view_jobrun"],
+            )
         )
+        staff = Client()
+        staff.force_login(staff_user)
         assert staff.get(HEALTH).status_code == 200
         assert staff.get(METRICS).status_code == 200
         assert staff.post(HEALTH).status_code == 405

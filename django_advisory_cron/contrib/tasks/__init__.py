@@ -8,7 +8,7 @@ its lock for that tick, so a duplicate delivery is a recorded ``skipped_tick``.
 * ``framework`` — ``django.tasks`` (Django 6.0+) or the ``django-tasks`` backport (5.2);
 * ``task`` — the one task registered with the framework;
 * ``deliverer`` — the claim and the enqueue, and ``enqueue()`` for code;
-* ``checks`` — ``E050`` to ``W053``;
+* ``checks`` — ``E050`` to ``W054``;
 * ``links`` — the admin's link from a run to its task result.
 
 [install][django_advisory_cron.contrib.tasks.install] is called by the app's ``ready()``: it

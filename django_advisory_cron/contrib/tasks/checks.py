@@ -4,6 +4,8 @@
 names a backend alias that ``TASKS`` does not configure. ``E052``: the backend cannot take the
 task (its class cannot be loaded, or it refuses the task, e.g. its ``QUEUES`` lack
 ``"default"``). ``W053``: the backend never runs what is enqueued (``DummyBackend``).
+``W054``: the backend queues nothing and runs each tick inside the scheduler's enqueue
+(``ImmediateBackend``, the default without a ``TASKS`` setting).
 """
 
 from __future__ import annotations

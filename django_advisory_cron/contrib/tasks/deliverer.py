@@ -10,6 +10,7 @@ the run history and every later delivery records ``skipped_tick``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -134,7 +135,34 @@ def diagnose(job: DeliverableJob) -> list[Problem]:
                 is_error=False,
             )
         ]
+    if runs_in_place(backend):
+        return [
+            Problem(
+                "W054",
+                f"Job {job.name!r} is delivered to the Tasks backend {alias!r}, an "
+                "ImmediateBackend (the default without a TASKS setting): nothing is queued, "
+                "each tick runs inside the scheduler that enqueues it (cronworker, runlocked "
+                "--enqueue).",
+                "Configure TASKS with a backend that queues (e.g. django-tasks-db's "
+                "DatabaseBackend) and run its workers, or remove deliver= to run the ticks in "
+                "cronworker itself.",
+                is_error=False,
+            )
+        ]
     return []
+
+
+def runs_in_place(backend: Any) -> bool:
+    """Whether ``backend`` runs a task inside ``enqueue()`` instead of queueing it: the
+    framework's ``ImmediateBackend`` (or a subclass), the default without a ``TASKS`` setting.
+
+    A class check: neither framework has a flag for it (``supports_defer`` says whether a
+    backend can delay a task, not whether it queues one: the ``DummyBackend``'s is true)."""
+    try:
+        module = importlib.import_module(f"{framework().__name__}.backends.immediate")
+    except ImportError:
+        return False
+    return isinstance(backend, module.ImmediateBackend)
 
 
 class TasksDeliverer:

@@ -214,10 +214,11 @@ def raise_sigint(signum: int, frame: FrameType | None) -> None:
     raise SigintReceived()
 
 
-#: The signals whose Python handlers, while a job runs in the main thread, stop the run.
+#: The signals whose Python handlers, while a job runs in the main thread, stop the run
+#: (SIGALRM: a task worker's own timeout, e.g. django-q2's, raised in the job).
 STOP_SIGNALS = tuple(
     getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM")
     if hasattr(signal, name)
 )
 
@@ -402,7 +403,7 @@ def _run(
             error = lost if error is None or isinstance(error, Exception) else error
         error = error or failure
     except BaseException as raised:
-        if lock.committed and stopping_signal(raised) is None:
+        if lock.committed and not _is_stop(raised):
             # Transaction scope: the run committed, then an on_commit callback the job
             # registered raised (SystemExit, GeneratorExit, ...): the job's code failed.
             status, text = _after_failed_release(lock, record, raised, text)
@@ -450,12 +451,17 @@ def _report(
         logger.info("job %s finished%s", job.name, " (lock lost)" if status == "lock_lost" else "")
         signals.job_finished.send(sender=job, run=result)
         return
-    if isinstance(error, JobTimedOut) or stopping_signal(error) is not None:
+    if _is_stop(error):
         _log_stop(job, error)
     else:
         # Whatever the job's code raised, SystemExit and KeyboardInterrupt included.
         logger.error("job %s %s", job.name, status.label, exc_info=error)
     signals.job_failed.send(sender=job, run=result, exception=error)
+
+
+def _is_stop(error: BaseException) -> bool:
+    """Whether ``error`` stopped the run from outside (a signal, the job's timeout)."""
+    return isinstance(error, JobTimedOut) or stopping_signal(error) is not None
 
 
 def _log_stop(job: RunnableJob, stop: BaseException, *, body: bool = True) -> None:

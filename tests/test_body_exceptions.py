@@ -221,3 +221,19 @@ def test_job_run_a_sigint_before_the_body_starts_is_interrupted(scope: Scope) ->
     run = JobRun.objects.get(job="quick_scheduled")
     assert run.status == RunStatus.INTERRUPTED and run.error == "interrupted by SIGINT"
     assert Marker.objects.filter(job="quick_scheduled").count() == 0
+
+
+def test_job_run_under_a_django_q2_timeout_is_interrupted(fresh_registry: None) -> None:
+    """django-q2 stops a task past its timeout with a SIGALRM handler that raises a
+    ``SystemExit`` in it: a stop from outside, so the redelivery runs the tick again."""
+    from django_q.exceptions import TimeoutException
+    from django_q.timeout import TimeoutHandler
+
+    @locked_task(name="past_q2_timeout", schedule="0 * * * *")
+    def past_q2_timeout() -> None:
+        time.sleep(30)
+
+    with pytest.raises(TimeoutException), TimeoutHandler(1):
+        past_q2_timeout.run(now=TICK)
+    run = JobRun.objects.get(job="past_q2_timeout")
+    assert run.status == RunStatus.INTERRUPTED and run.error == "interrupted by SIGALRM"

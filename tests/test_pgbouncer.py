@@ -6,9 +6,12 @@ Connections through PgBouncer 1.18 in transaction mode must not use prepared sta
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -97,16 +100,28 @@ def test_the_trap_through_advisory_lock_is_reported(
     assert wait_for(lambda: holders(observer, key) == [], 5)
 
 
+@pytest.fixture
+def edge_jobs(fresh_registry: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edge jobs, registered here and in every subprocess the test starts."""
+    import tests.jobsapp.edge_tasks as module
+
+    importlib.reload(module)  # registers them again after an earlier test's cleanup
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "edge_tasks"}))
+
+
 def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
-    pgbouncer_transaction: PgBouncer, spawn: Any, raw_connect: Any
+    pgbouncer_transaction: PgBouncer, spawn: Any, raw_connect: Any, edge_jobs: None, tmp_path: Any
 ) -> None:
-    """5 threads and 5 ``runlocked`` processes race one job through the same PgBouncer."""
+    """5 threads and 5 ``runlocked`` processes race one job through the same PgBouncer; the
+    winner holds the lock until the other nine have recorded their skips."""
     observer = raw_connect()
-    job = registry.get("transactional")
+    name = "edge_hold_transaction"
+    job = registry.get(name)
     assert job.scope == "transaction"
+    release = str(tmp_path / "release")
     url = bouncer_url(pgbouncer_transaction)
     with database_alias("bouncer_tx", **bouncer_entry(pgbouncer_transaction)):
-        processes = [spawn("runlocked", "transactional", "4", url=url) for _ in range(5)]
+        processes = [spawn("runlocked", name, release, url=url) for _ in range(5)]
         outcomes: list[str] = []
         errors: list[BaseException] = []
         barrier = threading.Barrier(5)
@@ -114,7 +129,7 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
         def contender() -> None:
             try:
                 barrier.wait()
-                outcomes.append(job.run("4", using="bouncer_tx").status)
+                outcomes.append(job.run(release, using="bouncer_tx").status)
             except BaseException as error:
                 errors.append(error)
             finally:
@@ -124,16 +139,19 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
         for thread in threads:
             thread.start()
         # While the winner runs, exactly one backend holds the job's lock.
-        assert wait_for(lambda: holders(observer, job.key), 10)
+        assert wait_for(lambda: holders(observer, job.key), 30)
+        skips = JobRun.objects.filter(job=name, status=RunStatus.SKIPPED_LOCKED)
+        wait_for(lambda: skips.count() >= 9, 60)
         assert len(holders(observer, job.key)) == 1
+        Path(release).touch()
         for thread in threads:
             thread.join(60)
         results = [process.communicate(timeout=60) for process in processes]
         codes = [process.returncode for process in processes]
     assert errors == []
     assert codes == [0] * 5, results
-    assert Marker.objects.filter(job="transactional").count() == 1
-    statuses = sorted(JobRun.objects.filter(job="transactional").values_list("status", flat=True))
+    assert Marker.objects.filter(job=name).count() == 1
+    statuses = sorted(JobRun.objects.filter(job=name).values_list("status", flat=True))
     assert statuses == [RunStatus.SKIPPED_LOCKED] * 9 + [RunStatus.SUCCEEDED]
     assert len(outcomes) == 5
     # The commit released it: nothing left on any server connection of the pool.

@@ -30,6 +30,14 @@ def edge_hold_every10(path: str, timeout: str = "60") -> str:
     return "released"
 
 
+@locked_task(name="edge_hold_transaction", scope="transaction")
+def edge_hold_transaction(path: str, timeout: str = "60") -> str:
+    """Writes a marker in the lock's transaction, then holds the lock until ``path`` exists."""
+    _mark("edge_hold_transaction")
+    wait_for_file(path, float(timeout))
+    return "committed"
+
+
 @locked_task(name="edge_sleep_transaction", scope="transaction")
 def edge_sleep_transaction(seconds: str = "2") -> str:
     """Writes a marker in the lock's transaction, then sleeps."""

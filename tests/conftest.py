@@ -42,11 +42,32 @@ def _given_database_url() -> bool:
     return settings.THROWAWAY is None and not os.environ.get("PYTEST_XDIST_WORKER")
 
 
+def _asked_for_workers(config: pytest.Config) -> bool:
+    """Whether ``-n`` was given on the command line or in PYTEST_ADDOPTS (not pyproject's)."""
+    given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    return any(
+        arg == "-n" or arg.startswith("--numprocesses") or (arg[:2] == "-n" and arg[2:3] != "-")
+        for arg in map(str, given)
+    )
+
+
+def _names_test_files(config: pytest.Config) -> bool:
+    """Whether the command line names test files or tests only (no directory)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS or not config.args:
+        return False
+    here = config.invocation_params.dir
+    return all(Path(here, arg.split("::")[0]).is_file() for arg in config.args)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Run serially on a server the user gave: tests restart the server and read its locks
-    and sessions server-wide, so parallel workers would need a server each."""
-    if _given_database_url() and getattr(config.option, "numprocesses", None):
+    and sessions server-wide, so parallel workers would need a server each. Tests named by
+    file or id also run serially (starting workers and their servers would take longer),
+    unless ``-n`` is given."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    if _given_database_url() or (_names_test_files(config) and not _asked_for_workers(config)):
         config.option.numprocesses = 0
         config.option.dist = "no"
 
@@ -55,6 +76,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if _given_database_url():
         return "database: DATABASE_URL given, so the tests run serially on that one server"
     return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` (those waiting for real ticks, up to two minutes) first, so
+    that under xdist they start at once on every worker instead of ending the run alone.
+    Otherwise the order stays (pytest-django's included); every worker sorts alike."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.hookimpl(trylast=True)

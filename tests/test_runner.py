@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -94,7 +95,7 @@ def test_transaction_scope_success_commits_job_and_record_together() -> None:
 def test_interruption_is_recorded_and_gives_the_tick_back(scope: Scope) -> None:
     @locked_task(name="interrupted_job", schedule="0 * * * *", scope=scope)
     def interrupted_job() -> None:
-        raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)  # a real signal, not the body's own exception
 
     with pytest.raises(KeyboardInterrupt):
         interrupted_job.run(now=at(0))
@@ -206,7 +207,7 @@ def test_interruption_before_the_job_starts_is_recorded(scope: Scope) -> None:
     """A signal that lands after the run row is written but before the job body starts."""
 
     def interrupt(sender, run, **kwargs) -> None:
-        raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)  # a real signal, not the body's own exception
 
     signals.job_started.connect(interrupt)
     try:

@@ -544,7 +544,8 @@ def test_a_real_runner_terminated_from_the_admin(
     and terminating it makes the runner record ``lock_lost`` and exit 75."""
     process = spawn("runlocked", "sleepy", "6")
     watcher = raw_connect()
-    assert wait_until(lambda: held_locks().filter(job="sleepy").exists(), timeout=20)
+    # The process may take a while to start on a busy host.
+    assert wait_until(lambda: held_locks().filter(job="sleepy").exists(), timeout=60)
     lock = held_locks().get(job="sleepy")
     run = JobRun.objects.get(job="sleepy", status=RunStatus.RUNNING)
     assert (lock.run_host, lock.run_pid) == (run.host, process.pid)

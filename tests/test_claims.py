@@ -371,7 +371,8 @@ def test_a_job_dealt_to_a_worker_that_does_not_run_it_still_runs_each_tick(
     assert set(per_job) == set(names), per_job  # every job ran, the second worker's too
     assert not ran.values("job", "tick").annotate(n=Count("id")).filter(n__gt=1).exists()
     late = ran.filter(job__in=names[10:]).values_list("tick", "started")
-    assert all(tick and (started - tick).total_seconds() < 1 for tick, started in late), late
+    # Claimed after SPREAD_DELAY, well within the tick (a busy host adds some delay).
+    assert all(tick and (started - tick).total_seconds() < 3 for tick, started in late), late
 
 
 def test_a_run_whose_row_was_closed_under_it_stops_and_gives_its_lock_back(

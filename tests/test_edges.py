@@ -148,7 +148,7 @@ def test_a_waiter_does_not_take_the_tick_of_a_run_whose_lock_connection_died(
     _out, a_err = a.communicate(timeout=30)
     stopped_after = time.monotonic() - terminated
     assert a.returncode == exitcodes.LOCK_LOST, a_err
-    assert stopped_after < 2 + 2  # HEARTBEAT (2 s) plus start-up slack
+    assert stopped_after < 2 + 8  # HEARTBEAT (2 s) plus slack for a busy host
     release.touch()
     b_out, b_err = b.communicate(timeout=30)
     assert b.returncode == 0, b_err
@@ -268,7 +268,7 @@ def test_a_server_that_never_answers_gives_exit_69_in_bounded_time(
         )
         elapsed = time.monotonic() - started
     assert result.returncode == exitcodes.DATABASE_UNAVAILABLE, result.stderr
-    assert elapsed < 2 + 8  # the connect timeout, plus Django's start-up
+    assert elapsed < 2 + 20  # the connect timeout, plus Django's start-up on a busy host
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0], result.stderr
 
@@ -293,7 +293,7 @@ def test_a_statement_stuck_in_a_pooler_queue_gives_exit_69_in_bounded_time(
     result = manage("runlocked", "edge_quick_scheduled", url=url)
     elapsed = time.monotonic() - started
     assert result.returncode == exitcodes.DATABASE_UNAVAILABLE, result.stderr
-    assert elapsed < 2 + 2 + 8
+    assert elapsed < 2 + 2 + 20  # plus Django's start-up on a busy host
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert statuses("edge_quick_scheduled") == []
 

@@ -43,8 +43,15 @@ def demo_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+#: The demo's own note when its replicas did not overlap (a busy host started them too slowly).
+NOT_TOGETHER = "the replicas did not start together"
+
+
 def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> None:
-    result = run_demo("--replicas", "5", env=demo_env(DATABASE_URL=scratch_database_url))
+    for _attempt in range(3):  # again while the demo says the host was too busy to overlap them
+        result = run_demo("--replicas", "5", env=demo_env(DATABASE_URL=scratch_database_url))
+        if NOT_TOGETHER not in result.stdout:
+            break
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "5 replicas, PostgreSQL" in out

@@ -27,6 +27,7 @@ from .claims import ClaimConnection, SharedLock
 from .conf import app_settings
 from .exceptions import (
     SIGNAL_ATTRIBUTE,
+    JobFailed,
     JobTimedOut,
     LockLost,
     SigintReceived,
@@ -140,6 +141,19 @@ class RunResult:
         if self.error is not None:
             raise self.error
         return self
+
+    def reraise_in_task(self) -> RunResult:
+        """[reraise][django_advisory_cron.runner.RunResult.reraise] for a task worker: what the
+        job's own code raised that is not an ``Exception`` (``SystemExit``, ...) is raised as
+        ``JobFailed`` chained to it, so the worker records a failed task instead of stopping
+        (its retry finds the tick taken)."""
+        error = self.error
+        if self.status == RunStatus.FAILED and not isinstance(error, (Exception, type(None))):
+            raise JobFailed(
+                f"job {self.job!r} failed: it raised {type(error).__name__} (run {self.run_id} "
+                "recorded as failed)"
+            ) from error
+        return self.reraise()
 
 
 def execute(

@@ -237,3 +237,24 @@ def test_job_run_under_a_django_q2_timeout_is_interrupted(fresh_registry: None) 
         past_q2_timeout.run(now=TICK)
     run = JobRun.objects.get(job="past_q2_timeout")
     assert run.status == RunStatus.INTERRUPTED and run.error == "interrupted by SIGALRM"
+
+
+def test_django_q2_delivery_of_a_body_that_exits_fails_the_task_not_the_worker(
+    fresh_registry: None,
+) -> None:
+    """What django-q2 calls: a job's own ``sys.exit`` reaches the q2 worker as a task failure
+    (``JobFailed``, chained), never as a ``SystemExit`` that would end its process."""
+    from django_advisory_cron.contrib import django_q as q2
+    from django_advisory_cron.exceptions import JobFailed
+
+    @locked_task(name="q2_exits_3", schedule="0 * * * *")
+    def q2_exits_3() -> None:
+        raise SystemExit(3)
+
+    intended = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    with pytest.raises(JobFailed, match="q2_exits_3' failed: it raised SystemExit") as raised:
+        q2.run_scheduled("q2_exits_3", intended=intended.isoformat())
+    assert isinstance(raised.value.__cause__, SystemExit)
+    assert JobRun.objects.get(job="q2_exits_3").status == RunStatus.FAILED
+    again = q2.run_scheduled("q2_exits_3", intended=intended.isoformat())  # a redelivery
+    assert [run["status"] for run in again["runs"]] == ["skipped_tick"]

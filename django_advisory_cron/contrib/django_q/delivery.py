@@ -17,9 +17,9 @@ from typing import Any
 from ...catchup import database_now, plan
 from ...conf import app_settings
 from ...exceptions import UnknownJob
-from ...jobs import registry
+from ...jobs import Job, registry
 from ...models import RunStatus
-from ...runner import RunResult
+from ...runner import RunResult, execute
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -42,6 +42,16 @@ def _parse_intended(value: str | datetime | None) -> datetime | None:
     return moment
 
 
+def _run(
+    job: Job[..., object],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    now: datetime | None = None,
+) -> RunResult:
+    """Run ``job``; a failure is recorded and re-raised, never as a stop of the q2 worker."""
+    return execute(job, args=args, kwargs=kwargs, now=now).reraise_in_task()
+
+
 def _summary(result: RunResult) -> dict[str, Any]:
     return {
         "tick": result.tick.isoformat() if result.tick else None,
@@ -61,7 +71,8 @@ def run_scheduled(
     ``intended`` is the time django-q2 meant to run the schedule (ISO 8601); the run claims the
     tick nearest to it, not to the moment a worker picked the task up. Extra ``args`` and
     ``kwargs`` (from a hand-made schedule) are passed to the job. A job failure is recorded and
-    re-raised so django-q2 lists it; its redelivery finds the tick taken and skips.
+    re-raised so django-q2 lists it (a ``SystemExit`` of the job's own as ``JobFailed``, so the
+    q2 worker process does not stop); its redelivery finds the tick taken and skips.
     """
     try:
         job = registry.get(job_name)
@@ -80,7 +91,7 @@ def run_scheduled(
     }
     schedule = job.schedule
     if moment is None or schedule is None:
-        summary["runs"].append(_summary(job.run(*args, **kwargs)))
+        summary["runs"].append(_summary(_run(job, args, kwargs)))
         return summary
     max_skew = app_settings.MAX_SKEW
     tick = schedule.nearest_tick(moment, max_skew)
@@ -92,7 +103,7 @@ def run_scheduled(
             moment.isoformat(),
             schedule.expression,
         )
-        summary["runs"].append(_summary(job.run(*args, now=moment, **kwargs)))
+        summary["runs"].append(_summary(_run(job, args, kwargs, now=moment)))
         return summary
     now = database_now(job.using or app_settings.lock_database)
     decided = plan(job, tick, now)
@@ -105,5 +116,5 @@ def run_scheduled(
         )
     summary["passed_over"] = [missed.isoformat() for missed in decided.skipped]
     for run_tick in decided.run:
-        summary["runs"].append(_summary(job.run(*args, now=run_tick, **kwargs)))
+        summary["runs"].append(_summary(_run(job, args, kwargs, now=run_tick)))
     return summary

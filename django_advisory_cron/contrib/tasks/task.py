@@ -15,7 +15,6 @@ from typing import Any
 
 from django.utils import timezone
 
-from ...exceptions import JobFailed
 from ...jobs import registry
 from ...models import RunStatus
 from ...runner import execute
@@ -41,15 +40,7 @@ def _run_tick(context: Any, job_name: str, at: str, args: list[Any]) -> dict[str
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)
     result = execute(job, args=tuple(args), now=moment, task_id=str(context.task_result.id))
-    error = result.error
-    if result.status == RunStatus.FAILED and not isinstance(error, (Exception, type(None))):
-        # SystemExit, KeyboardInterrupt, ... raised by the job's code: the task failed, and
-        # the task worker (or the scheduler an immediate backend runs it in) must not stop.
-        raise JobFailed(
-            f"job {job.name!r} failed: it raised {type(error).__name__} (run {result.run_id} "
-            "recorded as failed)"
-        ) from error
-    result.reraise()
+    result.reraise_in_task()
     return {
         "job": job.name,
         "tick": result.tick.isoformat() if result.tick else None,

@@ -476,7 +476,9 @@ def finish_lost_run(*, run_id: int, status: str, error: str) -> Statement:
         """
 UPDATE {table} SET
     status = CASE WHEN status IN ({s_running}, {s_lock_lost}) THEN %(status)s ELSE status END,
-    finished = clock_timestamp(), lease_until = NULL,
+    finished = CASE WHEN status IN ({s_running}, {s_lock_lost}) OR finished IS NULL
+                    THEN clock_timestamp() ELSE finished END,
+    lease_until = NULL,
     error = CASE WHEN error = '' THEN %(error)s
                  WHEN %(error)s = '' THEN error
                  ELSE error || E'\\n' || %(error)s END
@@ -657,10 +659,17 @@ SELECT run_requested, pg_notify(%(channel)s, %(job)s) FROM req"""
 def claim_run_requests(jobs: list[str]) -> Statement:
     """Take the pending "run now" requests of ``jobs``: each is returned to one worker only
     (a concurrent claim waits for the row, then finds it taken). Rows: job, when, by whom."""
+    # RETURNING gives the new row: the request's time and author are read before the update.
     sql = _fill(
-        "UPDATE {state} SET run_requested = NULL, run_requested_by = '', changed = now() "
-        "WHERE job = ANY(%(jobs)s) AND run_requested IS NOT NULL "
-        "RETURNING job, run_requested, run_requested_by"
+        """
+WITH taken AS (
+    SELECT job, run_requested, run_requested_by FROM {state}
+     WHERE job = ANY(%(jobs)s) AND run_requested IS NOT NULL
+       FOR UPDATE
+)
+UPDATE {state} s SET run_requested = NULL, run_requested_by = '', changed = now()
+  FROM taken WHERE s.job = taken.job
+RETURNING taken.job, taken.run_requested, taken.run_requested_by"""
     )
     return sql, {"jobs": list(jobs)}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -89,6 +90,8 @@ def test_a_run_now_during_a_scheduled_run_leaves_it_to_finish_within_the_grace(
     print(f"cronworker exited {worker.returncode}; stderr:\n{err}")
     assert worker.returncode == exitcodes.SIGTERM, err
     assert "still running after" not in err and "interrupted" not in err
+    # The log names when the "run now" was requested (the request row before it was taken).
+    assert re.search(r"running edge_slow8 now, as requested by .+ at \d{4}-\d\d-\d\d", err), err
     # The scheduled run finished its body within the grace, and was recorded as such.
     assert JobRun.objects.get(pk=scheduled.pk).status == RunStatus.SUCCEEDED
     assert Marker.objects.filter(job="edge_slow8_done").count() == 1

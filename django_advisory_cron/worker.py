@@ -410,8 +410,8 @@ class Worker:
 
     def close(self, timeout: float | None = None) -> None:
         """Stop a worker started by [start_worker][django_advisory_cron.worker.start_worker]
-        and wait for its thread: up to ``grace`` seconds for running jobs, then those still
-        running are recorded interrupted."""
+        and wait for its thread: up to ``grace`` seconds for running jobs; those still running
+        then go on in this process, holding their locks, and record their own end."""
         self.stop()
         if self.thread is not None:
             self.thread.join(timeout)
@@ -1099,7 +1099,8 @@ class Worker:
 
     def _shut_down(self, pool: ThreadPoolExecutor) -> None:
         """Start nothing new; give running jobs ``grace`` seconds; record those still running
-        then as interrupted (their locks go with this process, which must then exit).
+        then as interrupted (their locks go with this process, which must then exit), unless
+        this worker runs in a thread of a process that goes on (``start_worker``).
 
         Child processes get SIGTERM before the grace ends (``STOP_GRACE`` s before, at most
         half of it), so they record their end and release their locks themselves; those still
@@ -1121,6 +1122,19 @@ class Worker:
                 pass
         with self._lock:
             self.abandoned = [result for result in self._active.values() if result.run_id]
+        if self.thread is not None:
+            # Started by start_worker: the process lives on, and so do these bodies, their
+            # locks and their heartbeats; each records its own end. Marking them interrupted
+            # would give their ticks to another replica while they still run.
+            for result in self.abandoned:
+                logger.warning(
+                    "cronworker: %s (run %s) still running after %g s of grace: left to "
+                    "finish in this process, holding its lock",
+                    result.job,
+                    result.run_id,
+                    self.grace,
+                )
+            return
         for result in self.abandoned:
             logger.warning(
                 "cronworker: %s (run %s) still running after %g s of grace: recorded as "

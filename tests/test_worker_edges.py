@@ -214,3 +214,32 @@ def test_reconnecting_after_each_loss_pauses_longer(
         assert gap >= pause, gaps
     assert worker.returncode == exitcodes.SIGTERM, err
     assert "Traceback" not in err
+
+
+def test_an_embedded_worker_closed_during_a_run_leaves_it_running_and_holding_its_tick(
+    fresh_registry: None,
+) -> None:
+    """``start_worker(...).close()`` in a process that lives on: a body still running when the
+    grace ends keeps its lease and records its own end; it is not marked interrupted (which
+    would give its tick to another replica while the body goes on)."""
+    from django_advisory_cron import locked_task, start_worker
+
+    release = threading.Event()
+
+    @locked_task(name="embedded_slow", every=2)
+    def embedded_slow() -> None:
+        release.wait(60)
+
+    worker = start_worker(["embedded_slow"], grace=0.5)
+    try:
+        run = wait_for(
+            lambda: JobRun.objects.filter(job="embedded_slow", status=RunStatus.RUNNING).first()
+        )
+    finally:
+        worker.close(timeout=30)
+    assert worker.thread is not None and not worker.thread.is_alive()
+    row = JobRun.objects.get(pk=run.pk)
+    print(f"after close: {row.status}, lease {row.lease_until}, error {row.error!r}")
+    assert row.status == RunStatus.RUNNING and row.lease_until is not None
+    release.set()
+    wait_for(lambda: JobRun.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED)

@@ -168,8 +168,15 @@ def pipelined(connection: BaseDatabaseWrapper) -> AbstractContextManager[object]
     pipeline = getattr(raw, "pipeline", None)
     if pipeline is None or not _pipeline_supported():
         return nullcontext()
-    context: AbstractContextManager[object] = pipeline()
-    return context
+    return _pipeline(connection, pipeline)
+
+
+@contextmanager
+def _pipeline(connection: BaseDatabaseWrapper, pipeline: Any) -> Iterator[object]:
+    """The driver's pipeline, its own errors (entering it on a closed connection, the results
+    of its sync) raised as Django's, as a statement's would be."""
+    with connection.wrap_database_errors, pipeline() as context:
+        yield context
 
 
 @functools.cache

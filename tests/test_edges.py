@@ -233,9 +233,16 @@ def test_a_lost_transaction_leaves_a_long_lived_process_usable(
 
     key = job_key("edge_sleep_transaction")
 
+    def idle_holder() -> int | None:
+        # Holding the lock, and the acquiring round trip answered: the job has started (the
+        # lock shows in pg_locks while that round trip is still in flight).
+        pids = holders(observer, key)
+        state = "SELECT state FROM pg_stat_activity WHERE pid = %s"
+        row = observer.execute(state, pids).fetchone() if pids else None
+        return pids[0] if row and row[0] == "idle in transaction" else None
+
     def terminate() -> None:
-        wait_for(lambda: holders(observer, key), timeout=20)
-        (pid,) = holders(observer, key)
+        pid = wait_for(idle_holder, timeout=20, interval=0.005)
         observer.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
     killer = threading.Thread(target=terminate)

@@ -28,6 +28,7 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
 JOB = "race_lost_transaction"
+TABLE = "django_advisory_cron_jobrun"
 
 
 @pytest.fixture
@@ -139,9 +140,43 @@ def test_a_lost_transaction_leaves_the_process_out_of_atomic(
     assert not holders(observer, job_key(JOB))
 
 
-# -- a signal while the release statement runs ------------------------------------------------
+def test_a_transaction_lost_while_the_lock_is_taken_leaves_the_process_usable(
+    job: Callable[..., Any], observer: Any
+) -> None:
+    """The connection dies while the acquiring round trip is in flight (the lock already
+    shows in ``pg_locks``): the job never starts, nothing is recorded, a database error is
+    raised (Django's, not the driver's), and the process goes on outside ``atomic()``."""
+    observer.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION race_slow_start() RETURNS trigger AS $$
+        BEGIN PERFORM pg_sleep(10); RETURN NEW; END $$ LANGUAGE plpgsql;
+        CREATE TRIGGER race_slow_start BEFORE INSERT ON {TABLE} FOR EACH ROW
+        WHEN (NEW.job = '{JOB}') EXECUTE FUNCTION race_slow_start();
+        """
+    )
 
-TABLE = "django_advisory_cron_jobrun"
+    def kill() -> None:
+        pid = wait_for(lambda: holders(observer, job_key(JOB)), timeout=30, interval=0.01)[0]
+        wait_for(lambda: sleeping(observer), timeout=30, interval=0.01)
+        observer.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # Only now: dropping it waits for the sleeping INSERT's table lock.
+        observer.execute(f"DROP TRIGGER race_slow_start ON {TABLE}")
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    ran: list[bool] = []
+    with pytest.raises(DatabaseError):
+        job(lambda: ran.append(True))
+    killer.join(30)
+    assert not ran
+    assert not connection.in_atomic_block and not connection.needs_rollback
+    assert connection.savepoint_ids == [] and connection.atomic_blocks == []
+    assert statuses() == []
+    assert job().status == RunStatus.SUCCEEDED
+    assert statuses() == ["succeeded"]
+
+
+# -- a signal while the release statement runs ------------------------------------------------
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -76,6 +77,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if _given_database_url():
         return "database: DATABASE_URL given, so the tests run serially on that one server"
     return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker starts with SIGINT ignored (the controller takes Ctrl-C); the tests
+    that send a real SIGINT, to this process or to the subprocesses it starts (which inherit
+    an ignored signal), need Python's default: KeyboardInterrupt."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(trylast=True)

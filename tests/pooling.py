@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from django.conf import settings
 from django.db import connection, connections
 
 from django_advisory_cron import pooler
-from django_advisory_cron.testing import PgBouncer
+from django_advisory_cron.testing import PgBouncer, find_pgbouncer
 
 
 @contextmanager
@@ -61,6 +63,19 @@ def _running_test_case() -> Any:
         if isinstance(value, type) and hasattr(value, "databases"):
             return value
     return None
+
+
+def upstream() -> Any:
+    """The test database as a PgBouncer upstream, for a test that starts a PgBouncer of its own
+    (skipped without the binary, except under CI, which must run the PgBouncer tests)."""
+    from .conftest import Upstream
+
+    if find_pgbouncer() is None:
+        if os.environ.get("CI"):
+            pytest.fail("pgbouncer is not installed, and CI must run the PgBouncer tests")
+        pytest.skip("pgbouncer binary not installed")
+    entry = connection.settings_dict
+    return Upstream(entry["HOST"], int(entry["PORT"]), entry["USER"], entry["NAME"])
 
 
 def bouncer_entry(bouncer: PgBouncer) -> dict[str, Any]:

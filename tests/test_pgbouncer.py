@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,11 @@ from django_advisory_cron import advisory_lock, registry
 from django_advisory_cron.keys import LockKey, job_key
 from django_advisory_cron.lockconn import close_lock_connections, idle_lock_connections
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.testing import PgBouncer
+from django_advisory_cron.testing import PgBouncer, start_pgbouncer
 from tests.jobsapp.models import Marker
 
 from .pglocks import holders
-from .pooling import bouncer_entry, bouncer_url, database_alias, wait_for
+from .pooling import bouncer_entry, bouncer_url, database_alias, upstream, wait_for
 
 pytestmark = [pytest.mark.pgbouncer, pytest.mark.usefixtures("transactional_db")]
 
@@ -109,11 +110,24 @@ def edge_jobs(fresh_registry: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "edge_tasks"}))
 
 
+@pytest.fixture
+def fresh_pgbouncer_transaction(django_db_setup: None) -> Iterator[PgBouncer]:
+    """A PgBouncer in transaction mode of this test's own, three server connections, none of
+    them left busy or holding a probe's shared lock by an earlier test."""
+    with start_pgbouncer(upstream(), pool_size=3) as bouncer:
+        yield bouncer
+
+
 def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
-    pgbouncer_transaction: PgBouncer, spawn: Any, raw_connect: Any, edge_jobs: None, tmp_path: Any
+    fresh_pgbouncer_transaction: PgBouncer,
+    spawn: Any,
+    raw_connect: Any,
+    edge_jobs: None,
+    tmp_path: Any,
 ) -> None:
     """5 threads and 5 ``runlocked`` processes race one job through the same PgBouncer; the
     winner holds the lock until the other nine have recorded their skips."""
+    pgbouncer_transaction = fresh_pgbouncer_transaction
     observer = raw_connect()
     name = "edge_hold_transaction"
     job = registry.get(name)
@@ -121,7 +135,9 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
     release = str(tmp_path / "release")
     url = bouncer_url(pgbouncer_transaction)
     with database_alias("bouncer_tx", **bouncer_entry(pgbouncer_transaction)):
-        processes = [spawn("runlocked", name, release, url=url) for _ in range(5)]
+        # The winner's body waits up to 180 s for the release: room for a busy host to start
+        # the five processes (the test waits for the skips, not for a fixed time).
+        processes = [spawn("runlocked", name, release, "180", url=url) for _ in range(5)]
         outcomes: list[str] = []
         errors: list[BaseException] = []
         barrier = threading.Barrier(5)
@@ -129,7 +145,7 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
         def contender() -> None:
             try:
                 barrier.wait()
-                outcomes.append(job.run(release, using="bouncer_tx").status)
+                outcomes.append(job.run(release, "180", using="bouncer_tx").status)
             except BaseException as error:
                 errors.append(error)
             finally:
@@ -141,7 +157,7 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
         # While the winner runs, exactly one backend holds the job's lock.
         assert wait_for(lambda: holders(observer, job.key), 30)
         skips = JobRun.objects.filter(job=name, status=RunStatus.SKIPPED_LOCKED)
-        wait_for(lambda: skips.count() >= 9, 60)
+        assert wait_for(lambda: skips.count() >= 9, 150), list(skips.values_list("status"))
         assert len(holders(observer, job.key)) == 1
         Path(release).touch()
         for thread in threads:

@@ -38,7 +38,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from django_advisory_cron import locked_task
-    from django_advisory_cron.heldlocks import held_locks
+    from django_advisory_cron.ops.heldlocks import held_locks
 
     try:
         jobs = []

@@ -52,8 +52,9 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext, override_settings
     from django.utils import timezone
 
-    from django_advisory_cron import locked_task, sql
-    from django_advisory_cron.status import SKIPS, job_statuses
+    from django_advisory_cron import locked_task
+    from django_advisory_cron.db import sql
+    from django_advisory_cron.ops.status import SKIPS, job_statuses
 
     try:
         for number in range(args.jobs):

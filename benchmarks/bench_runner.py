@@ -92,8 +92,8 @@ def in_process(runs: int) -> list[Row]:
     from django.db import connection
 
     from django_advisory_cron import advisory_lock, locked_task
-    from django_advisory_cron.keys import job_key
-    from django_advisory_cron.lockconn import open_lock_connection
+    from django_advisory_cron.core.keys import job_key
+    from django_advisory_cron.db.connections import open_lock_connection
 
     key = job_key("bench")
     params = key.params

@@ -11,6 +11,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .core.keys import LockKey, job_key
+    from .core.schedule import Schedule
+    from .db.connections import close_lock_connections
     from .exceptions import (
         AdvisoryCronError,
         DatabaseUnavailable,
@@ -22,11 +25,14 @@ if TYPE_CHECKING:
         LockScopeError,
         UnknownJob,
     )
-    from .jobs import SKIPPED, Job, locked_task, registry
-    from .keys import LockKey, job_key
-    from .locks import AdvisoryLock, advisory_lock
-    from .schedule import Schedule
-    from .worker import Worker, start_worker
+    from .lock.advisory import AdvisoryLock, advisory_lock
+    from .ops.heldlocks import held_locks
+    from .ops.metrics import RunHistoryCollector
+    from .ops.monitoring import Reporter
+    from .run import control
+    from .run.jobs import SKIPPED, Job, locked_task, registry
+    from .run.runner import RunResult
+    from .worker.loop import Worker, start_worker
 
 _WHERE = {
     "AdvisoryCronError": "exceptions",
@@ -38,17 +44,23 @@ _WHERE = {
     "LockNotAcquired": "exceptions",
     "LockScopeError": "exceptions",
     "UnknownJob": "exceptions",
-    "SKIPPED": "jobs",
-    "Job": "jobs",
-    "locked_task": "jobs",
-    "registry": "jobs",
-    "LockKey": "keys",
-    "job_key": "keys",
-    "AdvisoryLock": "locks",
-    "advisory_lock": "locks",
-    "Schedule": "schedule",
-    "Worker": "worker",
-    "start_worker": "worker",
+    "SKIPPED": "run.jobs",
+    "Job": "run.jobs",
+    "locked_task": "run.jobs",
+    "registry": "run.jobs",
+    "LockKey": "core.keys",
+    "job_key": "core.keys",
+    "AdvisoryLock": "lock.advisory",
+    "advisory_lock": "lock.advisory",
+    "Schedule": "core.schedule",
+    "Worker": "worker.loop",
+    "start_worker": "worker.loop",
+    "RunResult": "run.runner",
+    "control": "run",
+    "RunHistoryCollector": "ops.metrics",
+    "Reporter": "ops.monitoring",
+    "held_locks": "ops.heldlocks",
+    "close_lock_connections": "db.connections",
 }
 
 __all__ = [
@@ -64,10 +76,16 @@ __all__ = [
     "LockLost",
     "LockNotAcquired",
     "LockScopeError",
+    "Reporter",
+    "RunHistoryCollector",
+    "RunResult",
     "Schedule",
     "UnknownJob",
     "Worker",
     "advisory_lock",
+    "close_lock_connections",
+    "control",
+    "held_locks",
     "job_key",
     "locked_task",
     "registry",
@@ -92,7 +110,11 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    loaded = importlib.import_module(f".{module}", __name__)
+    # A name that is a module of the package (``control``) is imported, not looked up.
+    if not hasattr(loaded, name):
+        importlib.import_module(f".{module}.{name}", __name__)
+    value = getattr(loaded, name)
     globals()[name] = value
     return value
 

@@ -40,13 +40,14 @@ from django.utils.translation import ngettext
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-from . import charts, control, heldlocks, status
-from .charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
 from .conf import app_settings
 from .contrib.tasks.links import task_link
-from .jobs import registry
-from .liveworkers import live_workers
 from .models import HeldLock, JobRun, JobState, RegisteredJob, RunStatus
+from .ops import charts, heldlocks, status
+from .ops.charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
+from .run import control
+from .run.jobs import registry
+from .worker.fleet import live_workers
 
 logger = logging.getLogger("django_advisory_cron")
 

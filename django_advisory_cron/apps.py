@@ -16,8 +16,9 @@ class AdvisoryCronConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, monitoring
+        from .checks import configuration as checks
         from .contrib.tasks import install as install_tasks_delivery
+        from .ops import monitoring
 
         checks.register()
         monitoring.connect()

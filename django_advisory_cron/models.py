@@ -222,8 +222,8 @@ class HeldLockQuerySet(models.QuerySet["HeldLock"]):
 class HeldLockManager(models.Manager["HeldLock"]):
     """Read-only, and plain: the rows are neither annotated nor routed to the lock database.
 
-    Use [held_locks()][django_advisory_cron.heldlocks.held_locks], which reads the lock database and
-    adds job names, hold times and stale flags in SQL.
+    Use [held_locks()][django_advisory_cron.ops.heldlocks.held_locks], which reads the lock
+    database and adds job names, hold times and stale flags in SQL.
     """
 
     def get_queryset(self) -> HeldLockQuerySet:

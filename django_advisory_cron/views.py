@@ -26,7 +26,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from .conf import APP_LABEL, app_settings
-from .status import PROBLEMS, health_document
+from .ops.status import PROBLEMS, health_document
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -146,7 +146,7 @@ def health(request: HttpRequest) -> HttpResponse:
 def metrics(request: HttpRequest) -> HttpResponse:
     """The run history's metrics in Prometheus' text format (needs ``prometheus_client``)."""
     try:
-        from . import metrics as exporter
+        from .ops import metrics as exporter
     except ImportError:
         return HttpResponse(
             "501 Not Implemented: install prometheus_client "

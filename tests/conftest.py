@@ -20,7 +20,7 @@ from django.db import connection, connections
 from psycopg import sql
 
 from django_advisory_cron import registry
-from django_advisory_cron.lockconn import close_lock_connections
+from django_advisory_cron.db.connections import close_lock_connections
 from django_advisory_cron.testing import (
     PgBouncer,
     PostgresServer,

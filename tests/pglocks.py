@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from django_advisory_cron.keys import LockKey
+from django_advisory_cron.core.keys import LockKey
 
 HELD_BY = (
     "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = %s "

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from django_advisory_cron import pooler
+from django_advisory_cron.db import pooler
 from django_advisory_cron.testing import PgBouncer, find_pgbouncer
 
 

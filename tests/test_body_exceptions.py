@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from django_advisory_cron import exitcodes, locked_task, registry, signals
+from django_advisory_cron.core.scopes import Scope
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.scopes import Scope
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for
 

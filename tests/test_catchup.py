@@ -1,6 +1,6 @@
 """Missed ticks, per job: ``catch_up`` and ``max_lateness``, decided from the run history.
 
-The worker tests run a real [Worker][django_advisory_cron.worker.Worker] against real
+The worker tests run a real [Worker][django_advisory_cron.worker.loop.Worker] against real
 PostgreSQL history, in this process: ``OnePass`` is the worker with its sleep replaced by a
 stop, so it makes one pass over its due jobs (on the database clock) and waits for their runs.
 The last test restarts real ``cronworker`` processes.
@@ -22,11 +22,11 @@ from django.db.models import Count
 from django.test import override_settings
 
 from django_advisory_cron import exitcodes, locked_task, registry
-from django_advisory_cron.catchup import database_now, plan
-from django_advisory_cron.checks import check_jobs
-from django_advisory_cron.jobs import Job
+from django_advisory_cron.checks.configuration import check_jobs
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.worker import PRESENCE_NAME, Worker
+from django_advisory_cron.run.catchup import database_now, plan
+from django_advisory_cron.run.jobs import Job
+from django_advisory_cron.worker.loop import PRESENCE_NAME, Worker
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for
 

@@ -7,7 +7,11 @@ from django.core import checks
 from django.test import override_settings
 
 from django_advisory_cron import conf, locked_task, registry
-from django_advisory_cron.checks import check_jobs, check_lock_database, check_settings
+from django_advisory_cron.checks.configuration import (
+    check_jobs,
+    check_lock_database,
+    check_settings,
+)
 from django_advisory_cron.conf import app_settings
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")
@@ -91,7 +95,7 @@ def test_reimporting_the_same_function_is_not_a_clash() -> None:
 
 def test_two_names_with_one_key_is_an_error() -> None:
     """A real 32-bit collision: found by brute force over short names, pinned here."""
-    from django_advisory_cron.keys import name_hash
+    from django_advisory_cron.core.keys import name_hash
 
     first, second = COLLIDING
     assert name_hash(first) == name_hash(second)
@@ -129,8 +133,8 @@ def test_a_job_name_longer_than_the_history_column_is_refused() -> None:
     with pytest.raises(ValueError, match="201 characters"):
         locked_task(name="x" * 201)(lambda: None)
     # Registered some other way, the system check reports it.
-    from django_advisory_cron.jobs import MAX_JOB_NAME, Job
     from django_advisory_cron.models import JobRun
+    from django_advisory_cron.run.jobs import MAX_JOB_NAME, Job
 
     assert JobRun._meta.get_field("job").max_length == MAX_JOB_NAME
     registry.register(Job(func=lambda: None, name="y" * 201))

@@ -17,13 +17,14 @@ import pytest
 from django.db import connections
 from django.db.models import Count
 
-from django_advisory_cron import control, exitcodes, locked_task, signals
-from django_advisory_cron.claims import ClaimConnection
-from django_advisory_cron.jobs import Job
-from django_advisory_cron.keys import job_key
+from django_advisory_cron import exitcodes, locked_task, signals
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.runner import ClaimedRun, claim_together
-from django_advisory_cron.worker import share_out
+from django_advisory_cron.run import control
+from django_advisory_cron.run.claims import ClaimConnection
+from django_advisory_cron.run.jobs import Job
+from django_advisory_cron.run.runner import ClaimedRun, claim_together
+from django_advisory_cron.worker.loop import share_out
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
 from tests.waiting import wait_for, workers_present

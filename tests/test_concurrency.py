@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 
 from django_advisory_cron import locked_task
+from django_advisory_cron.core.scopes import Scope
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.scopes import Scope
 from tests.jobsapp.models import Marker
 
 pytestmark = pytest.mark.usefixtures("transactional_db")

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.management.commands.prune_jobruns import prune
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.status import describe, job_statuses
+from django_advisory_cron.ops.status import describe, job_statuses
 from tests.jobsapp.tasks import failing, quick_scheduled
 
 Manage = Callable[..., CompletedProcess[str]]

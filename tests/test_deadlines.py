@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from django_advisory_cron.deadlines import Watchdog
+from django_advisory_cron.db.deadlines import Watchdog
 
 
 def test_deadlines_fire_in_order_and_disarmed_ones_never_fire() -> None:

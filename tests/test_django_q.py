@@ -357,7 +357,7 @@ def test_q2_checks_are_registered_only_with_django_q(db_url: str) -> None:
         for check in checks.registry.registry.registered_checks
     }
     assert (q2.check_schedules_synced.__module__, "check_schedules_synced") not in registered
-    assert ("django_advisory_cron.checks", "check_jobs") in registered
+    assert ("django_advisory_cron.checks.configuration", "check_jobs") in registered
     done = _manage(db_url, "check", Q2_RETRY="5", Q2_TIMEOUT="10")
     assert "django_advisory_cron.W061" in done.stderr, done.stderr
 

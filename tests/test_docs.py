@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from django_advisory_cron import conf, exitcodes
-from django_advisory_cron.keys import name_hash
+from django_advisory_cron.core.keys import name_hash
 from django_advisory_cron.management.commands import runlocked
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

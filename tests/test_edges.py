@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import override_settings
 
 from django_advisory_cron import exitcodes, registry
-from django_advisory_cron.keys import job_key
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders

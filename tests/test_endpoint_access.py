@@ -14,8 +14,9 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.test.utils import override_settings
 
-from django_advisory_cron import control, locked_task
-from django_advisory_cron.jobs import Job
+from django_advisory_cron import locked_task
+from django_advisory_cron.run import control
+from django_advisory_cron.run.jobs import Job
 
 HEALTH, METRICS = "/cron/health/", "/cron/metrics/"
 RUNS = "/admin/django_advisory_cron/jobrun/"

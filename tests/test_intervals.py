@@ -17,21 +17,21 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from django_advisory_cron import locked_task, registry
-from django_advisory_cron.checks import check_max_skew
+from django_advisory_cron.checks.configuration import check_max_skew
 from django_advisory_cron.conf import CHECK_TAG
 from django_advisory_cron.contrib import django_q as q2
 from django_advisory_cron.contrib.django_q.checks import check_unsyncable_jobs
 from django_advisory_cron.contrib.django_q.schedules import unsyncable
-from django_advisory_cron.exceptions import InvalidSchedule
-from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.schedule import (
+from django_advisory_cron.core.schedule import (
     EPOCH,
     MAX_CANDIDATES,
     Every,
     Schedule,
     describe_interval,
 )
-from django_advisory_cron.status import JobStatus
+from django_advisory_cron.exceptions import InvalidSchedule
+from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.ops.status import JobStatus
 from tests.jobsapp.models import Marker
 
 UTC = timezone.utc

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron import exitcodes, locked_task
-from django_advisory_cron.keys import job_key
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders

@@ -9,7 +9,7 @@ from django.test import override_settings
 
 from django_advisory_cron import advisory_lock, job_key
 from django_advisory_cron.conf import DEFAULT_NAMESPACE
-from django_advisory_cron.keys import LockKey, name_hash
+from django_advisory_cron.core.keys import LockKey, name_hash
 
 PINNED = {
     "send_daily_digest": -1141730283,

@@ -14,39 +14,21 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "django_advisory_cron"
 NAME = PACKAGE.name
 
-#: Each module's layer. A module may import from its own layer or below; ``models`` imports
-#: nothing of ours, and anything may import it.
+#: Each top-level module's or subpackage's layer (docs/architecture.md). A module may import
+#: from its own layer or below; ``models`` imports nothing of ours, and anything may import it.
 LAYERS = {
     "conf": 0,
-    "deadlines": 0,
     "exceptions": 0,
     "exitcodes": 0,
-    "interrupts": 0,
-    "keys": 0,
-    "schedule": 0,
-    "scopes": 0,
     "signals": 0,
-    "lockconn": 1,
-    "sql": 1,
-    "pooler": 1,
-    "heartbeat": 2,
-    "locks": 2,
-    "history": 3,
-    "claims": 3,
-    "runner": 4,
-    "worker": 4,
-    "jobs": 4,
-    "catchup": 4,
-    "delivery": 4,
-    "control": 4,
-    "liveworkers": 4,
-    "charts": 5,
-    "metrics": 5,
-    "monitoring": 5,
-    "urls": 5,
-    "views": 5,
+    "core": 0,  # what a job is and when it is due: no database
+    "db": 1,  # the wire: connections, statements, deadlines, pooling
+    "lock": 2,  # advisory locks and their heartbeat
+    "run": 3,  # one run from claim to finish, jobs, delivery, control
+    "worker": 4,  # cronworker
+    "ops": 5,  # the read side: status, held locks, metrics, monitoring
 }
-TOP = 5  # the read and operations side: admin, checks, status, commands, contrib, ...
+TOP = 6  # what users touch: admin, views, urls, checks, commands, contrib, testing
 
 
 def module_name(path: Path) -> str:
@@ -126,7 +108,9 @@ def test_the_import_graph_has_no_cycle() -> None:
         visit(module, [])
 
 
-@pytest.mark.parametrize("module", ["conf", "sql", "locks", "history"])
+@pytest.mark.parametrize(
+    "module", ["conf", "core.schedule", "db.sql", "lock.advisory", "run.history"]
+)
 def test_importing_one_module_loads_only_the_modules_below_it(module: str) -> None:
     code = (
         f"import json, sys; import django_advisory_cron.{module}; "
@@ -141,3 +125,19 @@ def test_importing_one_module_loads_only_the_modules_below_it(module: str) -> No
     above = [name for name in loaded if layer(name) > own]
     assert above == [], f"importing {module} loaded {above}"
     assert f"{NAME}.models" not in loaded
+
+
+def test_every_module_lives_in_a_layer_folder() -> None:
+    """The folder list is the architecture: only the package's entry points stay at the top."""
+    top = sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__")
+    assert top == [
+        "admin",
+        "apps",
+        "conf",
+        "exceptions",
+        "exitcodes",
+        "models",
+        "signals",
+        "urls",
+        "views",
+    ]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron import exitcodes
-from django_advisory_cron.keys import job_key
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.lease_tasks import COMPANIONS
 from tests.pglocks import holders

@@ -16,15 +16,8 @@ import pytest
 from django.db import connection, connections
 from django.test import override_settings
 
-from django_advisory_cron import (
-    LockLost,
-    advisory_lock,
-    exitcodes,
-    locked_task,
-    registry,
-    signals,
-)
-from django_advisory_cron.keys import job_key
+from django_advisory_cron import LockLost, advisory_lock, exitcodes, locked_task, registry, signals
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 

@@ -9,8 +9,8 @@ import pytest
 from django.db import connection, transaction
 
 from django_advisory_cron import LockDatabaseError, LockScopeError, advisory_lock
-from django_advisory_cron.keys import LockKey
-from django_advisory_cron.scopes import Scope
+from django_advisory_cron.core.keys import LockKey
+from django_advisory_cron.core.scopes import Scope
 from tests.pglocks import holders
 
 pytestmark = pytest.mark.usefixtures("transactional_db")

@@ -19,7 +19,7 @@ import pytest
 from django.db import DatabaseError, connection
 
 from django_advisory_cron import LockLost, exitcodes, locked_task
-from django_advisory_cron.keys import job_key
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders

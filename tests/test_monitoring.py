@@ -21,11 +21,12 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from django_advisory_cron import exitcodes, locked_task, monitoring
-from django_advisory_cron.charts import STATUS_COLOURS, job_charts
-from django_advisory_cron.checks import check_monitoring, check_settings
-from django_advisory_cron.jobs import Job
+from django_advisory_cron import exitcodes, locked_task
+from django_advisory_cron.checks.configuration import check_monitoring, check_settings
 from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.ops import monitoring
+from django_advisory_cron.ops.charts import STATUS_COLOURS, job_charts
+from django_advisory_cron.run.jobs import Job
 from tests.monitor_servers import Recorder, recorder
 
 HEALTH, METRICS = "/cron/health/", "/cron/metrics/"

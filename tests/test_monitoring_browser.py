@@ -14,8 +14,8 @@ import pytest
 from django.utils import timezone
 
 from django_advisory_cron import locked_task
-from django_advisory_cron.charts import STATUS_COLOURS
 from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.ops.charts import STATUS_COLOURS
 from tests.test_browser import (  # noqa: F401  (fixtures)
     Shooter,
     browser,

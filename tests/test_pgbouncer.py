@@ -21,8 +21,8 @@ from django.db import connections
 from django.test import override_settings
 
 from django_advisory_cron import advisory_lock, registry
-from django_advisory_cron.keys import LockKey, job_key
-from django_advisory_cron.lockconn import close_lock_connections, idle_lock_connections
+from django_advisory_cron.core.keys import LockKey, job_key
+from django_advisory_cron.db.connections import close_lock_connections, idle_lock_connections
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing import PgBouncer, start_pgbouncer
 from tests.jobsapp.models import Marker

@@ -11,8 +11,10 @@ import pytest
 from django.core import checks
 from django.test import override_settings
 
-from django_advisory_cron import pooler, pooler_checks, registry
-from django_advisory_cron.pooler import resolve_scope
+from django_advisory_cron import registry
+from django_advisory_cron.checks import pooling as pooler_checks
+from django_advisory_cron.db import pooler
+from django_advisory_cron.db.pooler import resolve_scope
 from django_advisory_cron.testing import PgBouncer, start_pgbouncer
 from django_advisory_cron.testing.postgres import free_port
 

@@ -11,7 +11,7 @@ import pytest
 
 from django_advisory_cron import exitcodes, registry
 from django_advisory_cron.conf import app_settings
-from django_advisory_cron.keys import LockKey
+from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders

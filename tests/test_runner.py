@@ -9,9 +9,9 @@ import pytest
 from django.test import override_settings
 
 from django_advisory_cron import SKIPPED, LockNotAcquired, locked_task, registry, signals
-from django_advisory_cron.keys import LockKey
+from django_advisory_cron.core.keys import LockKey
+from django_advisory_cron.core.scopes import Scope
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.scopes import Scope
 from tests.jobsapp.models import Marker
 
 pytestmark = pytest.mark.usefixtures("transactional_db", "fresh_registry")

@@ -18,12 +18,12 @@ from django.conf import settings
 from django.test import override_settings
 
 from django_advisory_cron import locked_task, registry
-from django_advisory_cron.checks import check_jobs
+from django_advisory_cron.checks.configuration import check_jobs
+from django_advisory_cron.core.schedule import Schedule
 from django_advisory_cron.exceptions import InvalidSchedule
-from django_advisory_cron.jobs import Job
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.schedule import Schedule
-from django_advisory_cron.status import JobStatus
+from django_advisory_cron.ops.status import JobStatus
+from django_advisory_cron.run.jobs import Job
 from tests.jobsapp.models import Marker
 
 BERLIN = ZoneInfo("Europe/Berlin")

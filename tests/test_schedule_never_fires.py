@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from django_advisory_cron import exitcodes, locked_task, registry
+from django_advisory_cron.core.schedule import Schedule
 from django_advisory_cron.exceptions import InvalidSchedule
-from django_advisory_cron.jobs import Job
 from django_advisory_cron.models import JobRun
-from django_advisory_cron.schedule import Schedule
+from django_advisory_cron.run.jobs import Job
 
 SETTINGS = "--settings=tests.badjobs_never.settings"
 UTC = timezone.utc

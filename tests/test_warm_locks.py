@@ -13,10 +13,10 @@ from django.db import connection
 from django.test import override_settings
 
 from django_advisory_cron import advisory_lock, locked_task
-from django_advisory_cron.checks import check_connection_footprint
+from django_advisory_cron.checks.configuration import check_connection_footprint
 from django_advisory_cron.conf import problems
-from django_advisory_cron.keys import LockKey
-from django_advisory_cron.lockconn import (
+from django_advisory_cron.core.keys import LockKey
+from django_advisory_cron.db.connections import (
     close_lock_connections,
     idle_lock_connections,
     warm_while_scheduling,

@@ -11,9 +11,9 @@ import pytest
 from django.db.models import Count
 
 from django_advisory_cron import exitcodes
-from django_advisory_cron.keys import job_key
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.worker import run_order
+from django_advisory_cron.worker.loop import run_order
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
 from tests.waiting import wait_for, workers_present

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ..conf import APP_LABEL
-from ..monitoring import lock_wait
+from ..ops.monitoring import lock_wait
 
 
 class Spans:

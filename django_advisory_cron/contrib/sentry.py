@@ -22,9 +22,9 @@ from django.conf import settings
 from sentry_sdk.crons import MonitorStatus, capture_checkin
 
 from ..conf import app_settings
+from ..core.schedule import Every
 from ..exceptions import InvalidSchedule
-from ..monitoring import Timer
-from ..schedule import Every
+from ..ops.monitoring import Timer
 
 #: Sentry's five-field equivalents of the cron aliases.
 ALIASES = {

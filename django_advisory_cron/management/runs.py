@@ -26,7 +26,7 @@ from ..exceptions import (
     stopping_signal,
 )
 from ..models import RunStatus
-from ..runner import RunResult, raise_sigint
+from ..run.runner import RunResult, raise_sigint
 
 #: Sent to our own main thread when the heartbeat finds the lock lost: a run in its own
 #: process stops at once, not at its next database query.
@@ -87,7 +87,7 @@ def outcome(
 ) -> tuple[int, str]:
     """The exit code and the line to print for how a run ended: the one mapping.
 
-    A [RunResult][django_advisory_cron.runner.RunResult] is mapped from its recorded status;
+    A [RunResult][django_advisory_cron.run.runner.RunResult] is mapped from its recorded status;
     an exception means nothing could be recorded (configuration, database, schedule).
     """
     if isinstance(ended, RunResult):

@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.db import DatabaseError
 
-from .. import heldlocks, status
+from ..ops import heldlocks, status
 
 register = template.Library()
 

@@ -6,7 +6,7 @@ import time
 from datetime import timedelta
 
 from django_advisory_cron import locked_task
-from django_advisory_cron.schedule import Schedule
+from django_advisory_cron.core.schedule import Schedule
 
 from .models import Marker
 

@@ -5,7 +5,7 @@ scheduler advances it) through the row's ``intended_date_kwarg``, so every deliv
 tick — several clusters, a retry while the first delivery still runs, a failed task
 redelivered — claims the same ``(job, tick)`` record, and each delivery after the first is a
 recorded skip. Which ticks a late delivery runs is decided by the job's ``catch_up`` and
-``max_lateness``, in [catchup][django_advisory_cron.catchup].
+``max_lateness``, in [catchup][django_advisory_cron.run.catchup].
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from ...catchup import database_now, plan
 from ...conf import app_settings
 from ...exceptions import UnknownJob
-from ...jobs import Job, registry
 from ...models import RunStatus
-from ...runner import RunResult, execute
+from ...run.catchup import database_now, plan
+from ...run.jobs import Job, registry
+from ...run.runner import RunResult, execute
 
 logger = logging.getLogger("django_advisory_cron")
 

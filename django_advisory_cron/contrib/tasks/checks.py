@@ -16,7 +16,7 @@ from typing import Any
 from django.core import checks
 
 from ...conf import APP_LABEL, CHECK_TAG
-from ...jobs import registry
+from ...run.jobs import registry
 from .deliverer import diagnose
 
 APP = APP_LABEL

@@ -21,13 +21,13 @@ from typing import Any
 
 from django.db import connections
 
-from ... import sql
-from ...catchup import database_now
 from ...conf import app_settings
-from ...delivery import DeliverableJob, Delivery, DeliveryError, parse
-from ...history import HOST
-from ...jobs import Job
-from ...lockconn import answer_within
+from ...db import sql
+from ...db.connections import answer_within
+from ...run.catchup import database_now
+from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
+from ...run.history import HOST
+from ...run.jobs import Job
 from .framework import NOT_INSTALLED, errors, framework, installed
 from .task import tick_task
 
@@ -45,7 +45,7 @@ def backend_alias(job: DeliverableJob) -> str:
 
 def check_arguments(job_name: str, args: Sequence[Any]) -> list[Any]:
     """The arguments as the JSON list the task carries; raises
-    [DeliveryError][django_advisory_cron.delivery.DeliveryError] for one that is not
+    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] for one that is not
     JSON-serialisable (the Tasks framework's own rule)."""
     values = list(args)
     try:
@@ -59,7 +59,7 @@ def check_arguments(job_name: str, args: Sequence[Any]) -> list[Any]:
 
 def task_for(job: DeliverableJob) -> Any:
     """The internal task bound to ``job``'s backend; raises
-    [DeliveryError][django_advisory_cron.delivery.DeliveryError] when the backend is unknown
+    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when the backend is unknown
     or cannot take it."""
     tasks = framework()
     alias = backend_alias(job)
@@ -166,7 +166,7 @@ def runs_in_place(backend: Any) -> bool:
 
 
 class TasksDeliverer:
-    """The ``"tasks"`` [Deliverer][django_advisory_cron.delivery.Deliverer]."""
+    """The ``"tasks"`` [Deliverer][django_advisory_cron.run.delivery.Deliverer]."""
 
     def deliver(
         self,

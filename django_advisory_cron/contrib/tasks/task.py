@@ -15,9 +15,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from ...jobs import registry
 from ...models import RunStatus
-from ...runner import execute
+from ...run.jobs import registry
+from ...run.runner import execute
 from .framework import framework
 
 #: The dotted path task workers import; stored in every enqueued task.

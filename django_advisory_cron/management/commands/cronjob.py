@@ -7,13 +7,14 @@ from typing import Any
 from django.core.management.base import CommandParser
 from django.db import OperationalError, ProgrammingError
 
-from ... import control, exitcodes
+from ... import exitcodes
 from ...conf import app_settings
+from ...db.connections import bound_connect
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
-from ...jobs import Job, registry
-from ...liveworkers import live_workers
-from ...lockconn import bound_connect
-from ...runner import RunResult, execute
+from ...run import control
+from ...run.jobs import Job, registry
+from ...run.runner import RunResult, execute
+from ...worker.fleet import live_workers
 from ..base import AppCommand, did_you_mean
 from ..runs import outcome, signals_unwind
 

@@ -2,7 +2,7 @@
 
 Exit 0 when every job is healthy and non-zero otherwise, so the command works as a Kubernetes
 exec probe, an uptime check or a cron ``&&`` guard. The facts come from
-[status][django_advisory_cron.status], as on the admin's Jobs page.
+[status][django_advisory_cron.ops.status], as on the admin's Jobs page.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from django.db import DatabaseError, OperationalError
 
 from ... import exitcodes
 from ...conf import app_settings
+from ...db.connections import unavailable
 from ...exceptions import CommandFailed, first_line
-from ...liveworkers import LiveWorker, live_workers
-from ...lockconn import unavailable
-from ...status import (
+from ...ops.status import (
     PROBLEMS,
     JobStatus,
     health_report,
@@ -26,6 +25,7 @@ from ...status import (
     missing_workers,
     unhealthy,
 )
+from ...worker.fleet import LiveWorker, live_workers
 from ..base import AppCommand
 
 EPILOG = """\

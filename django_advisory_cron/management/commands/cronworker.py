@@ -11,12 +11,13 @@ from typing import Any
 from django.core.management.base import CommandParser
 from django.db import ProgrammingError
 
-from ... import delivery, exitcodes
+from ... import exitcodes
 from ...conf import app_settings
+from ...db.connections import bound_connect
 from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
-from ...jobs import registry
-from ...lockconn import bound_connect
-from ...worker import ISOLATIONS, Worker
+from ...run import delivery
+from ...run.jobs import registry
+from ...worker.loop import ISOLATIONS, Worker
 from ..base import AppCommand
 from ..runs import outcome
 

@@ -10,16 +10,14 @@ from typing import Any
 from django.core.management import call_command, get_commands
 from django.core.management.base import CommandParser
 
-from ... import delivery, exitcodes
+from ... import exitcodes
 from ...conf import app_settings
-from ...exceptions import (
-    DatabaseUnavailable,
-    InvalidSchedule,
-)
-from ...jobs import Job, registry
-from ...lockconn import bound_connect
-from ...runner import RunResult, execute
-from ...scopes import SCOPES
+from ...core.scopes import SCOPES
+from ...db.connections import bound_connect
+from ...exceptions import DatabaseUnavailable, InvalidSchedule
+from ...run import delivery
+from ...run.jobs import Job, registry
+from ...run.runner import RunResult, execute
 from ..base import AppCommand, did_you_mean
 from ..runs import outcome, signals_unwind
 

@@ -3,12 +3,12 @@
 Each worker wakes at every due tick of every scheduled job and runs the job through the
 runner *for that tick* (``now=tick``). Every replica does the same; the lock and the
 ``(job, tick)`` row let exactly one of them run it, and the others record a skip. Jobs due
-together are claimed in one statement (see [claims][django_advisory_cron.claims]), each first
+together are claimed in one statement (see [claims][django_advisory_cron.run.claims]), each first
 by the live worker it is dealt to (``share_out``), so the wins spread across replicas instead
 of going to the fastest one.
 
 A job with ``deliver=`` is not run here: its tick is handed to its deliverer (see
-[delivery][django_advisory_cron.delivery]), which enqueues it once across the workers.
+[delivery][django_advisory_cron.run.delivery]), which enqueues it once across the workers.
 
 Time: ticks are judged on the database's clock, as the runner does. The worker reads it once
 per wake and sleeps on the monotonic clock in between, so a suspended VM, an NTP step or a
@@ -17,7 +17,7 @@ long pause can neither skip the tick it wakes up for nor run one twice.
 Missed ticks: at start-up a worker looks up each job's latest recorded tick, and ticks that
 passed since then (every replica was down) are missed; so are the ticks a worker slept
 through. Which of them run is the job's ``catch_up`` policy, decided by
-[catchup][django_advisory_cron.catchup] as for django-q2. A job with no recorded tick starts
+[catchup][django_advisory_cron.run.catchup] as for django-q2. A job with no recorded tick starts
 with its next tick.
 
 Isolation: a run goes to a pool thread, or (``isolation="process"``, and always for a job with
@@ -29,7 +29,7 @@ tick comes is not started again; the tick is recorded as skipped (Kubernetes'
 
 A database restart or failover does not stop a worker: it logs the loss once, reconnects with
 a growing pause, and carries on from the database's clock. The same scheduler runs in a
-background thread of any process with [start_worker][django_advisory_cron.worker.start_worker].
+background thread of any process with [start_worker][django_advisory_cron.worker.loop.start_worker].
 """
 
 from __future__ import annotations
@@ -58,20 +58,22 @@ from django.conf import settings
 from django.db import DatabaseError, ProgrammingError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import catchup, delivery, history, pooler, signals, sql
-from .claims import ClaimConnection, can_claim_together
-from .conf import app_settings
-from .exceptions import DatabaseUnavailable, first_line
-from .history import HOST
-from .jobs import Job, registry
-from .lockconn import (
+from .. import signals
+from ..conf import app_settings
+from ..db import pooler, sql
+from ..db.connections import (
     answer_within,
     ensure_connected,
     unpooled_connection,
     warm_while_scheduling,
 )
-from .models import RunStatus
-from .runner import ClaimedRun, RunResult, claim_together, execute
+from ..exceptions import DatabaseUnavailable, first_line
+from ..models import RunStatus
+from ..run import catchup, delivery, history
+from ..run.claims import ClaimConnection, can_claim_together
+from ..run.history import HOST
+from ..run.jobs import Job, registry
+from ..run.runner import ClaimedRun, RunResult, claim_together, execute
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -101,7 +103,7 @@ REQUEST_POLL = 1.0
 #: Pauses between attempts to reach the database again after losing it (the last repeats).
 RECONNECT_PAUSES = (0.5, 1.0, 2.0, 5.0)
 
-#: The scheduler thread of [start_worker][django_advisory_cron.worker.start_worker].
+#: The scheduler thread of [start_worker][django_advisory_cron.worker.loop.start_worker].
 SCHEDULER_THREAD = "advisory-cron-scheduler"
 
 Isolation = Literal["thread", "process"]
@@ -166,7 +168,7 @@ def child_command(job: str, tick: datetime | None, using: str) -> list[str]:
     """The command line of a run in a process of its own: ``runlocked`` for that tick (or a
     manual run, without one), through
     ``python -m django`` (with the worker's settings module and import path in its
-    environment: see [child_environment][django_advisory_cron.worker.child_environment])."""
+    environment: see [child_environment][django_advisory_cron.worker.loop.child_environment])."""
     options = [f"-W{option}" for option in sys.warnoptions]
     return [
         sys.executable,
@@ -225,7 +227,7 @@ class DatabaseClock:
 
 class Wakeup:
     """Ends a worker's sleep early: on a notification on its (direct) connection, or when
-    [poke][django_advisory_cron.worker.Wakeup.poke] is called (``stop()``, even from a signal
+    [poke][django_advisory_cron.worker.loop.Wakeup.poke] is called (``stop()``, even from a signal
     handler). Without a listening connection it only wakes on ``poke``."""
 
     def __init__(self) -> None:
@@ -409,7 +411,7 @@ class Worker:
         self._wakeup.poke()
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop a worker started by [start_worker][django_advisory_cron.worker.start_worker]
+        """Stop a worker started by [start_worker][django_advisory_cron.worker.loop.start_worker]
         and wait for its thread: up to ``grace`` seconds for running jobs; those still running
         then go on in this process, holding their locks, and record their own end."""
         self.stop()
@@ -417,7 +419,7 @@ class Worker:
             self.thread.join(timeout)
 
     def run(self) -> None:
-        """Schedule until [stop][django_advisory_cron.worker.Worker.stop]; then wait up to
+        """Schedule until [stop][django_advisory_cron.worker.loop.Worker.stop]; then wait up to
         ``grace`` seconds for running jobs.
 
         Raises [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable] when

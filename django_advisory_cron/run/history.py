@@ -24,14 +24,14 @@ from datetime import datetime
 
 from django.db import DatabaseError
 
-from . import sql
-from .conf import app_settings
-from .exceptions import JobTimedOut, stopping_signal
-from .keys import LockKey
-from .lockconn import unpooled_connection
-from .locks import Row, Send
-from .scopes import ResolvedScope
-from .sql import Statement
+from ..conf import app_settings
+from ..core.keys import LockKey
+from ..core.scopes import ResolvedScope
+from ..db import sql
+from ..db.connections import unpooled_connection
+from ..db.sql import Statement
+from ..exceptions import JobTimedOut, stopping_signal
+from ..lock.advisory import Row, Send
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -70,7 +70,7 @@ def stopped_by(error: BaseException, *, body: bool = True) -> str | None:
 
 def error_text(error: BaseException, *, body: bool = True) -> str:
     """What the history keeps of an exception: its traceback, or one line for a signal or a
-    timeout (``body``: see [stopped_by][django_advisory_cron.history.stopped_by])."""
+    timeout (``body``: see [stopped_by][django_advisory_cron.run.history.stopped_by])."""
     if isinstance(error, JobTimedOut):
         return str(error)
     signal = stopped_by(error, body=body)
@@ -83,7 +83,7 @@ def status_of(error: BaseException | None, *, body: bool = True) -> str:
     """The status of a run that ended with ``error`` (``None``: it returned): ``interrupted``
     (its tick given back) only for a stop from outside; ``failed`` (its tick taken) for
     anything the job's code raised (``body``: see
-    [stopped_by][django_advisory_cron.history.stopped_by])."""
+    [stopped_by][django_advisory_cron.run.history.stopped_by])."""
     if error is None:
         return SUCCEEDED
     if isinstance(error, JobTimedOut):
@@ -93,7 +93,7 @@ def status_of(error: BaseException | None, *, body: bool = True) -> str:
 
 class RunRecord:
     """One run's row, as statements for its lock (a
-    [LockStatements][django_advisory_cron.locks.LockStatements])."""
+    [LockStatements][django_advisory_cron.lock.advisory.LockStatements])."""
 
     def __init__(
         self,
@@ -254,7 +254,7 @@ def execute_fresh(alias: str, statement: Statement, *, patience: float) -> bool:
 
 
 def fetch_fresh(alias: str, statement: Statement, *, patience: float) -> Row | None:
-    """Like [execute_fresh][django_advisory_cron.history.execute_fresh], returning the
+    """Like [execute_fresh][django_advisory_cron.run.history.execute_fresh], returning the
     statement's first row (``None`` when it returned none, or failed)."""
     return _on_fresh(alias, statement, patience)[1]
 

@@ -4,7 +4,7 @@ Each function returns ``(sql, params)`` with named placeholders. The run-history
 quoted once and the status values are filled in once (``names()``), from the model; the model
 is imported lazily, so importing this module needs no app registry.
 
-The lock statements take a [LockKey][django_advisory_cron.keys.LockKey], whose ``sql`` renders
+The lock statements take a [LockKey][django_advisory_cron.core.keys.LockKey], whose ``sql`` renders
 the key arguments (two ints, or ``hashtext(name)``).
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .keys import LockKey
-from .scopes import ResolvedScope
+from ..core.keys import LockKey
+from ..core.scopes import ResolvedScope
 
 Statement = tuple[str, Mapping[str, Any]]
 
@@ -30,7 +30,7 @@ ADVISORY_LOCKS = (
 @functools.cache
 def names() -> dict[str, str]:
     """The quoted history table and the status literals, for ``str.format``."""
-    from .models import TICK_TAKING, EnqueuedTick, JobRun, JobState, RunStatus
+    from ..models import TICK_TAKING, EnqueuedTick, JobRun, JobState, RunStatus
 
     def quote(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
@@ -269,7 +269,7 @@ def claim_runs(
     batch: Sequence[tuple[str, LockKey, datetime]], *, host: str, pid: int, lease: float
 ) -> Statement:
     """Take the session locks of several jobs and claim one tick of each, in one round trip:
-    [acquire_run][django_advisory_cron.sql.acquire_run] (its final attempt, in session scope)
+    [acquire_run][django_advisory_cron.db.sql.acquire_run] (its final attempt, in session scope)
     over ``unnest``. ``batch`` holds ``(job, key, tick)``; keys in the two-int form, one tick
     per job.
 

@@ -18,9 +18,9 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import sql
-from .conf import app_settings
-from .models import JobRun, RunStatus
+from ..conf import app_settings
+from ..db import sql
+from ..models import JobRun, RunStatus
 
 #: How many runs a strip shows.
 RUNS_SHOWN = 50

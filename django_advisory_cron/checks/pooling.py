@@ -14,9 +14,10 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from . import conf, pooler
-from .conf import APP_LABEL, CHECK_TAG, app_settings
-from .jobs import Job, registry
+from .. import conf
+from ..conf import APP_LABEL, CHECK_TAG, app_settings
+from ..db import pooler
+from ..run.jobs import Job, registry
 
 APP = APP_LABEL
 

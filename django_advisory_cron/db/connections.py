@@ -10,8 +10,8 @@ Our own statements get a client-side deadline (``answer_within()``): a pooler qu
 silent network can otherwise stall them for minutes.
 
 Lock connections are kept warm: opening one forks a server backend (milliseconds), so each
-process keeps a few idle ones per alias ([checkout][django_advisory_cron.lockconn.checkout],
-[checkin][django_advisory_cron.lockconn.checkin]). A connection serves one holder at a time (a
+process keeps a few idle ones per alias ([checkout][django_advisory_cron.db.connections.checkout],
+[checkin][django_advisory_cron.db.connections.checkin]). A connection serves one holder at a time (a
 session lock is re-entrant within its session, so two holders on one connection would both
 "hold" the same key), goes back only when it provably holds nothing, is closed once older than
 ``LOCK_CONNECTION_MAX_AGE``, and is never used by a process other than the one that opened it
@@ -38,9 +38,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.psycopg_any import is_psycopg3
 from django.db.utils import load_backend
 
-from .conf import app_settings
+from ..conf import app_settings
+from ..exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from .deadlines import watchdog
-from .exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 
 APPLICATION_NAME = "django-advisory-cron"
 
@@ -308,7 +308,8 @@ def close_connection(connection: LockConnection) -> None:
 
 def checkout(alias: str = DEFAULT_DB_ALIAS) -> LockConnection:
     """A lock connection for one holder: a warm idle one that is still open and young enough,
-    else a new one. The caller owns it until [checkin][django_advisory_cron.lockconn.checkin]."""
+    else a new one. The caller owns it until
+    [checkin][django_advisory_cron.db.connections.checkin]."""
     if _idle.pid != os.getpid():  # forked by a path that skipped the at-fork hook
         _forget_after_fork()
     server = _server_of(alias)
@@ -344,7 +345,7 @@ _schedulers_guard = threading.Lock()
 
 def pool_size() -> int:
     """How many idle lock connections this process keeps per alias: ``LOCK_POOL_SIZE``, or
-    when it is ``None``, [WARM_POOL_SIZE][django_advisory_cron.lockconn.WARM_POOL_SIZE] while
+    when it is ``None``, [WARM_POOL_SIZE][django_advisory_cron.db.connections.WARM_POOL_SIZE] while
     a scheduler runs in this process and none otherwise. Idle connections keep a database
     busy (``DROP DATABASE`` refuses, a test suite cannot drop its database), so a process that
     takes a lock now and then keeps none unless asked."""

@@ -1,6 +1,6 @@
 """Reporting runs to the monitors people already watch: Sentry Crons, ping URLs, OpenTelemetry.
 
-Each integration is a [Reporter][django_advisory_cron.monitoring.Reporter] connected to the
+Each integration is a [Reporter][django_advisory_cron.ops.monitoring.Reporter] connected to the
 run signals in ``AppConfig.ready`` when its setting enables it. The signals are sent only by
 the process that ran the job, so only the replica that ran a tick reports it: a monitor sees
 one check-in per tick, never one per replica, and skips send nothing.
@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from . import signals
-from .conf import app_settings
+from .. import signals
+from ..conf import app_settings
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -107,7 +107,7 @@ def enabled_reporters() -> list[Reporter]:
     for setting, module, name, package in INTEGRATIONS:
         if not getattr(app_settings, setting) or missing_package(package):
             continue
-        contrib = importlib.import_module(f"{__package__}.contrib.{module}")
+        contrib = importlib.import_module(f"django_advisory_cron.contrib.{module}")
         reporters.append(getattr(contrib, name)())
     return reporters
 
@@ -116,7 +116,7 @@ def connect() -> list[Reporter]:
     """Connect the enabled reporters to the run signals (called from ``AppConfig.ready``)."""
     reporters = []
     for reporter in enabled_reporters():
-        uid = f"django_advisory_cron.monitoring.{type(reporter).__name__}"
+        uid = f"django_advisory_cron.ops.monitoring.{type(reporter).__name__}"
         started = guarded(reporter, reporter.started)
         ended = guarded(reporter, reporter.ended)
         signals.job_started.connect(started, weak=False, dispatch_uid=f"{uid}.started")
@@ -129,7 +129,7 @@ def connect() -> list[Reporter]:
 def disconnect() -> None:
     """Disconnect every reporter ``connect()`` may have connected (tests, reloads)."""
     for _setting, _module, name, _package in INTEGRATIONS:
-        uid = f"django_advisory_cron.monitoring.{name}"
+        uid = f"django_advisory_cron.ops.monitoring.{name}"
         signals.job_started.disconnect(dispatch_uid=f"{uid}.started")
         signals.job_finished.disconnect(dispatch_uid=f"{uid}.finished")
         signals.job_failed.disconnect(dispatch_uid=f"{uid}.failed")

@@ -12,9 +12,9 @@ from datetime import datetime
 
 from django.db import connections
 
-from . import sql
-from .conf import app_settings
-from .worker import PRESENCE_NAME
+from ..conf import app_settings
+from ..db import sql
+from .loop import PRESENCE_NAME
 
 
 @dataclass(frozen=True)

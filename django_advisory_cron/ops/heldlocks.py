@@ -37,10 +37,10 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Now
 
-from . import sql
-from .conf import app_settings
-from .jobs import Job, registry
-from .models import HeldLock, JobRun, RunStatus
+from ..conf import app_settings
+from ..db import sql
+from ..models import HeldLock, JobRun, RunStatus
+from ..run.jobs import Job, registry
 
 
 class ArrayMap(Func):

@@ -1,8 +1,8 @@
 """Where a scheduled tick runs: in place, or handed to a task queue (``Job.deliver``).
 
 A scheduler (``cronworker``'s dispatch, ``runlocked --enqueue``) asks
-[deliverer_for][django_advisory_cron.delivery.deliverer_for] for a job: ``None`` runs the tick
-in place; a [Deliverer][django_advisory_cron.delivery.Deliverer] hands it over instead. The
+[deliverer_for][django_advisory_cron.run.delivery.deliverer_for] for a job: ``None`` runs the tick
+in place; a [Deliverer][django_advisory_cron.run.delivery.Deliverer] hands it over instead. The
 deliverers live above this layer (``contrib.tasks`` registers ``"tasks"`` when the app is
 ready), so the scheduler never imports an integration, and an integration never needs the
 scheduler.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from .exceptions import AdvisoryCronError
+from ..exceptions import AdvisoryCronError
 
 #: The kinds of ``deliver=`` a job may name: ``"tasks"`` (the default Tasks backend) or
 #: ``"tasks:<backend alias>"``.
@@ -39,7 +39,7 @@ def parse(deliver: str) -> tuple[str, str | None]:
 
 
 class DeliverableJob(Protocol):
-    """What this module needs of a job (a [Job][django_advisory_cron.jobs.Job]; this module
+    """What this module needs of a job (a [Job][django_advisory_cron.run.jobs.Job]; this module
     is imported by ``jobs``, so it cannot name the class)."""
 
     @property
@@ -75,7 +75,7 @@ class Deliverer(Protocol):
         using: str | None = None,
     ) -> Delivery:
         """Enqueue ``tick`` of ``job`` once across schedulers; raise
-        [DeliveryError][django_advisory_cron.delivery.DeliveryError] when it cannot."""
+        [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when it cannot."""
         ...
 
     def problems(self, job: DeliverableJob) -> list[str]:

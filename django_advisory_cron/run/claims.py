@@ -5,7 +5,7 @@ on in their own threads.
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
 all of them losers' skips; claimed together they send R (2R with the worker's spread: its
 the jobs dealt to it first, the rest a moment later). The guarantee is the one of a single
-run: the batch's statement is [acquire_run][django_advisory_cron.sql.acquire_run] over
+run: the batch's statement is [acquire_run][django_advisory_cron.db.sql.acquire_run] over
 ``unnest`` (pauses, live leases, dead runs, skip rows), each lock is a session lock released
 by its own run's finishing statement (which unlocks that key only: the other runs still hold
 theirs), and one heartbeat renews every run's lease in one round trip. When the connection
@@ -22,15 +22,15 @@ from contextlib import suppress
 
 from django.db import DatabaseError, connections
 
-from . import sql
-from .conf import app_settings
-from .exceptions import DatabaseUnavailable, LockLost
+from ..conf import app_settings
+from ..core.keys import LockKey
+from ..db import sql
+from ..db.connections import LockConnection, answer_within, checkout, close_connection, still_open
+from ..db.interrupts import deferred_signals
+from ..db.sql import Statement
+from ..exceptions import DatabaseUnavailable, LockLost
+from ..lock.advisory import AdvisoryLock, Row, beat_deadline
 from .history import HOST, RunRecord
-from .interrupts import deferred_signals
-from .keys import LockKey
-from .lockconn import LockConnection, answer_within, checkout, close_connection, still_open
-from .locks import AdvisoryLock, Row, beat_deadline
-from .sql import Statement
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -46,7 +46,7 @@ def can_claim_together(key: LockKey) -> bool:
 
 class SharedLock(AdvisoryLock):
     """A run's session lock, taken by a batch on a
-    [ClaimConnection][django_advisory_cron.claims.ClaimConnection] and released by the run."""
+    [ClaimConnection][django_advisory_cron.run.claims.ClaimConnection] and released by the run."""
 
     def __init__(
         self,

@@ -9,11 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
-from .conf import CATCH_UP_CHOICES, CatchUp
-from .delivery import parse as parse_deliver
-from .exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
-from .keys import KEY_MODES, KeyMode, LockKey, job_key
-from .schedule import (
+from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
+from ..core.schedule import (
     Every,
     NeverFires,
     Schedule,
@@ -21,7 +19,9 @@ from .schedule import (
     describe_interval,
     zone_problem,
 )
-from .scopes import Scope, check_scope
+from ..core.scopes import Scope, check_scope
+from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
+from .delivery import parse as parse_deliver
 
 if TYPE_CHECKING:
     from .runner import RunResult
@@ -72,7 +72,7 @@ class Job(Generic[P, R]):
     key_mode: KeyMode = "sha256"
     using: str | None = None
     #: Which missed ticks run after a gap (``None``: the ``CATCH_UP`` setting); see
-    #: [catchup][django_advisory_cron.catchup].
+    #: [catchup][django_advisory_cron.run.catchup].
     catch_up: CatchUp | None = None
     #: Seconds: a tick more than this late is passed over instead of run (``None``: no limit).
     max_lateness: float | None = None
@@ -134,7 +134,7 @@ class Job(Generic[P, R]):
         using: str | None = None,
         **kwargs: Any,
     ) -> RunResult:
-        """Run under the lock and return a [RunResult][django_advisory_cron.runner.RunResult]
+        """Run under the lock and return a [RunResult][django_advisory_cron.run.runner.RunResult]
         (re-raises failures, after recording them).
 
         Raises [InvalidSchedule][django_advisory_cron.exceptions.InvalidSchedule] for a bad
@@ -192,7 +192,7 @@ def max_lateness_problem(max_lateness: object) -> str | None:
 
 def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | None:
     """Why a job with this schedule can have no ``timezone``, or ``None`` (the zone's name is
-    [zone_problem][django_advisory_cron.schedule.zone_problem]'s business)."""
+    [zone_problem][django_advisory_cron.core.schedule.zone_problem]'s business)."""
     if zone is None:
         return None
     if every is not None:

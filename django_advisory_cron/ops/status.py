@@ -28,14 +28,15 @@ from typing import Any
 from django.db import connections
 from django.utils import timezone
 
-from . import control, sql
-from .conf import app_settings
-from .exceptions import InvalidSchedule
+from ..conf import app_settings
+from ..core.schedule import Every, Schedule
+from ..db import sql
+from ..exceptions import InvalidSchedule
+from ..models import HeldLock, JobRun, JobState, RunStatus
+from ..run import control
+from ..run.jobs import Job, registry
+from ..worker.fleet import LiveWorker, live_workers
 from .heldlocks import held_locks
-from .jobs import Job, registry
-from .liveworkers import LiveWorker, live_workers
-from .models import HeldLock, JobRun, JobState, RunStatus
-from .schedule import Every, Schedule
 
 SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)
 FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)

@@ -17,8 +17,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from . import conf
-from .conf import app_settings
+from .. import conf
+from ..conf import app_settings
 
 KeyMode = Literal["sha256", "hashtext"]
 KEY_MODES: tuple[KeyMode, ...] = ("sha256", "hashtext")

@@ -9,7 +9,7 @@ once through ``on_lost``. The job's own connections are never touched.
 
 The thread is started only when the first beat is due: most locks are released sooner, and
 starting a thread per lock would cost more than the lock's own round trips. Until then the
-process's one deadline thread ([deadlines][django_advisory_cron.deadlines]) holds the start.
+process's one deadline thread ([deadlines][django_advisory_cron.db.deadlines]) holds the start.
 
 Transaction-scoped locks need no heartbeat: they live on the job's own connection, so the
 job's next query fails when it dies.
@@ -24,10 +24,10 @@ from collections.abc import Callable
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .deadlines import Deadline, watchdog
-from .exceptions import LockLost, first_line
-from .lockconn import answer_within
-from .sql import Statement
+from ..db.connections import answer_within
+from ..db.deadlines import Deadline, watchdog
+from ..db.sql import Statement
+from ..exceptions import LockLost, first_line
 
 logger = logging.getLogger("django_advisory_cron")
 

@@ -36,7 +36,7 @@ from typing import Any
 from croniter import CroniterError, croniter
 from django.conf import settings
 
-from .exceptions import InvalidSchedule
+from ..exceptions import InvalidSchedule
 
 # A run is matched against ticks up to this far from its reference time, beyond ``MAX_SKEW``,
 # so that a host whose clock is off from the database's still finds its tick.

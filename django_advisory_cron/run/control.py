@@ -16,11 +16,11 @@ from django.db import connections
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import sql
-from .conf import app_settings
+from ..conf import app_settings
+from ..db import sql
+from ..db.connections import answer_within, ensure_connected
+from ..models import JobState
 from .history import HOST
-from .lockconn import answer_within, ensure_connected
-from .models import JobState
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|min|s)", re.IGNORECASE)
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "min": 60, "s": 1}

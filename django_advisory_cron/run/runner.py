@@ -1,12 +1,12 @@
 """Run one job: take its lock, claim its tick, run it, record the outcome, release.
 
 The order of one run, top to bottom: the job's
-[AdvisoryLock][django_advisory_cron.locks.AdvisoryLock] sends the
-[RunRecord][django_advisory_cron.history.RunRecord]'s statements (claim the tick and insert
+[AdvisoryLock][django_advisory_cron.lock.advisory.AdvisoryLock] sends the
+[RunRecord][django_advisory_cron.run.history.RunRecord]'s statements (claim the tick and insert
 the row while taking the lock; finish the row while releasing it); the runner only calls the
 job and decides the outcome. Every outcome, failures and signals included, is a
-[RunResult][django_advisory_cron.runner.RunResult]:
-[execute][django_advisory_cron.runner.execute] returns it, and ``result.reraise()`` raises
+[RunResult][django_advisory_cron.run.runner.RunResult]:
+[execute][django_advisory_cron.run.runner.execute] returns it, and ``result.reraise()`` raises
 what the job raised (as ``Job.run`` does).
 """
 
@@ -22,10 +22,12 @@ from datetime import datetime
 from types import FrameType
 from typing import Any, Protocol
 
-from . import history, signals
-from .claims import ClaimConnection, SharedLock
-from .conf import app_settings
-from .exceptions import (
+from .. import signals
+from ..conf import app_settings
+from ..core.keys import LockKey
+from ..core.schedule import Schedule
+from ..core.scopes import Scope
+from ..exceptions import (
     SIGNAL_ATTRIBUTE,
     JobFailed,
     JobTimedOut,
@@ -34,12 +36,11 @@ from .exceptions import (
     first_line,
     stopping_signal,
 )
-from .heartbeat import lost_text
-from .keys import LockKey
-from .locks import AdvisoryLock
-from .models import RunStatus
-from .schedule import Schedule
-from .scopes import Scope
+from ..lock.advisory import AdvisoryLock
+from ..lock.heartbeat import lost_text
+from ..models import RunStatus
+from . import history
+from .claims import ClaimConnection, SharedLock
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -62,7 +63,7 @@ LOST_IN_TRANSACTION = (
 
 
 class RunnableJob(Protocol):
-    """What the runner needs of a job (a [Job][django_advisory_cron.jobs.Job])."""
+    """What the runner needs of a job (a [Job][django_advisory_cron.run.jobs.Job])."""
 
     @property
     def name(self) -> str: ...
@@ -143,7 +144,7 @@ class RunResult:
         return self
 
     def reraise_in_task(self) -> RunResult:
-        """[reraise][django_advisory_cron.runner.RunResult.reraise] for a task worker: what the
+        """[reraise][django_advisory_cron.run.runner.RunResult.reraise] for a task worker: what the
         job's own code raised that is not an ``Exception`` (``SystemExit``, ...) is raised as
         ``JobFailed`` chained to it, so the worker records a failed task instead of stopping
         (its retry finds the tick taken)."""
@@ -255,7 +256,7 @@ def signals_stop_runs() -> Iterator[None]:
     from outside (the run is ``interrupted``); what the job's code raises is a failure.
 
     Python's own SIGINT handler is replaced by
-    [raise_sigint][django_advisory_cron.runner.raise_sigint]; another Python handler (a task
+    [raise_sigint][django_advisory_cron.run.runner.raise_sigint]; another Python handler (a task
     worker's, a server's) runs as before, and what it raises is marked with the signal's name.
     Handlers the job installs itself are left in place. Elsewhere (another thread, which no
     signal handler interrupts) a no-op."""

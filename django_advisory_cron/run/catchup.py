@@ -19,7 +19,7 @@ nothing ran for them, so they take no tick and leave no row.
 Where the missed ticks start:
 
 * ``cronworker`` at start-up: after the job's latest recorded tick
-  ([recorded_ticks][django_advisory_cron.catchup.recorded_ticks]; any row with a tick counts,
+  ([recorded_ticks][django_advisory_cron.run.catchup.recorded_ticks]; any row with a tick counts,
   skips included). A job with **no recorded tick** has missed nothing: the first worker ever
   to run it starts with its next tick, and nothing from before it started runs.
 * ``cronworker`` waking after ticks passed (a suspended VM, a long pause): after the tick it
@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import sql
-from .conf import CatchUp, app_settings
-from .lockconn import answer_within
+from ..conf import CatchUp, app_settings
+from ..db import sql
+from ..db.connections import answer_within
 
 if TYPE_CHECKING:
     from .jobs import Job

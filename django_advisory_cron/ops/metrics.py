@@ -2,14 +2,14 @@
 
 ``runlocked`` processes live for a second and replicas are many, so in-process counters
 would each hold a sliver of the truth; the run history holds all of it. Each scrape reads
-it through [job_statuses][django_advisory_cron.status.job_statuses], the function behind
+it through [job_statuses][django_advisory_cron.ops.status.job_statuses], the function behind
 ``cronstatus --json``: three queries whatever the number of jobs and the size of the
 history (one statement for each job's last run, last success and runs per status in the
 ``METRICS_WINDOW``; one for the held locks; one for the jobs' states). The overdue, stuck
 and failing flags are the very ones ``cronstatus`` reports.
 
 Serve it with the ``metrics/`` view (``django_advisory_cron.urls``), or register
-[RunHistoryCollector][django_advisory_cron.metrics.RunHistoryCollector] in a registry of your
+[RunHistoryCollector][django_advisory_cron.ops.metrics.RunHistoryCollector] in a registry of your
 own, such as the default one django-prometheus exposes::
 
     from prometheus_client import REGISTRY
@@ -25,8 +25,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from .conf import app_settings
-from .models import RunStatus
+from ..conf import app_settings
+from ..models import RunStatus
 from .status import job_statuses
 
 PREFIX = "advisory_cron_job_"

@@ -11,10 +11,14 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError
 
-from . import conf, monitoring, pooler_checks, sql
-from .conf import APP_LABEL, CHECK_TAG, app_settings
-from .exceptions import AdvisoryCronError, InvalidSchedule
-from .jobs import (
+from .. import conf
+from ..conf import APP_LABEL, CHECK_TAG, app_settings
+from ..core.schedule import validate, zone_problem
+from ..db import sql
+from ..db.connections import WARM_POOL_SIZE, answer_within, ensure_connected, unpooled_connection
+from ..exceptions import AdvisoryCronError, InvalidSchedule
+from ..ops import monitoring
+from ..run.jobs import (
     MAX_JOB_NAME,
     catch_up_problem,
     max_lateness_problem,
@@ -22,8 +26,7 @@ from .jobs import (
     registry,
     timezone_problem,
 )
-from .lockconn import WARM_POOL_SIZE, answer_within, ensure_connected, unpooled_connection
-from .schedule import validate, zone_problem
+from . import pooling as pooler_checks
 
 APP = APP_LABEL
 
@@ -38,7 +41,7 @@ def register() -> None:
     checks.register(check_connection_footprint, CHECK_TAG, checks.Tags.database)
     pooler_checks.register()
     if django_apps.is_installed("django_q"):
-        from .contrib.django_q import register_checks
+        from ..contrib.django_q import register_checks
 
         register_checks()
 
@@ -227,7 +230,7 @@ def check_monitoring(
                 )
             )
     if app_settings.SENTRY_CRONS and not monitoring.missing_package("sentry_sdk"):
-        from .contrib.sentry import sentry_schedule
+        from ..contrib.sentry import sentry_schedule
 
         for job in registry.all():
             try:

@@ -1,7 +1,7 @@
 """``advisory_lock()``: take a PostgreSQL advisory lock in session or transaction scope.
 
 Session scope holds the lock on a dedicated connection (see
-[lockconn][django_advisory_cron.lockconn]), checked out of the process's warm set for this one
+[lockconn][django_advisory_cron.db.connections]), checked out of the process's warm set for this one
 lock and given back once it provably holds nothing (the releasing statement also runs
 ``pg_advisory_unlock_all()``); the body's own queries use Django's normal connections. A
 heartbeat watches the lock connection while the lock is held; once the lock is
@@ -15,9 +15,9 @@ form that is safe behind PgBouncer's transaction pooling. With ``savepoint=True`
 in a savepoint of that transaction, so a failing body rolls back its own work while the
 release statement still commits. With psycopg 3 the transaction's start, the acquiring
 statement and the savepoint share one round trip, and so do the savepoint's end and the
-release statement ([pipelined][django_advisory_cron.lockconn.pipelined]).
+release statement ([pipelined][django_advisory_cron.db.connections.pipelined]).
 
-What is sent is pluggable ([LockStatements][django_advisory_cron.locks.LockStatements]): the
+What is sent is pluggable ([LockStatements][django_advisory_cron.lock.advisory.LockStatements]): the
 run history sends its acquiring and finishing statements in the same round trips as the lock.
 Acquiring and releasing statements run with SIGINT/SIGTERM deferred, so a signal never cuts
 one in half, and with a client-side deadline.
@@ -35,13 +35,12 @@ from typing import Any, Protocol
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import pooler, signals, sql
-from .conf import app_settings
-from .exceptions import LockLost, LockScopeError
-from .heartbeat import Heartbeat, lost_text
-from .interrupts import deferred_signals
-from .keys import LockKey, job_key
-from .lockconn import (
+from .. import signals
+from ..conf import app_settings
+from ..core.keys import LockKey, job_key
+from ..core.scopes import ResolvedScope, Scope, check_scope
+from ..db import pooler, sql
+from ..db.connections import (
     LockConnection,
     answer_within,
     checkin,
@@ -50,8 +49,10 @@ from .lockconn import (
     pipelined,
     require_postgresql,
 )
-from .scopes import ResolvedScope, Scope, check_scope
-from .sql import Statement
+from ..db.interrupts import deferred_signals
+from ..db.sql import Statement
+from ..exceptions import LockLost, LockScopeError
+from .heartbeat import Heartbeat, lost_text
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -546,7 +547,7 @@ def advisory_lock(
     using: str | None = None,
 ) -> AdvisoryLock:
     """Take the advisory lock for ``key`` (a job name or a
-    [LockKey][django_advisory_cron.keys.LockKey]).
+    [LockKey][django_advisory_cron.core.keys.LockKey]).
 
     ``scope`` is ``"session"``, ``"transaction"`` or ``"auto"`` (transaction scope when a
     pooler is in the path). ``wait`` seconds are spent retrying; 0 tries once. The body always

@@ -42,12 +42,12 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
+from ..conf import Pooling, app_settings
+from ..core.keys import LockKey, job_key
+from ..core.scopes import ResolvedScope, Scope, check_scope
+from ..exceptions import ProbeError, ProbeTimeout, first_line
 from . import sql
-from .conf import Pooling, app_settings
-from .exceptions import ProbeError, ProbeTimeout, first_line
-from .keys import LockKey, job_key
-from .lockconn import answer_within, ensure_connected, require_postgresql
-from .scopes import ResolvedScope, Scope, check_scope
+from .connections import answer_within, ensure_connected, require_postgresql
 
 PGBOUNCER_PORT = 6432
 

@@ -1,0 +1,1 @@
+"""System checks: settings, the lock database, jobs, and connection pooling."""

@@ -1,0 +1,1 @@
+"""The pure core: schedules, lock keys and scopes. No database, no models."""

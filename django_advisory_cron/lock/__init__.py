@@ -1,0 +1,1 @@
+"""Advisory locks: ``advisory_lock()``, session and transaction scope, the heartbeat."""

@@ -1,0 +1,1 @@
+"""The read side: status, held locks, metrics, monitoring and charts."""

@@ -1,0 +1,1 @@
+"""``cronworker``: the scheduling loop and the live workers it shares jobs with."""

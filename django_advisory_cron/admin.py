@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 from .conf import app_settings
 from .contrib.tasks.links import task_link
+from .db.execute import database_now
 from .models import HeldLock, JobRun, JobState, RegisteredJob, RunStatus
 from .ops import charts, heldlocks, status
 from .ops.charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
@@ -550,7 +551,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             until = None
             if request.POST.get("until", "").strip():
                 try:
-                    until = control.parse_until(request.POST["until"], control.database_now(alias))
+                    until = control.parse_until(request.POST["until"], database_now(alias))
                 except ValueError as error:
                     self.message_user(request, f"{name}: {error}", messages.ERROR)
                     return back

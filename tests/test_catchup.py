@@ -23,8 +23,9 @@ from django.test import override_settings
 
 from django_advisory_cron import exitcodes, locked_task, registry
 from django_advisory_cron.checks.configuration import check_jobs
+from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run.catchup import database_now, plan
+from django_advisory_cron.run.catchup import plan
 from django_advisory_cron.run.jobs import Job
 from django_advisory_cron.worker.loop import PRESENCE_NAME, Worker
 from tests.jobsapp.models import Marker

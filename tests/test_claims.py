@@ -19,6 +19,7 @@ from django.db.models import Count
 
 from django_advisory_cron import exitcodes, locked_task, signals
 from django_advisory_cron.core.keys import job_key
+from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run import control
 from django_advisory_cron.run.claims import ClaimConnection
@@ -62,7 +63,7 @@ def closed_gate() -> Any:
 
 def tick_of(job: Job[..., Any]) -> datetime:
     assert job.schedule is not None
-    return job.schedule.next_tick(control.database_now())
+    return job.schedule.next_tick(database_now())
 
 
 def in_thread(run: ClaimedRun) -> None:
@@ -177,8 +178,8 @@ def test_a_dead_run_is_marked_interrupted_and_its_tick_claimed_again(
         host="gone",
         pid=1,
         status=RunStatus.RUNNING,
-        started=control.database_now() - timedelta(seconds=60),
-        lease_until=control.database_now() - timedelta(seconds=5),
+        started=database_now() - timedelta(seconds=60),
+        lease_until=database_now() - timedelta(seconds=5),
     )
     runs, skipped = claim_and_run(jobs, tick)
     assert skipped == [] and len(runs) == 4 and runs[0].result.interrupted_runs == 1
@@ -239,7 +240,7 @@ def test_racing_replicas_claiming_together_run_each_tick_once(
     guard = threading.Lock()
     schedule = jobs[0].schedule
     assert schedule is not None
-    first = schedule.next_tick(control.database_now())
+    first = schedule.next_tick(database_now())
     ticks = [first + timedelta(minutes=5 * number) for number in range(20)]
 
     def enter(sender: Job[..., Any], **kwargs: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron import exitcodes, locked_task
+from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, JobState, RunStatus
 from django_advisory_cron.run import control
 from django_advisory_cron.run.runner import execute
@@ -108,7 +109,7 @@ def test_a_pause_ends_by_itself_at_its_until(fresh_registry: None) -> None:
     def expiring() -> None:
         return None
 
-    now = control.database_now()
+    now = database_now()
     control.pause("pause.expiring", until=now + timedelta(seconds=60), by="ops", reason="db move")
     tick = expiring.schedule.next_tick(now)  # type: ignore[union-attr]
     result = execute(expiring, now=tick)
@@ -133,7 +134,7 @@ def test_a_manual_run_has_no_tick_and_ignores_a_pause(fresh_registry: None) -> N
         return "done"
 
     control.pause("pause.manual", by="ops")
-    now = control.database_now()
+    now = database_now()
     tick = manual.schedule.previous_tick(now)  # type: ignore[union-attr]
     result = execute(manual, now=tick, manual=True)
     assert result.status == RunStatus.SUCCEEDED and result.tick is None and result.manual

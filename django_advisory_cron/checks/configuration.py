@@ -15,7 +15,8 @@ from .. import conf
 from ..conf import APP_LABEL, CHECK_TAG, app_settings
 from ..core.schedule import validate, zone_problem
 from ..db import sql
-from ..db.connections import WARM_POOL_SIZE, answer_within, ensure_connected, unpooled_connection
+from ..db.connections import WARM_POOL_SIZE, unpooled_connection
+from ..db.execute import fetch_one
 from ..exceptions import AdvisoryCronError, InvalidSchedule
 from ..ops import monitoring
 from ..run.jobs import (
@@ -296,11 +297,7 @@ def check_connection_footprint(
         return []  # E002
     connection = unpooled_connection(alias)
     try:
-        ensure_connected(connection)
-        text, params = sql.usable_connections()
-        with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as c:
-            c.execute(text, params)
-            row = c.fetchone()
+        row = fetch_one(connection, sql.usable_connections())
     except (DatabaseError, AdvisoryCronError):
         return []  # unreachable: W011 and the database checks say so
     finally:

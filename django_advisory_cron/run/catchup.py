@@ -33,12 +33,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import CatchUp, app_settings
 from ..db import sql
-from ..db.connections import answer_within
+from ..db.execute import fetch_all
 
 if TYPE_CHECKING:
     from .jobs import Job
@@ -49,27 +48,10 @@ MAX_CATCH_UP = 64
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def database_now(alias: str) -> datetime:
-    """The database server's clock: ticks are judged on it, never on a host's clock."""
-    text, params = sql.database_now()
-    with connections[alias].cursor() as cursor:
-        cursor.execute(text, params)
-        row = cursor.fetchone()
-    assert row is not None
-    now: datetime = row[0]
-    return now
-
-
 def recorded_ticks(connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, datetime]:
     """The latest tick each named job has a row for (skips included); jobs without one are
     left out. One statement for all of them. ``prune_jobruns`` keeps the rows it reads."""
-    text, params = sql.latest_recorded_ticks(names)
-    with (
-        answer_within(connection, app_settings.STATEMENT_TIMEOUT),
-        connection.cursor() as cursor,
-    ):
-        cursor.execute(text, params)
-        rows = cursor.fetchall()
+    rows = fetch_all(connection, sql.latest_recorded_ticks(names))
     return {job: tick for job, tick in rows if tick is not None}
 
 

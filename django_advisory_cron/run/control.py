@@ -12,13 +12,12 @@ import getpass
 import re
 from datetime import datetime, timedelta
 
-from django.db import connections
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..conf import app_settings
 from ..db import sql
-from ..db.connections import answer_within, ensure_connected
+from ..db.execute import fetch_one
 from ..models import JobState
 from .history import HOST
 
@@ -65,21 +64,9 @@ def _alias(using: str | None) -> str:
 
 
 def _one(alias: str, statement: sql.Statement) -> tuple[object, ...]:
-    connection = connections[alias]
-    ensure_connected(connection)
-    text, params = statement
-    with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as cursor:
-        cursor.execute(text, params)
-        row = cursor.fetchone()
+    row = fetch_one(alias, statement)
     assert row is not None
-    return tuple(row)
-
-
-def database_now(using: str | None = None) -> datetime:
-    """The database's clock: pauses end by it, as ticks are judged by it."""
-    now = _one(_alias(using), sql.database_now())[0]
-    assert isinstance(now, datetime)
-    return now
+    return row
 
 
 def state(name: str, using: str | None = None) -> JobState | None:

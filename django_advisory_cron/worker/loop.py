@@ -67,6 +67,7 @@ from ..db.connections import (
     unpooled_connection,
     warm_while_scheduling,
 )
+from ..db.execute import fetch_one
 from ..exceptions import DatabaseUnavailable, first_line
 from ..models import RunStatus
 from ..run import catchup, delivery, history
@@ -208,13 +209,7 @@ class DatabaseClock:
         self._at = 0.0
 
     def read(self) -> datetime:
-        text, params = sql.database_now()
-        with (
-            answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
-            self.connection.cursor() as cursor,
-        ):
-            cursor.execute(text, params)
-            row = cursor.fetchone()
+        row = fetch_one(self.connection, sql.database_now())
         assert row is not None
         self._base, self._at = row[0], time.monotonic()
         return self._base

@@ -28,7 +28,8 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
     ) from error
 
 from ...conf import CATCH_UP_CHOICES
-from ...run.catchup import MAX_CATCH_UP, database_now, plan
+from ...db.execute import database_now
+from ...run.catchup import MAX_CATCH_UP, plan
 from .checks import check_q_cluster, check_schedules_synced, register_checks
 from .delivery import INTENDED_KWARG, RUNNER, run_scheduled
 from .schedules import (

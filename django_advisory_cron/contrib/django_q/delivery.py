@@ -15,9 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from ...conf import app_settings
+from ...db.execute import database_now
 from ...exceptions import UnknownJob
 from ...models import RunStatus
-from ...run.catchup import database_now, plan
+from ...run.catchup import plan
 from ...run.jobs import Job, registry
 from ...run.runner import RunResult, execute
 

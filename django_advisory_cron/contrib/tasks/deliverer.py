@@ -19,12 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
-
 from ...conf import app_settings
 from ...db import sql
-from ...db.connections import answer_within
-from ...run.catchup import database_now
+from ...db.execute import database_now, fetch_one
 from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
 from ...run.history import HOST
 from ...run.jobs import Job
@@ -229,9 +226,5 @@ class TasksDeliverer:
 
 def _send(alias: str, statement: sql.Statement) -> Any:
     """Run one claim statement (autocommit); its first column, or ``None``."""
-    text, params = statement
-    connection = connections[alias]
-    with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as cursor:
-        cursor.execute(text, params)
-        row = cursor.fetchone() if cursor.description else None
+    row = fetch_one(alias, statement)
     return None if row is None else row[0]

@@ -10,6 +10,7 @@ from django.db import OperationalError, ProgrammingError
 from ... import exitcodes
 from ...conf import app_settings
 from ...db.connections import bound_connect
+from ...db.execute import database_now
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...run import control
 from ...run.jobs import Job, registry
@@ -112,7 +113,7 @@ class Command(AppCommand):
             self.stdout.write("No jobs are registered.")
             return
         states = control.states(alias)
-        now = control.database_now(alias)
+        now = database_now(alias)
         width = max(len(job.name) for job in jobs)
         for job in jobs:
             row = states.get(job.name)
@@ -134,7 +135,7 @@ class Command(AppCommand):
         until = None
         if until_text is not None:
             try:
-                until = control.parse_until(until_text, control.database_now(alias))
+                until = control.parse_until(until_text, database_now(alias))
             except ValueError as error:
                 self.leave(exitcodes.USAGE, f"--until: {error}")
         row = control.pause(
@@ -147,7 +148,7 @@ class Command(AppCommand):
 
     def _resume(self, job: Job[Any, Any], alias: str) -> None:
         before = control.resume(job.name, using=alias)
-        if before is None or not control.is_paused(before, control.database_now(alias)):
+        if before is None or not control.is_paused(before, database_now(alias)):
             self.stdout.write(f"{job.name}: was not paused; nothing to do.")
             return
         self.stdout.write(f"{job.name}: resumed (it was {control.describe_pause(before)}).")

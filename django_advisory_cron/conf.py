@@ -18,6 +18,13 @@ APP_LABEL = "django_advisory_cron"
 #: The tag of our system checks: ``manage.py check --tag advisory_cron`` runs only them.
 CHECK_TAG = "advisory_cron"
 
+
+def check_id(code: str) -> str:
+    """The full id of one of our system checks: ``check_id("E002")`` is
+    ``"django_advisory_cron.E002"``, the id ``SILENCED_SYSTEM_CHECKS`` takes."""
+    return f"{APP_LABEL}.{code}"
+
+
 #: The default lock namespace: the ASCII bytes ``b"cron"`` read as a signed 32-bit integer.
 DEFAULT_NAMESPACE = int.from_bytes(b"cron", "big", signed=True)
 

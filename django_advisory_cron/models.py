@@ -9,28 +9,9 @@ from django.db import models, transaction
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-
-class RunStatus(models.TextChoices):
-    RUNNING = "running", _("running")
-    SUCCEEDED = "succeeded", _("succeeded")
-    FAILED = "failed", _("failed")
-    SKIPPED_LOCKED = "skipped_locked", _("skipped: locked by another process")
-    SKIPPED_TICK = "skipped_tick", _("skipped: already ran this tick")
-    INTERRUPTED = "interrupted", _("interrupted")
-    LOCK_LOST = "lock_lost", _("lock lost")
-    TIMED_OUT = "timed_out", _("timed out")
-    SKIPPED_PAUSED = "skipped_paused", _("skipped: paused")
-
-
-#: Statuses that take a tick: a second run of the same tick is refused while one of these exists.
-#: An interrupted run gives its tick back, so the next holder of the lock may run it again.
-TICK_TAKING = (
-    RunStatus.RUNNING,
-    RunStatus.SUCCEEDED,
-    RunStatus.FAILED,
-    RunStatus.LOCK_LOST,
-    RunStatus.TIMED_OUT,
-)
+# Re-exported: the models are where Django code looks for a model field's choices.
+from .core.statuses import TICK_TAKING as TICK_TAKING
+from .core.statuses import RunStatus as RunStatus
 
 
 class JobRunQuerySet(models.QuerySet["JobRun"]):

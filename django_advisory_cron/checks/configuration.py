@@ -12,7 +12,7 @@ from django.core import checks
 from django.db import DatabaseError
 
 from .. import conf
-from ..conf import APP_LABEL, CHECK_TAG, app_settings
+from ..conf import CHECK_TAG, app_settings, check_id
 from ..core.schedule import validate, zone_problem
 from ..db import sql
 from ..db.connections import WARM_POOL_SIZE, unpooled_connection
@@ -28,8 +28,6 @@ from ..run.jobs import (
     timezone_problem,
 )
 from . import pooling as pooler_checks
-
-APP = APP_LABEL
 
 
 def register() -> None:
@@ -56,7 +54,7 @@ def check_settings(
             if problem.key != "ADVISORY_CRON"
             else f"ADVISORY_CRON {problem.message}",
             hint="See the settings reference in the django-advisory-cron docs.",
-            id=f"{APP}.{problem.check_id}",
+            id=check_id(problem.check_id),
         )
         for problem in conf.problems()
     ]
@@ -75,7 +73,7 @@ def check_lock_database(
         checks.Error(
             f"The lock database {alias!r} uses {engine!r}; advisory locks need PostgreSQL.",
             hint="Point ADVISORY_CRON['LOCK_DATABASE'] at a PostgreSQL alias.",
-            id=f"{APP}.E002",
+            id=check_id("E002"),
         )
     ]
 
@@ -89,7 +87,7 @@ def check_jobs(
             checks.Error(
                 f"Two jobs are named {first.name!r}: {first.origin} and {second.origin}.",
                 hint="Give one of them another name=... in @locked_task.",
-                id=f"{APP}.E003",
+                id=check_id("E003"),
             )
         )
     by_key: defaultdict[object, list[str]] = defaultdict(list)
@@ -102,7 +100,7 @@ def check_jobs(
                 checks.Error(
                     f"Jobs {', '.join(map(repr, names))} hash to the same advisory lock key.",
                     hint="Rename one of them; the key is derived from the job name.",
-                    id=f"{APP}.E004",
+                    id=check_id("E004"),
                 )
             )
     for job in registry.all():
@@ -112,7 +110,7 @@ def check_jobs(
                     f"Job name {job.name[:40]!r}... is {len(job.name)} characters long; the run "
                     f"history stores at most {MAX_JOB_NAME}.",
                     hint="Give the job a shorter name=... in @locked_task.",
-                    id=f"{APP}.E006",
+                    id=check_id("E006"),
                 )
             )
     for job in registry.all():
@@ -125,7 +123,7 @@ def check_jobs(
                     f"Job {job.name!r}: {never}.",
                     hint="Day 31 exists in January, March, May, July, August, October and "
                     "December, 30 in every month but February, 29 February in leap years.",
-                    id=f"{APP}.E007",
+                    id=check_id("E007"),
                 )
             )
             continue
@@ -136,7 +134,7 @@ def check_jobs(
                     f"Job {job.name!r} has an invalid schedule: {problem}",
                     hint="Use a five-field cron expression such as '0 2 * * *' (or six, "
                     "with the second last: '0 2 * * * 30').",
-                    id=f"{APP}.E005",
+                    id=check_id("E005"),
                 )
             )
     errors.extend(_option_errors())
@@ -167,8 +165,8 @@ def _option_errors() -> list[checks.CheckMessage]:
             ),
         ]
         errors.extend(
-            checks.Error(f"Job {job.name!r}: {problem}.", hint=hint, id=f"{APP}.{check_id}")
-            for check_id, problem, hint in found
+            checks.Error(f"Job {job.name!r}: {problem}.", hint=hint, id=check_id(code))
+            for code, problem, hint in found
             if problem
         )
     return errors
@@ -204,7 +202,7 @@ def check_max_skew(
                     "both, so two ticks compete for one run.",
                     hint=f"Lower ADVISORY_CRON['MAX_SKEW'] below {gap / 2:g}s (half the "
                     "shortest interval between the job's ticks), or schedule it less often.",
-                    id=f"{APP}.W007",
+                    id=check_id("W007"),
                 )
             )
     return warnings
@@ -221,13 +219,13 @@ def check_monitoring(
         if package is None or not monitoring.missing_package(package):
             continue
         if getattr(app_settings, setting):
-            check_id, extra = extras[package]
+            code, extra = extras[package]
             found.append(
                 checks.Warning(
                     f"ADVISORY_CRON['{setting}'] is on, but the {package} package is not "
                     "installed: nothing is reported.",
                     hint=f"pip install 'django-advisory-cron[{extra}]', or turn {setting} off.",
-                    id=f"{APP}.{check_id}",
+                    id=check_id(code),
                 )
             )
     if app_settings.SENTRY_CRONS and not monitoring.missing_package("sentry_sdk"):
@@ -245,7 +243,7 @@ def check_monitoring(
                         "cannot express: its runs send no check-ins.",
                         hint="Sentry monitors need a five-field cron expression or an interval "
                         "of whole minutes.",
-                        id=f"{APP}.W042",
+                        id=check_id("W042"),
                     )
                 )
     pings = app_settings.PING_URL
@@ -256,7 +254,7 @@ def check_monitoring(
                     f"ADVISORY_CRON['PING_URL'] has a URL for {name!r}, which is not a "
                     "registered job: it is never pinged.",
                     hint="Use the job's name as registered (manage.py runlocked --list).",
-                    id=f"{APP}.W043",
+                    id=check_id("W043"),
                 )
             )
     return found
@@ -314,6 +312,6 @@ def check_connection_footprint(
             "could exhaust it.",
             hint="Lower ADVISORY_CRON['LOCK_POOL_SIZE'] (or Django's pool size), or raise "
             "max_connections; see the connection footprint in the performance docs.",
-            id=f"{APP}.W035",
+            id=check_id("W035"),
         )
     ]

@@ -15,11 +15,9 @@ from django.conf import settings
 from django.core import checks
 
 from .. import conf
-from ..conf import APP_LABEL, CHECK_TAG, app_settings
+from ..conf import CHECK_TAG, app_settings, check_id
 from ..db import pooler
 from ..run.jobs import Job, registry
-
-APP = APP_LABEL
 
 FIX_HINT = (
     "Use scope='transaction' for these jobs (safe behind any pooler), or point "
@@ -81,7 +79,7 @@ def _prepared_warning(alias: str, why: str) -> checks.Warning:
         f"Database {alias!r} uses psycopg server-side binding with prepared statements "
         f"(OPTIONS['prepare_threshold']) and is transaction pooled ({why}).",
         hint=PREPARED_HINT,
-        id=f"{APP}.W012",
+        id=check_id("W012"),
     )
 
 
@@ -98,7 +96,7 @@ def check_pooling_static(
                 checks.Error(
                     f"Job {job.name!r} uses the lock key reserved for the pooling probe.",
                     hint="Rename the job.",
-                    id=f"{APP}.E011",
+                    id=check_id("E011"),
                 )
             )
     for alias, jobs in jobs_by_alias().items():
@@ -113,7 +111,7 @@ def check_pooling_static(
                     f"{alias!r}, which looks transaction pooled ({reason}): their unlock can run "
                     "on another server connection and do nothing, leaving the lock held.",
                     hint=FIX_HINT,
-                    id=f"{APP}.W010",
+                    id=check_id("W010"),
                 )
             )
         if _uses_prepared_statements(alias):
@@ -143,7 +141,7 @@ def _live_messages(alias: str, jobs: list[Job[Any, Any]]) -> list[checks.CheckMe
                 f"Could not probe database {alias!r} for connection pooling: {result.error}.",
                 hint="The static pooling checks still apply; run the check again when the "
                 "database is reachable, or declare ADVISORY_CRON['POOLING'].",
-                id=f"{APP}.W011",
+                id=check_id("W011"),
             )
         ]
     if result.mode not in ("transaction", "statement"):
@@ -162,7 +160,7 @@ def _live_messages(alias: str, jobs: list[Job[Any, Any]]) -> list[checks.CheckMe
                 f"here.{listed}",
                 hint="Remove ADVISORY_CRON['POOLING'] (auto then detects the pooler) or set it "
                 "to 'transaction'.",
-                id=f"{APP}.E012",
+                id=check_id("E012"),
             )
         )
         if _uses_prepared_statements(alias):
@@ -174,7 +172,7 @@ def _live_messages(alias: str, jobs: list[Job[Any, Any]]) -> list[checks.CheckMe
                 f"{proof} Jobs {_names(session_jobs)} ask for session-scoped advisory locks, "
                 "which leak here.",
                 hint=FIX_HINT,
-                id=f"{APP}.E010",
+                id=check_id("E010"),
             )
         )
     return messages

@@ -14,11 +14,11 @@ from django.core import checks
 from django.core.management.base import BaseCommand, CommandParser
 
 from .. import exitcodes
-from ..conf import APP_LABEL, CHECK_TAG
+from ..conf import APP_LABEL, CHECK_TAG, check_id
 
 #: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
 #: ran the checks: a job's invalid schedule.
-USAGE_CHECKS = frozenset({f"{APP_LABEL}.E005", f"{APP_LABEL}.E007"})
+USAGE_CHECKS = frozenset({check_id("E005"), check_id("E007")})
 
 
 class AppCommand(BaseCommand):

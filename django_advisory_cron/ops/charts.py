@@ -19,6 +19,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ..conf import app_settings
+from ..core.statuses import SKIPS
 from ..db import sql
 from ..models import JobRun, RunStatus
 
@@ -38,7 +39,6 @@ STATUS_COLOURS = {
     RunStatus.SKIPPED_PAUSED: AMBER,
 }
 #: Skips are not runs: a strip shows what ran.
-SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)
 
 
 def colour(status: str) -> str:

@@ -30,16 +30,15 @@ from django.utils import timezone
 
 from ..conf import app_settings
 from ..core.schedule import Every, Schedule
+from ..core.statuses import FAILING, SKIPS
 from ..db import sql
 from ..exceptions import InvalidSchedule
-from ..models import HeldLock, JobRun, JobState, RunStatus
+from ..models import HeldLock, JobRun, JobState
 from ..run import control
 from ..run.jobs import Job, registry
 from ..worker.fleet import LiveWorker, live_workers
 from .heldlocks import held_locks
 
-SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)
-FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST)
 PROBLEMS = ("overdue", "stuck", "failing")
 
 _WEEKDAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]

@@ -15,10 +15,8 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError, router
 
-from ...conf import APP_LABEL, app_settings
+from ...conf import app_settings, check_id
 from .schedules import out_of_date, schedule_model, scheduled_jobs, unsyncable_jobs
-
-APP = APP_LABEL
 
 
 def register_checks() -> None:
@@ -48,7 +46,7 @@ def check_q_cluster(
                 f"Q_CLUSTER['retry'] ({retry}s) is delivered again while it still runs.",
                 hint="Set Q_CLUSTER['timeout'] above your longest job and 'retry' above "
                 "'timeout'. The lock absorbs the duplicates, but each costs a worker.",
-                id=f"{APP}.W060",
+                id=check_id("W060"),
             )
         )
     elif retry <= timeout:
@@ -58,7 +56,7 @@ def check_q_cluster(
                 f"({timeout}s): a task still running is delivered again.",
                 hint="Set 'retry' greater than 'timeout'. The lock and the tick record "
                 "absorb the duplicates, but each costs a worker and a skipped run row.",
-                id=f"{APP}.W061",
+                id=check_id("W061"),
             )
         )
     if timeout is not None:
@@ -71,7 +69,7 @@ def check_q_cluster(
                         hint="Raise Q_CLUSTER['timeout'] (and 'retry' above it), or lower "
                         "the job's max_runtime. A killed run is recorded as interrupted and "
                         "its tick is run again on redelivery.",
-                        id=f"{APP}.W062",
+                        id=check_id("W062"),
                     )
                 )
     zone = options.get("time_zone")
@@ -81,7 +79,7 @@ def check_q_cluster(
                 f"Q_CLUSTER['time_zone'] ({zone!r}) differs from TIME_ZONE "
                 f"({settings.TIME_ZONE!r}): django-q2 and the job schedules disagree on ticks.",
                 hint="Remove Q_CLUSTER['time_zone'] or make it equal to TIME_ZONE.",
-                id=f"{APP}.W063",
+                id=check_id("W063"),
             )
         )
     return messages
@@ -98,7 +96,7 @@ def check_unsyncable_jobs(
             "skips it, and nothing runs it through django-q2.",
             hint="Run it with 'manage.py cronworker' on every replica, or give it a "
             "five-field cron expression in TIME_ZONE.",
-            id=f"{APP}.W065",
+            id=check_id("W065"),
         )
         for job, reason in unsyncable_jobs()
     ]
@@ -125,6 +123,6 @@ def check_schedules_synced(
             + "; ".join(change.describe(dry_run=True) for change in pending),
             hint="Run 'manage.py sync_schedules' after each deploy, or set "
             "ADVISORY_CRON['SYNC_ON_MIGRATE'] = True.",
-            id=f"{APP}.W064",
+            id=check_id("W064"),
         )
     ]

@@ -15,11 +15,9 @@ from typing import Any
 
 from django.core import checks
 
-from ...conf import APP_LABEL, CHECK_TAG
+from ...conf import CHECK_TAG, check_id
 from ...run.jobs import registry
 from .deliverer import diagnose
-
-APP = APP_LABEL
 
 
 def register_checks() -> None:
@@ -35,7 +33,5 @@ def check_deliveries(
     for job in registry.all():
         for problem in diagnose(job):
             kind = checks.Error if problem.is_error else checks.Warning
-            messages.append(
-                kind(problem.message, hint=problem.hint, id=f"{APP}.{problem.check_id}")
-            )
+            messages.append(kind(problem.message, hint=problem.hint, id=check_id(problem.check_id)))
     return messages

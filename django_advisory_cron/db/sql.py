@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.keys import LockKey
 from ..core.scopes import ResolvedScope
@@ -128,7 +128,7 @@ def database_now() -> Statement:
 
 # -- the run row -----------------------------------------------------------------------------
 
-#: Pieces of the acquiring statements (one run's and a batch's), filled in by ``_run_parts``.
+#: Pieces of the claiming statement, filled in by ``_run_parts``.
 _PARTS = {
     # Why a job is paused, for its skip row and its log line (a ``{state}`` row).
     "PAUSED_WHY": (
@@ -158,186 +158,166 @@ def _run_parts(sql: str) -> str:
     return sql
 
 
-def acquire_run(
-    key: LockKey,
+class Claim(NamedTuple):
+    """One run a claim asks for: its job, its lock key, the ``(instant, tick)`` pairs its
+    reference time is matched against, and that reference (``None``: the database's ``now()``)."""
+
+    job: str
+    key: LockKey
+    matches: Sequence[tuple[datetime, datetime]]
+    reference: datetime | None
+    #: A "run now": a pause does not hold it back (it has no tick).
+    manual: bool = False
+    #: The task result id when a task queue delivered the run (else empty).
+    task_id: str = ""
+
+
+def _keys(keys: Sequence[LockKey]) -> dict[str, list[Any]]:
+    """The keys of a statement over ``unnest``: the two-int form's ints, or a ``hashtext``
+    key's name (``KEY_COLUMNS``, ``LOCK_ARGS``)."""
+    columns: dict[str, list[Any]] = {"classids": [], "objids": [], "hashed": []}
+    for key in keys:
+        ints = key.mode == "sha256"
+        columns["classids"].append(key.namespace if ints else None)
+        columns["objids"].append(key.objid if ints else None)
+        columns["hashed"].append(None if ints else key.name)
+    return columns
+
+
+#: The columns ``_keys`` fills, for ``unnest``.
+KEY_COLUMNS = "%(classids)s::int[], %(objids)s::int[], %(hashed)s::text[]"
+
+
+def _lock_call(function: str, row: str) -> str:
+    """``function`` (a lock function) on the key of the ``unnest`` row ``row``."""
+    return (
+        f"CASE WHEN {row}.hashed IS NULL THEN {function}({row}.classid, {row}.objid) "
+        f"ELSE {function}(hashtext({row}.hashed)) END"
+    )
+
+
+def claim_runs(
+    claims: Sequence[Claim],
     scope: ResolvedScope,
     *,
-    job: str,
     host: str,
     pid: int,
-    reference: datetime | None,
-    matches: list[tuple[datetime, datetime]],
     max_skew: float,
     lease: float | None,
     final: bool,
-    manual: bool = False,
-    task_id: str = "",
+    settle: bool,
 ) -> Statement:
-    """Take the lock and claim the run's tick in one round trip.
+    """Take the locks and claim the ticks of one or several runs, in one round trip: the one
+    claim algorithm (a single run is a batch of one). One tick per job.
 
-    Returns one row ``(got, run_id, tick, reference, interrupted, live, paused)``:
+    Returns one row per claim, in order: ``(released, got, run_id, tick, reference,
+    interrupted, live, paused)``:
 
     - ``paused``: NULL, or why the job is paused (an operator paused it, and the pause has not
       expired): the lock is not tried, and the final attempt records a ``skipped_paused`` row
-      for the tick (a job waiting for its lock waits for a resume alike). A manual run
-      (``manual``, "run now") ignores a pause.
+      for the tick (a job waiting for its lock waits for a resume alike). A manual run ("run
+      now") ignores a pause.
     - ``live``: rows of this job whose lease has not expired, whatever their status (a
       ``running`` row, or a ``lock_lost`` one whose body has not ended yet). A holder whose
       lock connection died may still be running its body, so while such a row exists the
       lock is not even tried (holding it would not prove that the old holder stopped).
     - ``interrupted``: ``running`` rows whose lease expired, marked ``interrupted`` now (a
-      ``lock_lost`` row is never marked: its tick stays taken, and its body may run on).
+      ``lock_lost`` row is never marked: its tick stays taken).
     - ``tick``: the tick of the ``(instant, tick)`` match nearest the reference time, within
       ``max_skew`` (a tick can be matched at two instants on the night the clocks go back).
     - ``run_id`` is NULL when the tick is already taken (the caller records a skip).
-    - on the final attempt a process that did not get the lock records its skip.
+    - on the ``final`` attempt a process that did not get the lock records its skip.
+    - ``released``: with ``settle`` (session scope), a job whose tick already ran has its
+      skip recorded and its lock released here, so a batch that found every tick taken has
+      nothing more to send; without it that skip is the release's
+      ([skip_tick][django_advisory_cron.db.sql.skip_tick]).
 
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
-    ``task_id`` is the task result id when a task queue delivered the run (else empty).
     """
+    assert scope == "session" or not settle, "only a session lock is released on its own"
     function = "pg_try_advisory_lock" if scope == "session" else "pg_try_advisory_xact_lock"
     lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
     sql = _fill(
-        """
-WITH paused AS (
-    SELECT PAUSED_WHY AS why FROM {state}
-     WHERE job = %(job)s AND NOT %(manual)s AND PAUSED_NOW
+        f"""
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], {KEY_COLUMNS}, %(refs)s::timestamptz[],
+                         %(manual)s::boolean[], %(task_ids)s::text[])
+           WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, n)
+), paused AS (
+    SELECT i.n, PAUSED_WHY AS why FROM i JOIN {{state}} s ON s.job = i.job
+     WHERE NOT i.manual AND PAUSED_NOW
 ), live AS (
-    SELECT count(*) AS n FROM {table} WHERE job = %(job)s AND BODY_MAY_RUN
+    SELECT job, count(*) AS n FROM {{table}}
+     WHERE job = ANY(%(jobs)s) AND BODY_MAY_RUN GROUP BY job
 ), l AS (
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM paused) THEN false
-                WHEN (SELECT n FROM live) = 0 THEN FUNCTION(KEY) ELSE false END AS got,
-           COALESCE(%(now)s::timestamptz, now()) AS ref
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false
+                ELSE {_lock_call(function, "i")} END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
 ), t AS (
-    SELECT l.got, l.ref,
-           (SELECT c.tick FROM unnest(%(ticks)s::timestamptz[], %(at)s::timestamptz[])
-                                AS c(tick, at)
-             WHERE abs(extract(epoch FROM c.at - l.ref)) <= %(skew)s
-             ORDER BY abs(extract(epoch FROM c.at - l.ref)) LIMIT 1) AS tick
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
       FROM l
 ), dead AS (
-    UPDATE {table} SET status = {s_interrupted}, finished = clock_timestamp(),
+    UPDATE {{table}} r SET status = {{s_interrupted}}, finished = clock_timestamp(),
            error = DEAD_ERROR, lease_until = NULL
-     WHERE job = %(job)s AND status = {s_running} AND (SELECT got FROM t)
-       AND (lease_until IS NULL OR lease_until < clock_timestamp())
-    RETURNING id
+      FROM t
+     WHERE r.job = t.job AND t.got AND r.status = {{s_running}}
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
 ), ins AS (
-    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until, manual,
+    INSERT INTO {{table}} (job, tick, host, pid, started, status, error, lease_until, manual,
                          task_id)
-    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE,
-           %(manual)s, %(task_id)s
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), {{s_running}}, '', LEASE,
+           t.manual, t.task_id
       FROM t WHERE t.got
-    ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
-    RETURNING id
+    ON CONFLICT (job, tick) WHERE status IN ({{taking}}) DO NOTHING
+    RETURNING id, job
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND d.interrupted = 0 AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
 ), skip AS (
-    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, manual,
+    INSERT INTO {{table}} (job, tick, host, pid, started, finished, status, error, manual,
                          task_id)
-    SELECT %(job)s, t.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-           CASE WHEN EXISTS (SELECT 1 FROM paused) THEN {s_skipped_paused}
-                ELSE {s_skipped_locked} END,
-           COALESCE((SELECT why FROM paused), CASE WHEN (SELECT n FROM live) > 0
-               THEN STILL_ALIVE ELSE '' END),
-           %(manual)s, %(task_id)s
-      FROM t WHERE NOT t.got AND %(final)s
+    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           CASE WHEN o.got THEN {{s_skipped_tick}}
+                WHEN o.why IS NOT NULL THEN {{s_skipped_paused}} ELSE {{s_skipped_locked}} END,
+           COALESCE(o.why, CASE WHEN o.live > 0 THEN STILL_ALIVE ELSE '' END),
+           o.manual, o.task_id
+      FROM o WHERE (NOT o.got AND %(final)s) OR o.settled
 )
-SELECT t.got, (SELECT id FROM ins), t.tick, t.ref, (SELECT count(*) FROM dead),
-       (SELECT n FROM live), (SELECT why FROM paused) FROM t
+SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+  FROM o ORDER BY o.n
 """
     )
-    sql = _run_parts(sql).replace("FUNCTION(KEY)", f"{function}({key.sql})")
-    sql = sql.replace("LEASE", lease_sql)
+    numbered = [(n, match) for n, claim in enumerate(claims, 1) for match in claim.matches]
     params = {
-        **key.params,
-        **_who(job, host, pid),
-        "now": reference,
-        "ticks": [tick for _at, tick in matches],
-        "at": [at for at, _tick in matches],
+        "jobs": [claim.job for claim in claims],
+        **_keys([claim.key for claim in claims]),
+        "refs": [claim.reference for claim in claims],
+        "manual": [claim.manual for claim in claims],
+        "task_ids": [claim.task_id for claim in claims],
+        "match_n": [n for n, _match in numbered],
+        "match_at": [at for _n, (at, _tick) in numbered],
+        "match_tick": [tick for _n, (_at, tick) in numbered],
         "skew": max_skew,
+        "host": host,
+        "pid": pid,
         "lease": lease,
         "final": final,
-        "manual": manual,
-        "task_id": task_id,
+        "settle": settle,
     }
-    return sql, params
+    return _run_parts(sql).replace("LEASE", lease_sql), params
 
 
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
     return {"job": job, "host": host, "pid": pid, "task_id": task_id}
-
-
-def claim_runs(
-    batch: Sequence[tuple[str, LockKey, datetime]], *, host: str, pid: int, lease: float
-) -> Statement:
-    """Take the session locks of several jobs and claim one tick of each, in one round trip:
-    [acquire_run][django_advisory_cron.db.sql.acquire_run] (its final attempt, in session scope)
-    over ``unnest``. ``batch`` holds ``(job, key, tick)``; keys in the two-int form, one tick
-    per job.
-
-    Returns one row per job, in ``batch``'s order: ``(job, released, got, run_id, tick,
-    reference, interrupted, live, paused)``, the last seven as ``acquire_run`` returns them.
-    The losers' skips are recorded here, and so is the skip of a job whose tick already ran:
-    its lock is released in the same statement (``released``), so a replica whose batch
-    found every tick taken has nothing more to send.
-    """
-    sql = _fill(
-        """
-WITH i AS (
-    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
-                         %(ticks)s::timestamptz[])
-           WITH ORDINALITY AS i(job, classid, objid, tick, n)
-), paused AS (
-    SELECT job, PAUSED_WHY AS why FROM {state} WHERE job = ANY(%(jobs)s) AND PAUSED_NOW
-), live AS (
-    SELECT job, count(*) AS n FROM {table}
-     WHERE job = ANY(%(jobs)s) AND BODY_MAY_RUN GROUP BY job
-), l AS (
-    SELECT i.job, i.classid, i.objid, i.tick, i.n AS position, p.why, COALESCE(v.n, 0) AS live,
-           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false
-                ELSE pg_try_advisory_lock(i.classid, i.objid) END AS got
-      FROM i LEFT JOIN paused p USING (job) LEFT JOIN live v USING (job)
-), dead AS (
-    UPDATE {table} r SET status = {s_interrupted}, finished = clock_timestamp(),
-           error = DEAD_ERROR, lease_until = NULL
-      FROM l
-     WHERE r.job = l.job AND l.got AND r.status = {s_running}
-       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
-    RETURNING r.job
-), ins AS (
-    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
-    SELECT l.job, l.tick, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '',
-           clock_timestamp() + make_interval(secs => %(lease)s)
-      FROM l WHERE l.got
-    ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
-    RETURNING id, job
-), o AS (
-    SELECT l.*, ins.id, (SELECT count(*) FROM dead WHERE dead.job = l.job) AS interrupted
-      FROM l LEFT JOIN ins USING (job)
-), skip AS (
-    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
-    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-           CASE WHEN NOT o.got THEN
-                CASE WHEN o.why IS NOT NULL THEN {s_skipped_paused} ELSE {s_skipped_locked} END
-                ELSE {s_skipped_tick} END,
-           COALESCE(o.why, CASE WHEN o.live > 0 THEN STILL_ALIVE ELSE '' END)
-      FROM o WHERE NOT o.got OR (o.id IS NULL AND o.interrupted = 0)
-)
-SELECT o.job,
-       CASE WHEN o.got AND o.id IS NULL AND o.interrupted = 0
-            THEN pg_advisory_unlock(o.classid, o.objid) ELSE false END,
-       o.got, o.id, o.tick, o.tick, o.interrupted, o.live, o.why
-  FROM o ORDER BY o.position
-"""
-    )
-    params = {
-        "jobs": [job for job, _key, _tick in batch],
-        "classids": [key.namespace for _job, key, _tick in batch],
-        "objids": [key.objid for _job, key, _tick in batch],
-        "ticks": [tick for _job, _key, tick in batch],
-        "host": host,
-        "pid": pid,
-        "lease": lease,
-    }
-    return _run_parts(sql), params
 
 
 def renew_leases(runs: Sequence[tuple[int, LockKey]], *, lease: float) -> Statement:

@@ -5,11 +5,12 @@ on in their own threads.
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
 all of them losers' skips; claimed together they send R (2R with the worker's spread: its
 the jobs dealt to it first, the rest a moment later). The guarantee is the one of a single
-run: the batch's statement is [acquire_run][django_advisory_cron.db.sql.acquire_run] over
-``unnest`` (pauses, live leases, dead runs, skip rows), each lock is a session lock released
-by its own run's finishing statement (which unlocks that key only: the other runs still hold
-theirs), and one heartbeat renews every run's lease in one round trip. When the connection
-dies, every run it held learns it lost its lock, as a run holding its own connection would.
+run: the batch's statement is the one claim of every run
+([claim_runs][django_advisory_cron.db.sql.claim_runs]: pauses, live leases, dead runs, skip
+rows), each lock is a session lock released by its own run's finishing statement (which
+unlocks that key only: the other runs still hold theirs), and one heartbeat renews every
+run's lease in one round trip. When the connection dies, every run it held learns it lost
+its lock, as a run holding its own connection would.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import DatabaseUnavailable, LockLost
 from ..lock.advisory import AdvisoryLock, Row, beat_deadline
-from .history import HOST, RunRecord
+from . import history
+from .history import RunRecord
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -124,9 +126,8 @@ class ClaimConnection:
         is ``acquired`` when its run is to start (or, rarely, when its skip is still to be
         recorded by its release). Raises ``DatabaseError`` or ``DatabaseUnavailable`` when
         the statement failed; locks it may have taken died with the connection."""
-        batch = [(lock.record.job, lock.key, lock.record.matches[0][1]) for lock in locks]
-        statement = sql.claim_runs(
-            batch, host=HOST, pid=locks[0].record.pid, lease=app_settings.LEASE
+        statement = history.claim(
+            [(lock.record, lock.key) for lock in locks], "session", final=True, settle=True
         )
         with self._turn:
             if self._closed.is_set():
@@ -134,8 +135,7 @@ class ClaimConnection:
             self._fresh_connection()
             rows = self._fetch_all(statement)
         for lock, row in zip(locks, rows, strict=True):
-            released = bool(row[1])
-            lock.acquired = lock.record.accept(row[2:], "session", self.send) and not released
+            lock.acquired = lock.record.accept(row, "session", self.send)
             if lock.acquired and lock.record.run_id is not None:
                 with self._turn:
                     self._held[lock.record.run_id] = lock

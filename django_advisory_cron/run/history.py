@@ -20,6 +20,7 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import DatabaseError
@@ -138,23 +139,16 @@ class RunRecord:
     # -- statements for the lock ---------------------------------------------------------
 
     def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
-        return sql.acquire_run(
-            key,
-            scope,
-            job=self.job,
-            host=HOST,
-            pid=self.pid,
-            reference=self.reference,
-            matches=self.matches,
-            max_skew=self.max_skew,
-            lease=self.lease if scope == "session" else None,
-            final=final,
-            manual=self.manual,
-            task_id=self.task_id,
-        )
+        return claim([(self, key)], scope, final=final, settle=False)
+
+    def claim(self, key: LockKey) -> sql.Claim:
+        """What this run asks of [claim][django_advisory_cron.run.history.claim]."""
+        return sql.Claim(self.job, key, self.matches, self.reference, self.manual, self.task_id)
 
     def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
-        got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row
+        """Read its row of [claim][django_advisory_cron.run.history.claim]: whether the lock is
+        held now (a lock the claim already released, its tick found taken, is not)."""
+        released, got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row
         if self.reference is None:
             self.reference = reference
         self.interrupted_runs += int(interrupted)
@@ -177,7 +171,7 @@ class RunRecord:
             run_id = None if claimed is None else claimed[0]
         self.run_id = None if run_id is None else int(run_id)
         self.tick_done = bool(got) and self.run_id is None
-        return bool(got)
+        return bool(got) and not released
 
     def release(
         self, key: LockKey, scope: ResolvedScope, error: BaseException | None
@@ -245,6 +239,25 @@ class RunRecord:
             return False
         statement = sql.fail_committed_run(run_id=self.run_id, error=text)
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
+
+
+def claim(
+    runs: Sequence[tuple[RunRecord, LockKey]], scope: ResolvedScope, *, final: bool, settle: bool
+) -> Statement:
+    """The statement taking the locks and claiming the ticks of ``runs`` (records of this
+    process, with one lease and one ``max_skew``):
+    [claim_runs][django_advisory_cron.db.sql.claim_runs]."""
+    first = runs[0][0]
+    return sql.claim_runs(
+        [record.claim(key) for record, key in runs],
+        scope,
+        host=HOST,
+        pid=first.pid,
+        max_skew=first.max_skew,
+        lease=first.lease if scope == "session" else None,
+        final=final,
+        settle=settle,
+    )
 
 
 def execute_fresh(alias: str, statement: Statement, *, patience: float) -> bool:

@@ -27,7 +27,8 @@ from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run.catchup import plan
 from django_advisory_cron.run.jobs import Job
-from django_advisory_cron.worker.loop import PRESENCE_NAME, Worker
+from django_advisory_cron.worker.fleet import PRESENCE_NAME
+from django_advisory_cron.worker.loop import Worker
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for
 

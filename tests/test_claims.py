@@ -25,7 +25,7 @@ from django_advisory_cron.run import control
 from django_advisory_cron.run.claims import ClaimConnection
 from django_advisory_cron.run.jobs import Job
 from django_advisory_cron.run.runner import ClaimedRun, claim_together
-from django_advisory_cron.worker.loop import share_out
+from django_advisory_cron.worker.fleet import share_out
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
 from tests.waiting import wait_for, workers_present

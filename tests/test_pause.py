@@ -18,7 +18,7 @@ from django_advisory_cron.models import JobRun, JobState, RunStatus
 from django_advisory_cron.run import control
 from django_advisory_cron.run.runner import execute
 from django_advisory_cron.testing import PgBouncer
-from django_advisory_cron.worker.loop import PRESENCE_NAME
+from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for, workers_present
 

@@ -13,7 +13,7 @@ from django.db.models import Count
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.worker.loop import run_order
+from django_advisory_cron.worker.fleet import run_order
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
 from tests.waiting import wait_for, workers_present

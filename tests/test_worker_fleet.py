@@ -24,7 +24,8 @@ from django.db.models import Count
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.worker.loop import PRESENCE_NAME, start_worker
+from django_advisory_cron.worker.fleet import PRESENCE_NAME
+from django_advisory_cron.worker.loop import start_worker
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
 from tests.waiting import presence_pids, wait_for, workers_present

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django_advisory_cron.worker.loop import PRESENCE_NAME
+from django_advisory_cron.worker.fleet import PRESENCE_NAME
 
 
 def wait_for(predicate: Callable[..., Any], timeout: float = 30, interval: float = 0.02) -> Any:

@@ -1,20 +1,53 @@
-"""Which ``cronworker`` processes are alive now, read from the server's session list.
+"""Which ``cronworker`` processes are alive now, read from the server's session list, and how
+the jobs due together are shared between them.
 
 A worker keeps one connection open named after itself (``application_name``), so it is
 listed exactly as long as its process lives: no table to clean up after a crash, and a worker
 killed with ``kill -9`` disappears as soon as the server notices its socket closed.
+
+Every worker with the same jobs due deals them out the same way
+([share_out][django_advisory_cron.worker.fleet.share_out]), so each first claims its own share
+and the wins spread across the replicas instead of going to the fastest one.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import logging
+import math
+import os
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connections
+from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from ..db import sql
-from .loop import PRESENCE_NAME
+from ..db.connections import answer_within
+from ..exceptions import DatabaseUnavailable
+from ..run.history import HOST
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: ``application_name`` prefix of a worker's presence connection: a worker is visible in
+#: ``pg_stat_activity`` exactly as long as its process lives.
+PRESENCE_NAME = "django-advisory-cron worker"
+
+#: Seconds between readings of the live workers, for sharing the jobs due together.
+PEERS_REFRESH = 10.0
+
+
+def worker_identity() -> str:
+    return f"{HOST}:{os.getpid()}"
+
+
+def presence_name(identity: str) -> str:
+    """The ``application_name`` of the presence connection of the worker ``identity``."""
+    return f"{PRESENCE_NAME} {identity}"[:63]
 
 
 @dataclass(frozen=True)
@@ -62,3 +95,59 @@ def live_workers(using: str | None = None) -> list[LiveWorker]:
             LiveWorker(host, pid, since, None if client_addr is None else str(client_addr))
         )
     return workers
+
+
+@functools.lru_cache(maxsize=65536)
+def _rank(identity: str, name: str) -> bytes:
+    """A job's place for one worker (cached: a worker asks at every tick)."""
+    return hashlib.sha256(f"{identity}\0{name}".encode()).digest()
+
+
+def run_order(identity: str, names: Iterable[str]) -> list[str]:
+    """The order this worker tries its due jobs in: its own, stable, spread across workers."""
+    return sorted(names, key=lambda name: _rank(identity, name))
+
+
+def share_out(jobs: Iterable[str], workers: Iterable[str], tick: datetime) -> dict[str, str]:
+    """Which live worker (by presence name) claims each of ``jobs``, due together at
+    ``tick``, first. The jobs, in the order of a hash of their names, are dealt to the
+    workers (in name order) in turn, starting at a worker chosen by the tick: every worker
+    with the same jobs due computes the same shares, the shares differ by at most one job,
+    and with few jobs due the first deal moves round from tick to tick."""
+    dealers = sorted(workers)
+    start = int.from_bytes(_rank("", tick.isoformat())[:4], "big")
+    ordered = sorted(jobs, key=lambda job: _rank("", job))
+    return {job: dealers[(start + index) % len(dealers)] for index, job in enumerate(ordered)}
+
+
+class Peers:
+    """The live workers as one worker (presence name ``name``) last read them."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._names: tuple[str, ...] = ()
+        self._read = -math.inf  # time.monotonic()
+
+    def read(self, connection: BaseDatabaseWrapper) -> tuple[str, ...] | None:
+        """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds, and
+        at every tick while this worker saw itself alone, so the workers of a fleet that
+        starts together learn of each other at once), or ``None`` when this worker is alone or
+        cannot tell (then it claims everything at once)."""
+        alone = len(self._names) < 2
+        if alone or time.monotonic() - self._read >= PEERS_REFRESH:
+            text, params = sql.live_workers(PRESENCE_NAME)
+            try:
+                with (
+                    answer_within(connection, app_settings.STATEMENT_TIMEOUT),
+                    connection.cursor() as cursor,
+                ):
+                    cursor.execute(text, params)
+                    names = tuple(sorted(str(row[0]) for row in cursor.fetchall()))
+            except (DatabaseError, DatabaseUnavailable) as error:
+                if connection.connection is None or not connection.is_usable():
+                    raise  # the connection is gone: the loop reconnects
+                logger.error("cronworker: could not read the live workers: %s", error)
+                names = ()
+            self._read, self._names = time.monotonic(), names
+        names = self._names
+        return names if len(names) > 1 and self.name in names else None

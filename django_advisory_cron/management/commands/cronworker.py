@@ -17,7 +17,8 @@ from ...db.connections import bound_connect
 from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
 from ...run import delivery
 from ...run.jobs import registry
-from ...worker.loop import ISOLATIONS, Worker
+from ...worker.children import ISOLATIONS
+from ...worker.loop import Worker
 from ..base import AppCommand
 from ..runs import outcome
 

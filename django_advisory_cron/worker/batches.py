@@ -1,0 +1,117 @@
+"""Jobs due together, claimed together: one statement per database takes their locks and
+claims their ticks (see [claims][django_advisory_cron.run.claims]), each first by the live
+worker it is dealt to ([share_out][django_advisory_cron.worker.fleet.share_out]), so the wins
+spread across replicas instead of going to the fastest one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+
+from django.db import DatabaseError
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..db import pooler
+from ..exceptions import DatabaseUnavailable, first_line
+from ..run.claims import ClaimConnection, can_claim_together
+from ..run.jobs import Job
+from ..run.runner import claim_together
+from .dispatch import Dispatcher
+from .fleet import Peers, share_out
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: At most this many jobs' ticks are claimed by one statement.
+CLAIM_BATCH = 1000
+
+#: Seconds a worker leaves the jobs dealt to other live workers (see ``share_out``) to them
+#: before claiming them itself.
+SPREAD_DELAY = 0.1
+
+
+class Batches:
+    """Claims the ticks due together of one worker's jobs, and starts the winners through
+    ``dispatcher``."""
+
+    def __init__(self, dispatcher: Dispatcher, presence_name: str, stop: threading.Event) -> None:
+        self.dispatcher = dispatcher
+        self.presence_name = presence_name
+        self._stop = stop
+        self._peers = Peers(presence_name)
+        #: Per database alias: the connection that claims several ticks at once.
+        self._claims: dict[str, ClaimConnection] = {}
+
+    def claimable(self, job: Job[..., object]) -> bool:
+        """Whether ``job``'s tick can be claimed in a batch with others': it runs in a thread
+        here, takes a session lock (two-int key, no waiting) and its previous run here is
+        over. Others are claimed one by one."""
+        if self.dispatcher.in_process(job) or job.deliver is not None or job.wait:
+            return False
+        if not can_claim_together(job.key):
+            return False
+        using = job.using or self.dispatcher.using
+        if pooler.resolve_scope(job.scope, using) != "session":
+            return False
+        with self.dispatcher.lock:
+            return not self.dispatcher.going(job.name)
+
+    def claim(
+        self, presence: BaseDatabaseWrapper, due: list[tuple[Job[..., object], datetime]]
+    ) -> None:
+        """Claim the ticks of ``due`` in as few statements as possible, then start the
+        winners. The jobs dealt to this worker (``share_out``, among the live workers) are
+        claimed at once, the others ``SPREAD_DELAY`` seconds later, so the runs are shared
+        between the replicas instead of all going to the fastest one, and a job whose worker
+        is busy, gone or does not run it still runs.
+
+        One statement per database (per ``CLAIM_BATCH`` jobs; a database with one job due
+        claims it alone). Winners beyond ``--max-concurrency`` wait for a free slot holding
+        their locks, so the other replicas skip them at once instead of each trying later."""
+        peers = self._peers.read(presence)
+        first, later = due, []
+        if peers is not None:
+            shares = share_out([job.name for job, _tick in due], peers, min(t for _j, t in due))
+            first = [(job, tick) for job, tick in due if shares[job.name] == self.presence_name]
+            later = [(job, tick) for job, tick in due if shares[job.name] != self.presence_name]
+        self._claim_all(first)
+        if later and not self._stop.wait(SPREAD_DELAY):
+            self._claim_all(later)
+
+    def close(self) -> None:
+        for claims in self._claims.values():
+            claims.close()
+
+    def _claim_all(self, due: list[tuple[Job[..., object], datetime]]) -> None:
+        by_alias: dict[str, list[tuple[Job[..., object], datetime]]] = {}
+        for job, tick in due:
+            by_alias.setdefault(job.using or self.dispatcher.using, []).append((job, tick))
+        for alias, jobs in by_alias.items():
+            for start in range(0, len(jobs), CLAIM_BATCH):
+                self._claim_together(alias, jobs[start : start + CLAIM_BATCH])
+
+    def _claim_together(self, alias: str, batch: list[tuple[Job[..., object], datetime]]) -> None:
+        if len(batch) == 1:
+            job, tick = batch[0]
+            self.dispatcher.dispatch(job, [tick])
+            return
+        claims = self._claims.get(alias)
+        if claims is None:
+            claims = self._claims[alias] = ClaimConnection(alias)
+        try:
+            runs, skipped = claim_together(batch, claims)
+        except (DatabaseError, DatabaseUnavailable) as error:
+            logger.error(
+                "cronworker: could not claim %d jobs together (%s); claiming each alone",
+                len(batch),
+                first_line(error),
+            )
+            for job, tick in batch:
+                self.dispatcher.dispatch(job, [tick])
+            return
+        with self.dispatcher.lock:
+            self.dispatcher.stats.batches += 1
+            self.dispatcher.stats.skipped += len(skipped)
+        for claimed in runs:
+            self.dispatcher.start_claimed(claimed)

@@ -1,0 +1,118 @@
+"""The worker's sense of time: the database server's clock, and the sleep between wakes.
+
+Ticks are judged on the database's clock, as the runner does. The worker reads it once per
+wake and advances it on the monotonic clock in between, so a suspended VM, an NTP step or a
+long pause can neither skip the tick it wakes up for nor run one twice. It sleeps on a
+[Wakeup][django_advisory_cron.worker.clock.Wakeup], which a notification or ``stop()`` ends
+early.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import socket
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..conf import app_settings
+from ..db import pooler, sql
+from ..db.connections import answer_within
+from ..db.execute import fetch_one
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: Seconds between database clock readings while nothing is due (the clock is read at every
+#: wake too). Keeps a long sleep from drifting when the host's clock is stepped.
+CLOCK_REFRESH = 30.0
+
+
+class DatabaseClock:
+    """The database server's clock, read once per wake and advanced by the monotonic clock."""
+
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        self.connection = connection
+        self._base: datetime | None = None
+        self._at = 0.0
+
+    def read(self) -> datetime:
+        row = fetch_one(self.connection, sql.database_now())
+        assert row is not None
+        self._base, self._at = row[0], time.monotonic()
+        return self._base
+
+    def now(self) -> datetime:
+        if self._base is None or time.monotonic() - self._at > CLOCK_REFRESH:
+            return self.read()
+        return self._base + timedelta(seconds=time.monotonic() - self._at)
+
+
+class Wakeup:
+    """Ends a worker's sleep early: on a notification on its (direct) connection, or when
+    [poke][django_advisory_cron.worker.clock.Wakeup.poke] is called (``stop()``, even from a
+    signal handler). Without a listening connection it only wakes on ``poke``."""
+
+    def __init__(self) -> None:
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+        self.raw: Any = None
+
+    def listen(self, connection: BaseDatabaseWrapper) -> bool:
+        """LISTEN for "run now" requests on ``connection``; ``False`` when it cannot be used
+        (a pooler in the path, or a driver without ``notifies(timeout=...)``)."""
+        if pooler.resolve_scope("auto", connection.alias) == "transaction":
+            return False
+        raw = connection.connection
+        if raw is None or not hasattr(raw, "notifies"):
+            return False
+        text, params = sql.listen()
+        with (
+            answer_within(connection, app_settings.STATEMENT_TIMEOUT),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(text, params)
+        self.raw = raw
+        return self._drain() is not None
+
+    def poke(self) -> None:
+        with contextlib.suppress(OSError):  # already closed, or the buffer is full of pokes
+            self._writer.send(b"\0")
+
+    def _drain(self) -> bool | None:
+        """Whether notifications arrived (``None``: the connection cannot be listened on)."""
+        try:
+            return bool(list(self.raw.notifies(timeout=0)))
+        except Exception as error:  # a driver too old for timeout=, or a broken connection
+            logger.warning("cronworker: stopped listening for run-now requests: %s", error)
+            self.raw = None
+            return None
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; ``True`` when woken by a notification."""
+        deadline = time.monotonic() + seconds
+        waiting: list[Any] = [self._reader]
+        while True:
+            if self.raw is not None:
+                if self._drain():
+                    return True
+                waiting = [self._reader] if self.raw is None else [self._reader, self.raw]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            ready = select.select(waiting, [], [], remaining)[0]
+            if self._reader in ready:
+                with contextlib.suppress(BlockingIOError):
+                    while self._reader.recv(64):
+                        pass
+                return False
+            if not ready:
+                return False
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()

@@ -1,0 +1,361 @@
+"""Starting a worker's runs, and keeping track of every run it started.
+
+A run goes to a pool thread (at most ``--max-concurrency`` at once, in threads and child
+processes together), which runs it in place or waits for its child process (see
+[children][django_advisory_cron.worker.children]). A job whose previous run here is still going
+when its next tick comes is not started again; the tick is recorded as skipped (Kubernetes'
+``concurrencyPolicy: Forbid``). A job with ``deliver=`` is handed to its deliverer instead
+(see [delivery][django_advisory_cron.run.delivery]). At shutdown running jobs get the grace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import signals
+from ..conf import app_settings
+from ..db import sql
+from ..db.connections import answer_within
+from ..exceptions import DatabaseUnavailable, first_line
+from ..models import RunStatus
+from ..run import delivery
+from ..run.history import HOST
+from ..run.jobs import Job
+from ..run.runner import ClaimedRun, RunResult, execute
+from .children import STOP_GRACE, Children, Isolation, in_process
+
+logger = logging.getLogger("django_advisory_cron")
+
+RUN_THREAD = "advisory-cron-run"
+
+#: A run that waited longer than this for a free slot (``--max-concurrency``) is logged.
+SLOT_WAIT_LOGGED = 1.0
+
+#: Statuses counted as failed in the worker's line at shutdown.
+FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST, RunStatus.TIMED_OUT, RunStatus.INTERRUPTED)
+
+
+@dataclass
+class WorkerStats:
+    """What this worker did, for its line at shutdown."""
+
+    started: int = 0
+    #: Runs started on a "run now" request (included in ``started``).
+    manual: int = 0
+    ran: int = 0
+    skipped: int = 0
+    failed: int = 0
+    #: Ticks this worker enqueued to a task queue (``deliver=``); counted in ``started``.
+    enqueued: int = 0
+    #: Ticks not started because the job's previous run here was still going.
+    overlapped: int = 0
+    #: Statements that claimed several jobs' ticks at once (see ``claims``).
+    batches: int = 0
+
+
+class Dispatcher:
+    """Starts one worker's runs in its pool threads and tracks them until they end."""
+
+    def __init__(
+        self,
+        jobs: dict[str, Job[..., object]],
+        *,
+        using: str,
+        identity: str,
+        max_concurrency: int,
+        isolation: Isolation,
+        stop: threading.Event,
+    ) -> None:
+        #: Every job the worker was given, by name.
+        self.jobs = jobs
+        self.using = using
+        self.identity = identity
+        self.max_concurrency = max_concurrency
+        self.isolation = isolation
+        self.children = Children(identity)
+        self.stats = WorkerStats()
+        #: Guards ``stats`` and the runs below.
+        self.lock = threading.Lock()
+        #: The worker's presence connection, where skipped overlapping ticks are recorded.
+        self.connection: BaseDatabaseWrapper
+        self._stop = stop
+        self._uid = f"{identity}:{id(self)}"  # several workers may share one process
+        self._pool: ThreadPoolExecutor
+        #: Every run this worker started and that may still be going, per job, whatever
+        #: started it (a tick, a catch-up, a "run now", a delivery), with what it is for (named
+        #: when a tick overlaps it). Shutdown waits for all of them; done ones are dropped as
+        #: they are looked at.
+        self._runs: dict[str, dict[Future[Any], str]] = {}
+        #: Runs in progress, by pool thread: their rows are finished here if the grace ends.
+        self._active: dict[int, RunResult] = {}
+        #: Set in this worker's pool threads while they run a job of its (see ``_track``).
+        self._mine = threading.local()
+
+    def open(self) -> None:
+        """Start the pool, and remember the runs its threads start."""
+        self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=RUN_THREAD)
+        signals.job_started.connect(self._track, weak=False, dispatch_uid=self._uid)
+
+    def close(self) -> None:
+        signals.job_started.disconnect(dispatch_uid=self._uid)
+
+    def in_process(self, job: Job[..., object]) -> bool:
+        return in_process(job, self.isolation)
+
+    @property
+    def latest(self) -> dict[str, Future[Any]]:
+        """The latest run started per job."""
+        with self.lock:
+            return {name: list(runs)[-1] for name, runs in self._runs.items() if runs}
+
+    def dispatch(self, job: Job[..., object], ticks: list[datetime]) -> None:
+        """Start the runs of ``job`` for ``ticks`` (oldest first, one after another: a
+        catch-up) without waiting for them; if the job's previous run here is still going,
+        record the ticks as skipped instead (no thread, no process). A job with ``deliver=`` is
+        handed to its deliverer instead, tick by tick."""
+        try:
+            deliverer = delivery.deliverer_for(job)
+        except delivery.DeliveryError as error:
+            logger.error("cronworker: %s: ticks %s not run: %s", job.name, ticks, error)
+            return
+        if deliverer is not None:
+            with self.lock:
+                for tick in ticks:
+                    try:
+                        handing = self._pool.submit(self._deliver_one, deliverer, job, tick)
+                    except RuntimeError:  # the interpreter is exiting: start nothing more
+                        self._stop.set()
+                        return
+                    self.stats.started += 1
+                    self._add_running(job.name, handing, f"tick {tick.isoformat()}, enqueued")
+            return
+        with self.lock:
+            previous = self.going(job.name)
+            if not previous:
+                try:
+                    future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())
+                except RuntimeError:  # the interpreter is exiting: start nothing more
+                    self._stop.set()
+                    return
+                self.stats.started += len(ticks)
+                self._add_running(job.name, future, f"tick {ticks[-1].isoformat()}")
+                return
+            waiting = not any(future.running() for future in previous)
+            what = " and ".join(sorted(previous.values()))
+        for tick in ticks:
+            self._skip_overlapping(job, tick, waiting, what)
+
+    def start_claimed(self, claimed: ClaimedRun) -> None:
+        """Start a run claimed in a batch; if it cannot start (the worker is stopping), record
+        it interrupted and release its lock."""
+        name, tick = claimed.job.name, claimed.result.tick
+        assert tick is not None
+        why = f"cronworker {self.identity} stopped before the run started"
+
+        def abandon_if_cancelled(future: Future[Any]) -> None:
+            if future.cancelled():  # the worker stopped before a thread took it
+                claimed.abandon(why)
+
+        job = self.jobs[name]
+        with self.lock:
+            try:
+                future = self._pool.submit(self._run_one, job, tick, time.monotonic(), claimed)
+            except RuntimeError:  # the interpreter is exiting: start nothing more
+                self._stop.set()
+            else:
+                self.stats.started += 1
+                self._add_running(name, future, f"tick {tick.isoformat()}")
+                future.add_done_callback(abandon_if_cancelled)
+                return
+        claimed.abandon(why)
+
+    def start_manual(self, job: Job[..., object]) -> None:
+        """Start a "run now" of ``job``: no tick; under the lock like any run, so it is
+        skipped (and recorded) while another run of the job holds it."""
+        with self.lock:
+            try:
+                future = self._pool.submit(self._run_one, job, None, time.monotonic())
+            except RuntimeError:  # the interpreter is exiting: start nothing more
+                self._stop.set()
+                return
+            self.stats.started += 1
+            self.stats.manual += 1
+            self._add_running(job.name, future, "a run-now request")
+
+    def going(self, name: str) -> dict[Future[Any], str]:
+        """The runs of ``name`` this worker started that are not over (hold ``lock``)."""
+        runs = self._runs.get(name, {})
+        for future in [future for future in runs if future.done()]:
+            del runs[future]
+        return dict(runs)
+
+    def drain(self, grace: float) -> list[RunResult]:
+        """Start nothing new; give running jobs ``grace`` seconds; return those still running
+        then (with a run row).
+
+        Child processes get SIGTERM before the grace ends (``STOP_GRACE`` s before, at most
+        half of it), so they record their end and release their locks themselves; those still
+        alive when it ends are killed and recorded by the pool thread waiting for them."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + grace
+        self.children.stop_by(deadline, grace)
+        with self.lock:
+            running = [(name, future) for name in self._runs for future in self.going(name)]
+        for name, future in running:
+            # A child killed at the deadline is recorded by its pool thread: wait for that.
+            until = deadline + (STOP_GRACE if self.in_process(self.jobs[name]) else 0.0)
+            try:
+                future.result(timeout=max(0.0, until - time.monotonic()))
+            except FutureTimeout:
+                pass
+            except Exception:  # recorded and logged by the runner
+                pass
+        with self.lock:
+            return [result for result in self._active.values() if result.run_id]
+
+    def _add_running(self, name: str, future: Future[Any], what: str) -> None:
+        """Remember a run this worker started (hold ``lock``)."""
+        self._runs.setdefault(name, {})[future] = what
+
+    def _skip_overlapping(
+        self, job: Job[..., object], tick: datetime, waiting: bool, what: str
+    ) -> None:
+        """Record ``tick`` as skipped because the job's previous run (for ``what``) is still
+        going."""
+        previous = f"its previous run ({what})"
+        otherwise = (
+            f"{previous} is still waiting for a free slot (--max-concurrency "
+            f"{self.max_concurrency})"
+            if waiting
+            else f"{previous} is still going"
+        )
+        text, params = sql.skip_overlapping(
+            job=job.name, host=HOST, pid=os.getpid(), tick=tick, otherwise=otherwise
+        )
+        try:
+            with (
+                answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
+                self.connection.cursor() as cursor,
+            ):
+                cursor.execute(text, params)
+                row = cursor.fetchone()
+        except (DatabaseError, DatabaseUnavailable) as error:
+            logger.error(
+                "cronworker: %s: could not record tick %s as skipped: %s", job.name, tick, error
+            )
+            return
+        with self.lock:
+            self.stats.overlapped += 1
+        logger.warning(
+            "cronworker: %s skipped tick %s: %s", job.name, tick, row[0] if row else otherwise
+        )
+
+    def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
+        """``job_started`` receiver: remember the runs of this worker's pool threads (not
+        those of another worker in the same process)."""
+        if getattr(self._mine, "running", False):
+            with self.lock:
+                self._active[threading.get_ident()] = run
+
+    @contextlib.contextmanager
+    def _tracking(self) -> Iterator[None]:
+        """Around a job run in this thread: ``_track`` remembers it while it runs."""
+        self._mine.running = True
+        try:
+            yield
+        finally:
+            self._mine.running = False
+            with self.lock:
+                self._active.pop(threading.get_ident(), None)
+
+    def _run_ticks(
+        self, job: Job[..., object], ticks: list[datetime], submitted: float
+    ) -> RunResult | None:
+        """Run ``job`` for each of ``ticks`` in turn (stopping early if the worker stops)."""
+        result = None
+        for number, tick in enumerate(ticks):
+            if number and self._stop.is_set():
+                break
+            result = self._run_one(job, tick, submitted)
+        return result
+
+    def _run_one(
+        self,
+        job: Job[..., object],
+        tick: datetime | None,
+        submitted: float,
+        claimed: ClaimedRun | None = None,
+    ) -> RunResult | None:
+        """One run: for ``tick``, or a manual run ("run now") when ``tick`` is ``None``; or
+        the run ``claimed`` in a batch."""
+        waited = time.monotonic() - submitted
+        if waited > SLOT_WAIT_LOGGED:
+            logger.warning(
+                "cronworker: %s (tick %s) waited %.1f s for a free slot (--max-concurrency %d)",
+                job.name,
+                tick,
+                waited,
+                self.max_concurrency,
+            )
+        using = job.using or self.using
+        try:
+            if self.in_process(job):
+                result = self.children.run(job, tick, using)
+            else:
+                try:
+                    with self._tracking():
+                        if claimed is not None:
+                            result = claimed.run()
+                        else:
+                            result = execute(job, now=tick, using=using, manual=tick is None)
+                finally:
+                    connections.close_all()  # this pool thread's own connections
+        except Exception as error:  # nothing could be recorded (the database is away)
+            logger.error(
+                "cronworker: job %s, tick %s, did not run: %s", job.name, tick, first_line(error)
+            )
+            with self.lock:
+                self.stats.failed += 1
+            return None
+        with self.lock:
+            if result.ran and result.run_id is not None:
+                self.stats.ran += 1
+            elif result.skipped:
+                self.stats.skipped += 1
+            if result.status in FAILING:
+                self.stats.failed += 1
+        return result
+
+    def _deliver_one(
+        self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime
+    ) -> delivery.Delivery | None:
+        try:
+            # A queue that runs its tasks at once runs the job in this thread.
+            with self._tracking():
+                handed = deliverer.deliver(job, tick, using=job.using or self.using)
+        except Exception as error:
+            logger.error("cronworker: tick %s of %s not enqueued: %s", tick, job.name, error)
+            with self.lock:
+                self.stats.failed += 1
+            return None
+        finally:
+            connections.close_all()
+        with self.lock:
+            if handed.enqueued:
+                self.stats.enqueued += 1
+            else:
+                self.stats.skipped += 1
+        return handed

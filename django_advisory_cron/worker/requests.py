@@ -1,0 +1,111 @@
+""" "Run now" requests (``manage.py cronjob trigger JOB``, the admin): one worker takes each.
+
+A worker hears of them through ``LISTEN`` on its presence connection where it can (a direct
+connection), and looks every ``CLOCK_REFRESH`` seconds besides, in case a notification was
+missed; behind a transaction pooler it looks every ``REQUEST_POLL`` seconds instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from django.db import DatabaseError, ProgrammingError
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..conf import app_settings
+from ..db import sql
+from ..db.connections import answer_within
+from .clock import CLOCK_REFRESH, Wakeup
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: Seconds between looks for "run now" requests when the worker cannot LISTEN for them.
+REQUEST_POLL = 1.0
+
+
+class RunRequests:
+    """One worker's "run now" requests: it takes those of ``jobs`` and calls ``start`` with
+    each job's name."""
+
+    def __init__(
+        self,
+        jobs: Iterable[str],
+        *,
+        identity: str,
+        wakeup: Wakeup,
+        stop: threading.Event,
+        start: Callable[[str], None],
+    ) -> None:
+        self.jobs = sorted(jobs)
+        self.identity = identity
+        self._wakeup = wakeup
+        self._stop = stop
+        self._start = start
+        #: Whether this worker is woken by NOTIFY for "run now" requests (else it polls).
+        self.listening = False
+        self._notified = True  # look for requests made while no worker ran
+        self._seen = 0.0
+
+    def listen(self, presence: BaseDatabaseWrapper) -> None:
+        """LISTEN for "run now" requests on the presence connection, where it can."""
+        self.listening = self._wakeup.listen(presence)
+        self._notified = True  # requests made while this worker was not listening
+        logger.info(
+            "cronworker %s: %s",
+            self.identity,
+            "woken by NOTIFY for run-now requests"
+            if self.listening
+            else f"looks for run-now requests every {REQUEST_POLL:g} s (cannot LISTEN here)",
+        )
+
+    def sleep(self, seconds: float) -> None:
+        """Wait until the next tick is due, until stopped, or until a "run now" request is
+        announced (or, without LISTEN, until it is time to look for requests)."""
+        seconds = min(seconds, self._seen + self._interval - time.monotonic())
+        if self.listening:
+            if self._wakeup.sleep(max(0.0, seconds)):
+                self._notified = True
+            self.listening = self._wakeup.raw is not None
+        else:
+            self._stop.wait(max(0.0, seconds))
+
+    @property
+    def _interval(self) -> float:
+        return CLOCK_REFRESH if self.listening else REQUEST_POLL
+
+    def take(self, connection: BaseDatabaseWrapper) -> None:
+        """Claim and start the pending "run now" requests of this worker's jobs. Only one
+        worker gets each request. Listening, it looks when notified (and every
+        ``CLOCK_REFRESH`` seconds in case a notification was missed); else every
+        ``REQUEST_POLL`` seconds."""
+        waited = time.monotonic() - self._seen
+        if not self._notified and waited < self._interval - 0.01:
+            return
+        self._notified, self._seen = False, time.monotonic()
+        text, params = sql.claim_run_requests(self.jobs)
+        try:
+            with (
+                answer_within(connection, app_settings.STATEMENT_TIMEOUT),
+                connection.cursor() as cursor,
+            ):
+                cursor.execute(text, params)
+                claimed = cursor.fetchall()
+        except DatabaseError as error:
+            if connection.connection is None or not connection.is_usable():
+                raise  # the connection is gone: the loop reconnects
+            if isinstance(error, ProgrammingError):
+                raise  # a missing table: the worker cannot work here (see the loop)
+            logger.error("cronworker: could not look for run-now requests: %s", error)
+            return
+        for name, requested, by in claimed:
+            logger.info(
+                "cronworker %s: running %s now, as requested by %s at %s",
+                self.identity,
+                name,
+                by or "someone",
+                requested,
+            )
+            self._start(name)

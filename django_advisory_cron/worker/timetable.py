@@ -1,0 +1,137 @@
+"""Which ticks a worker wakes for, and which of them it runs.
+
+At start-up a worker looks up each job's latest recorded tick, and ticks that passed since
+then (every replica was down) are missed; so are the ticks a worker slept through. Which of
+them run is the job's ``catch_up`` policy, decided by
+[catchup][django_advisory_cron.run.catchup] as for django-q2. A job with no recorded tick
+starts with its next tick. A job whose schedule fails to give a tick is dropped, once logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.db import DatabaseError
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..exceptions import DatabaseUnavailable, first_line
+from ..run import catchup
+from ..run.jobs import Job
+from .fleet import run_order
+
+logger = logging.getLogger("django_advisory_cron")
+
+
+def next_tick(job: Job[..., object], now: datetime) -> datetime:
+    schedule = job.schedule
+    assert schedule is not None
+    return schedule.next_tick(now)
+
+
+def latest_tick(job: Job[..., object], now: datetime) -> datetime:
+    schedule = job.schedule
+    assert schedule is not None
+    return schedule.previous_tick(now)
+
+
+class Timetable:
+    """The next tick to wake for of each of one worker's scheduled jobs."""
+
+    def __init__(self, jobs: dict[str, Job[..., object]], identity: str) -> None:
+        self.jobs = jobs
+        self.identity = identity
+        #: The first tick not yet started here, per job; ``None`` until ``plan()``.
+        self.upcoming: dict[str, datetime] | None = None
+        #: Jobs whose first tick to wake for was missed before this worker started, and the
+        #: database time it started at.
+        self._missed_at_start: dict[str, datetime] = {}
+        #: Jobs whose schedule failed to give a tick: logged once, not scheduled any more.
+        self._unschedulable: set[str] = set()
+
+    def plan(self, connection: BaseDatabaseWrapper, now: datetime) -> dict[str, datetime]:
+        """The first tick to wake for, per job: the first one missed since the job's latest
+        recorded tick (then due at once), else the next one."""
+        recorded = catchup.recorded_ticks(connection, list(self.jobs))
+        first = {}
+        for name, job in self.jobs.items():
+            try:
+                missed = catchup.first_missed(job, recorded.get(name), now)
+                first[name] = missed or next_tick(job, now)
+            except (DatabaseError, DatabaseUnavailable):
+                raise
+            except Exception as error:  # the schedule's own failure: this job alone
+                self._unschedule(job, error)
+                continue
+            if missed is not None:
+                self._missed_at_start[name] = now
+        self.upcoming = first
+        return first
+
+    def due(
+        self, connection: BaseDatabaseWrapper, names: list[str], now: datetime
+    ) -> Iterator[tuple[Job[..., object], list[datetime]]]:
+        """The jobs ``names`` (due by ``now``), in this worker's order, each with its ticks to
+        run now (a job with none is left out). A job's next tick to wake for is set once the
+        caller has started its ticks (asked for the next job, or for none)."""
+        upcoming = self.upcoming
+        assert upcoming is not None
+        for name in run_order(self.identity, names):
+            job = self.jobs[name]
+            try:
+                ticks = self._ticks_due(connection, job, upcoming[name], now)
+                following = next_tick(job, now)
+            except (DatabaseError, DatabaseUnavailable):
+                raise
+            except Exception as error:  # the schedule's own failure: this job alone
+                self._unschedule(job, error)
+                del upcoming[name]
+                continue
+            if ticks:
+                yield job, ticks
+            upcoming[name] = following
+
+    def _unschedule(self, job: Job[..., object], error: Exception) -> None:
+        """Stop scheduling ``job``, whose schedule failed to give its ticks; log it once."""
+        if job.name in self._unschedulable:
+            return
+        self._unschedulable.add(job.name)
+        schedule = getattr(job.schedule, "expression", None) or job.schedule_text
+        logger.error(
+            "cronworker %s: job %r is not scheduled: its schedule %r gives no tick (%s); fix "
+            "the schedule (manage.py check lists schedule problems) and restart cronworker; "
+            "its other jobs run as usual",
+            self.identity,
+            job.name,
+            schedule,
+            first_line(error),
+        )
+
+    def _ticks_due(
+        self, connection: BaseDatabaseWrapper, job: Job[..., object], first: datetime, now: datetime
+    ) -> list[datetime]:
+        """The ticks of ``job`` to run now, oldest first: ``first`` is the earliest not yet
+        started here. When ticks were missed (before this worker started, or slept through),
+        the job's catch-up policy decides from the run history."""
+        started = self._missed_at_start.pop(job.name, None)
+        since: list[datetime] = []
+        if started is not None:
+            # Missed before this worker started; any tick since then is on time.
+            plan = catchup.plan(job, first, started, on_time=False)
+            tick = next_tick(job, started)
+            while tick <= now:
+                since.append(tick)
+                tick = next_tick(job, tick)
+        else:
+            if latest_tick(job, now) > first:
+                # Slept through ticks: other replicas may have run some of them meanwhile.
+                recorded = catchup.recorded_ticks(connection, [job.name]).get(job.name)
+                if recorded is not None and recorded >= first:
+                    first = next_tick(job, recorded)
+                    if first > now:
+                        return []
+            plan = catchup.plan(job, first, now)
+        if plan.noteworthy:
+            logger.warning("cronworker %s: %s", self.identity, plan.describe())
+        return plan.run + since

@@ -182,9 +182,10 @@ class Dispatcher:
                 return
         claimed.abandon(why)
 
-    def start_manual(self, job: Job[..., object]) -> None:
-        """Start a "run now" of ``job``: no tick; under the lock like any run, so it is
-        skipped (and recorded) while another run of the job holds it."""
+    def start_manual(self, name: str) -> None:
+        """Start a "run now" of the job ``name``: no tick; under the lock like any run, so it
+        is skipped (and recorded) while another run of the job holds it."""
+        job = self.jobs[name]
         with self.lock:
             try:
                 future = self._pool.submit(self._run_one, job, None, time.monotonic())

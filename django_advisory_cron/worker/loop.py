@@ -105,7 +105,7 @@ class Worker:
             identity=self.identity,
             wakeup=self._wakeup,
             stop=self._stop,
-            start=lambda name: self._dispatcher.start_manual(self.manual_jobs[name]),
+            start=self._dispatcher.start_manual,
         )
         #: The worker's own connection (its presence), for the clock, the run history and
         #: "run now" requests.

@@ -1,1 +1,1 @@
-"""``cronworker``: the scheduling loop and the live workers it shares jobs with."""
+"""``cronworker``: the scheduling loop (``loop``) and its parts, one module each."""

@@ -146,7 +146,7 @@ _PARTS = {
     # A row whose body may still be running, whatever its status: its lease has not expired.
     # A ``running`` row renews it; a ``lock_lost`` row keeps the lease it had when its lock was
     # lost (nobody renews it) until it expires or the body ends; every statement that records
-    # a body's end clears it (``finish_run``, ``finish_lost_run``, ``finish_child_run``).
+    # a body's end clears it (``_FINISH``).
     "BODY_MAY_RUN": "lease_until >= clock_timestamp()",
 }
 
@@ -383,6 +383,18 @@ def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope, shared: bool = 
     return f"WITH w AS ({inner}) SELECT true"
 
 
+#: How a run's end is written on its row: ``status``, unless another holder already closed
+#: it; its end; its lease ended, so the job is not held back any longer; ``error`` appended.
+_FINISH = """
+    status = CASE WHEN status IN ({s_running}, {s_lock_lost}) THEN %(status)s ELSE status END,
+    finished = CASE WHEN status IN ({s_running}, {s_lock_lost}) OR finished IS NULL
+                    THEN clock_timestamp() ELSE finished END,
+    lease_until = NULL,
+    error = CASE WHEN error = '' THEN %(error)s
+                 WHEN %(error)s = '' THEN error
+                 ELSE error || E'\\n' || %(error)s END"""
+
+
 def finish_run(
     key: LockKey,
     scope: ResolvedScope,
@@ -393,10 +405,7 @@ def finish_run(
     shared: bool = False,
 ) -> Statement:
     """Finish the run row (and unlock, in session scope; see ``_then_unlock``)."""
-    update = _fill(
-        "UPDATE {table} SET status = %(status)s, finished = clock_timestamp(), "
-        "error = %(error)s, lease_until = NULL WHERE id = %(id)s"
-    )
+    update = _fill("UPDATE {table} SET" + _FINISH + " WHERE id = %(id)s")
     params = {**key.params, "status": status, "error": error, "id": run_id}
     return _then_unlock(update, key, scope, shared), params
 
@@ -441,7 +450,7 @@ SELECT held AND EXISTS (SELECT 1 FROM r) FROM h"""
 def mark_lock_lost(*, run_id: int, error: str) -> Statement:
     """Mark a running run ``lock_lost`` as soon as the loss is seen. Its lease is kept, not
     renewed: its body may still run, and the other replicas wait for the lease to run out
-    (or for ``finish_lost_run``, when the body ends) before they start the job again."""
+    (or for ``record_lost_run``, when the body ends) before they start the job again."""
     sql = _fill(
         "UPDATE {table} SET status = {s_lock_lost}, error = %(error)s "
         "WHERE id = %(id)s AND status = {s_running}"
@@ -449,26 +458,9 @@ def mark_lock_lost(*, run_id: int, error: str) -> Statement:
     return sql, {"id": run_id, "error": error}
 
 
-def finish_lost_run(*, run_id: int, status: str, error: str) -> Statement:
-    """Finish a run whose lock was lost, once its body has ended: ``status`` unless another
-    holder already closed it; its lease ends, so the job is not held back any longer."""
-    sql = _fill(
-        """
-UPDATE {table} SET
-    status = CASE WHEN status IN ({s_running}, {s_lock_lost}) THEN %(status)s ELSE status END,
-    finished = CASE WHEN status IN ({s_running}, {s_lock_lost}) OR finished IS NULL
-                    THEN clock_timestamp() ELSE finished END,
-    lease_until = NULL,
-    error = CASE WHEN error = '' THEN %(error)s
-                 WHEN %(error)s = '' THEN error
-                 ELSE error || E'\\n' || %(error)s END
- WHERE id = %(id)s"""
-    )
-    return sql, {"id": run_id, "status": status, "error": error}
-
-
 def record_lost_run(
     *,
+    run_id: int | None,
     job: str,
     host: str,
     pid: int,
@@ -477,16 +469,27 @@ def record_lost_run(
     error: str,
     task_id: str = "",
 ) -> Statement:
-    """Record a transaction-scoped run whose row rolled back with its lost connection.
+    """Record the end of a run whose lock was lost, once its body has ended, through another
+    connection than the lost one.
 
-    The tick stays taken (``lock_lost`` and ``failed`` take it) unless another replica already
-    ran it, in which case this row is kept without a tick, so the history still shows it."""
+    Its row (session scope) is finished as ``finish_run`` finishes it. A row that rolled back
+    with its lost connection (transaction scope: ``run_id`` is gone, or was never known) is
+    written again: its tick stays taken (``lock_lost`` and ``failed`` take it) unless another
+    replica already ran it, in which case this row is kept without a tick, so the history
+    still shows it."""
     sql = _fill(
         """
-WITH ins AS (
+WITH upd AS (
+    UPDATE {table} SET"""
+        + _FINISH
+        + """
+     WHERE id = %(id)s
+    RETURNING id
+), ins AS (
     INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
-    VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-            %(status)s, %(error)s, %(task_id)s)
+    SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           %(status)s, %(error)s, %(task_id)s
+     WHERE NOT EXISTS (SELECT 1 FROM upd)
     ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
     RETURNING id
 )
@@ -494,10 +497,10 @@ INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, tas
 SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %(status)s,
        %(error)s || E'\\n(tick ' || %(tick)s::text || ' was run by another replica)',
        %(task_id)s
- WHERE NOT EXISTS (SELECT 1 FROM ins)"""
+ WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)"""
     )
     who = _who(job, host, pid, task_id)
-    return sql, {**who, "tick": tick, "status": status, "error": error}
+    return sql, {**who, "id": run_id, "tick": tick, "status": status, "error": error}
 
 
 def fail_committed_run(*, run_id: int, error: str) -> Statement:
@@ -572,16 +575,15 @@ RETURNING error"""
     return sql, {**_who(job, host, pid), "tick": tick, "otherwise": otherwise}
 
 
-def _child_row() -> str:
-    return _fill(
-        "SELECT id, status FROM {table} WHERE job = %(job)s AND host = %(host)s "
-        "AND pid = %(pid)s AND tick IS NOT DISTINCT FROM %(tick)s ORDER BY id DESC LIMIT 1"
-    )
+_CHILD_ROW = (
+    "SELECT id, status FROM {table} WHERE job = %(job)s AND host = %(host)s "
+    "AND pid = %(pid)s AND tick IS NOT DISTINCT FROM %(tick)s ORDER BY id DESC LIMIT 1"
+)
 
 
 def child_run(*, job: str, host: str, pid: int, tick: datetime | None) -> Statement:
     """The latest row a worker's child process wrote for ``tick``: ``(id, status)``."""
-    return _child_row(), {**_who(job, host, pid), "tick": tick}
+    return _fill(_CHILD_ROW), {**_who(job, host, pid), "tick": tick}
 
 
 def finish_child_run(
@@ -592,18 +594,16 @@ def finish_child_run(
     (a transaction-scoped row rolls back with its connection), one is inserted. A row the
     process finished itself is kept as it is."""
     sql = _fill(
-        f"""
-WITH mine AS ({_child_row()}),
-upd AS (
-    UPDATE {{table}} SET status = %(status)s, finished = clock_timestamp(), lease_until = NULL,
-           error = CASE WHEN error = '' THEN %(error)s ELSE error || E'\\n' || %(error)s END
-     WHERE id = (SELECT id FROM mine) AND status IN ({{s_running}}, {{s_lock_lost}})
+        f"WITH mine AS ({_CHILD_ROW}), upd AS (UPDATE {{table}} SET"
+        + _FINISH
+        + """
+     WHERE id = (SELECT id FROM mine) AND status IN ({s_running}, {s_lock_lost})
 )
-INSERT INTO {{table}} (job, tick, host, pid, started, finished, status, error)
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
 SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
        %(status)s, %(error)s
  WHERE NOT EXISTS (SELECT 1 FROM mine)
-ON CONFLICT (job, tick) WHERE status IN ({{taking}}) DO NOTHING"""
+ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING"""
     )
     return sql, {**_who(job, host, pid), "tick": tick, "status": status, "error": error}
 

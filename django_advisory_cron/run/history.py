@@ -214,15 +214,11 @@ class RunRecord:
         return execute_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
 
     def finish_lost(self, status: str, text: str) -> bool:
-        """Finish a session-scoped run whose lock was lost."""
-        if self.run_id is None:
-            return False
-        statement = sql.finish_lost_run(run_id=self.run_id, status=status, error=text)
-        return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
-
-    def record_lost(self, status: str, text: str) -> bool:
-        """Record a transaction-scoped run whose row rolled back with its lost connection."""
+        """Record the end of a run whose lock was lost (or whose holder is going away), through
+        a fresh connection: its row is finished, or written again if it rolled back with its
+        lost connection (transaction scope)."""
         statement = sql.record_lost_run(
+            run_id=self.run_id,
             job=self.job,
             host=HOST,
             pid=self.pid,

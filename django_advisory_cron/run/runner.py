@@ -454,7 +454,7 @@ def _after_failed_release(
         history.error_text(failure),
     )
     text = "\n".join(part for part in parts if part)
-    record.record_lost(history.LOCK_LOST, text)
+    record.finish_lost(history.LOCK_LOST, text)
     return history.LOCK_LOST, text
 
 

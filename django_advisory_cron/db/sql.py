@@ -76,34 +76,50 @@ def unlock_one(key: LockKey) -> Statement:
     return f"SELECT pg_advisory_unlock({key.sql})", key.params
 
 
-def _held_condition(key: LockKey) -> Statement:
-    """``pg_locks`` condition: this backend holds ``key`` exclusively."""
-    ids = key.lock_ids
-    if ids is not None:
-        classid, objid, objsubid = ids
-        where = (
-            "classid = %(hb_classid)s::oid AND objid = %(hb_objid)s::oid "
-            "AND objsubid = %(hb_objsubid)s::int2"
-        )
-        params: dict[str, Any] = {"hb_classid": classid, "hb_objid": objid, "hb_objsubid": objsubid}
-    else:
-        # The one-bigint form: pg_locks splits the (sign-extended) key into two oids.
-        where = (
-            "objsubid = 1 AND classid::bigint = (hashtext(%(hb_name)s)::bigint >> 32) & 4294967295"
-            " AND objid::bigint = hashtext(%(hb_name)s)::bigint & 4294967295"
-        )
-        params = {"hb_name": key.name}
-    condition = (
-        f"EXISTS (SELECT 1 FROM ({ADVISORY_LOCKS}) AS l WHERE granted AND mode = 'ExclusiveLock' "
-        f"AND pid = pg_backend_pid() AND {where})"
+def _keys(keys: Sequence[LockKey]) -> dict[str, list[Any]]:
+    """The keys of a statement over ``unnest``: the two-int form's ints, or a ``hashtext``
+    key's name (``KEY_COLUMNS``, ``LOCK_ARGS``)."""
+    columns: dict[str, list[Any]] = {"classids": [], "objids": [], "hashed": []}
+    for key in keys:
+        ints = key.mode == "sha256"
+        columns["classids"].append(key.namespace if ints else None)
+        columns["objids"].append(key.objid if ints else None)
+        columns["hashed"].append(None if ints else key.name)
+    return columns
+
+
+#: The columns ``_keys`` fills, for ``unnest``.
+KEY_COLUMNS = "%(classids)s::int[], %(objids)s::int[], %(hashed)s::text[]"
+
+
+def _lock_call(function: str, row: str) -> str:
+    """``function`` (a lock function) on the key of the ``unnest`` row ``row``."""
+    return (
+        f"CASE WHEN {row}.hashed IS NULL THEN {function}({row}.classid, {row}.objid) "
+        f"ELSE {function}(hashtext({row}.hashed)) END"
     )
-    return condition, params
+
+
+def _held(row: str) -> str:
+    """Whether this backend holds the key of the ``unnest`` row ``row`` exclusively, as
+    ``pg_locks`` shows it: the two-int form as two unsigned oids (``objsubid`` 2), the
+    one-bigint form of ``hashtext`` split into two (``objsubid`` 1)."""
+    two_int = f"{row}.hashed IS NULL"
+    bigint = f"hashtext({row}.hashed)::bigint"
+    return f"""EXISTS (SELECT 1 FROM ({ADVISORY_LOCKS}) AS l
+     WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
+       AND objsubid = CASE WHEN {two_int} THEN 2 ELSE 1 END
+       AND classid::bigint = CASE WHEN {two_int} THEN {row}.classid::bigint & 4294967295
+                                  ELSE ({bigint} >> 32) & 4294967295 END
+       AND objid::bigint = CASE WHEN {two_int} THEN {row}.objid::bigint & 4294967295
+                                ELSE {bigint} & 4294967295 END)"""
 
 
 def lock_held(key: LockKey) -> Statement:
     """Whether this connection's backend still holds ``key``; one boolean column."""
-    condition, params = _held_condition(key)
-    return f"SELECT {condition}", params
+    return f"SELECT {_held('k')} FROM unnest({KEY_COLUMNS}) AS k(classid, objid, hashed)", _keys(
+        [key]
+    )
 
 
 def backend_pid() -> Statement:
@@ -170,30 +186,6 @@ class Claim(NamedTuple):
     manual: bool = False
     #: The task result id when a task queue delivered the run (else empty).
     task_id: str = ""
-
-
-def _keys(keys: Sequence[LockKey]) -> dict[str, list[Any]]:
-    """The keys of a statement over ``unnest``: the two-int form's ints, or a ``hashtext``
-    key's name (``KEY_COLUMNS``, ``LOCK_ARGS``)."""
-    columns: dict[str, list[Any]] = {"classids": [], "objids": [], "hashed": []}
-    for key in keys:
-        ints = key.mode == "sha256"
-        columns["classids"].append(key.namespace if ints else None)
-        columns["objids"].append(key.objid if ints else None)
-        columns["hashed"].append(None if ints else key.name)
-    return columns
-
-
-#: The columns ``_keys`` fills, for ``unnest``.
-KEY_COLUMNS = "%(classids)s::int[], %(objids)s::int[], %(hashed)s::text[]"
-
-
-def _lock_call(function: str, row: str) -> str:
-    """``function`` (a lock function) on the key of the ``unnest`` row ``row``."""
-    return (
-        f"CASE WHEN {row}.hashed IS NULL THEN {function}({row}.classid, {row}.objid) "
-        f"ELSE {function}(hashtext({row}.hashed)) END"
-    )
 
 
 def claim_runs(
@@ -321,29 +313,26 @@ def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
 
 
 def renew_leases(runs: Sequence[tuple[int, LockKey]], *, lease: float) -> Statement:
-    """The heartbeat of the runs claimed together on one connection: renew the lease of each
-    run whose lock this backend still holds, in one round trip. One row per run still held
-    (its id); a run missing from the answer lost its lock. Only ``running`` rows are renewed:
-    a ``lock_lost`` row keeps the lease it had, which runs out."""
+    """The heartbeat of one run, or of the runs claimed together on one connection: renew the
+    lease of each run whose lock this backend still holds, in one round trip. One boolean row
+    per run, in order: its lock is held and its lease renewed (false: it lost its lock). Only
+    ``running`` rows are renewed: a ``lock_lost`` row keeps the lease it had, which runs out."""
     sql = _fill(
         f"""
 WITH h AS (
-    SELECT r.id FROM unnest(%(ids)s::bigint[], %(classids)s::bigint[], %(objids)s::bigint[])
-                     AS r(id, classid, objid)
-      JOIN ({ADVISORY_LOCKS}) AS l
-        ON l.classid = r.classid::oid AND l.objid = r.objid::oid AND l.objsubid = 2
-       AND l.granted AND l.mode = 'ExclusiveLock' AND l.pid = pg_backend_pid()
+    SELECT k.n, k.id, {_held("k")} AS held
+      FROM unnest(%(ids)s::bigint[], {KEY_COLUMNS})
+           WITH ORDINALITY AS k(id, classid, objid, hashed, n)
+), r AS (
+    UPDATE {{table}} SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+     WHERE id IN (SELECT id FROM h WHERE held) AND status = {{s_running}}
+    RETURNING id
 )
-UPDATE {{table}} SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
- WHERE id IN (SELECT id FROM h) AND status = {{s_running}}
-RETURNING id"""
+SELECT h.held AND h.id IN (SELECT id FROM r) FROM h ORDER BY h.n"""
     )
-    ids = [key.lock_ids for _run, key in runs]
-    assert None not in ids, "runs claimed together have two-int keys"
     params = {
         "ids": [run for run, _key in runs],
-        "classids": [lock_ids[0] for lock_ids in ids if lock_ids],
-        "objids": [lock_ids[1] for lock_ids in ids if lock_ids],
+        **_keys([key for _run, key in runs]),
         "lease": lease,
     }
     return sql, params
@@ -430,21 +419,6 @@ def skip_tick(
     )
     who = _who(job, host, pid, task_id)
     return _then_unlock(insert, key, scope, shared), {**key.params, **who, "tick": tick}
-
-
-def renew_lease(key: LockKey, *, run_id: int, lease: float) -> Statement:
-    """The heartbeat of a run: check the lock is still held by this backend and, only then,
-    renew the run's lease, in one round trip. One boolean column: still held. Only a
-    ``running`` row is renewed: a ``lock_lost`` row keeps the lease it had, which runs out."""
-    condition, params = _held_condition(key)
-    sql = _fill(
-        f"""
-WITH h AS (SELECT {condition} AS held),
-     r AS (UPDATE {{table}} SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
-            WHERE id = %(id)s AND status = {{s_running}} AND (SELECT held FROM h) RETURNING 1)
-SELECT held AND EXISTS (SELECT 1 FROM r) FROM h"""
-    )
-    return sql, {**params, "id": run_id, "lease": lease}
 
 
 def mark_lock_lost(*, run_id: int, error: str) -> Statement:

@@ -25,6 +25,7 @@ one in half, and with a client-side deadline.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -52,7 +53,7 @@ from ..db.connections import (
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import LockLost, LockScopeError
-from .heartbeat import Heartbeat, lost_text
+from .heartbeat import Heartbeat, beat_deadline, lost_text
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -99,13 +100,6 @@ class PlainStatements:
 
     def beat(self, key: LockKey) -> Statement:
         return sql.lock_held(key)
-
-
-def beat_deadline() -> float:
-    """Seconds a heartbeat waits for its answer: a beat with no answer counts as a loss early
-    enough for the holder to stop before its lease runs out (the lease outlasts three
-    heartbeats)."""
-    return max(app_settings.HEARTBEAT, app_settings.LEASE - 2 * app_settings.HEARTBEAT)
 
 
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
@@ -325,14 +319,22 @@ class AdvisoryLock:
         """Start the heartbeat, and make this thread's queries fail once the lock is lost."""
         assert self.connection is not None
         self.heartbeat = Heartbeat(
-            self.connection,
-            lambda: self.statements.beat(self.key),
-            interval=app_settings.HEARTBEAT,
-            deadline=beat_deadline(),
+            functools.partial(self._beat, self.connection),
             on_lost=self.mark_lost,
             name=f"advisory-cron-heartbeat {self.key}",
         ).start()
         self.guard_queries()
+
+    def _beat(self, connection: BaseDatabaseWrapper) -> bool:
+        """One beat, on the lock connection: raise if it died, is silent, or no longer holds
+        the lock."""
+        sql_text, params = self.statements.beat(self.key)
+        with answer_within(connection, beat_deadline()), connection.cursor() as cursor:
+            cursor.execute(sql_text, params)
+            row = cursor.fetchone()
+        if not row or not row[0]:
+            raise LockLost("the lock is no longer held by its connection")
+        return True
 
     def guard_queries(self) -> None:
         """Make this thread's queries through Django fail once the lock is lost."""

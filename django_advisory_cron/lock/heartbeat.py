@@ -1,11 +1,12 @@
-"""A daemon thread that keeps asking a session lock's connection whether it still holds the lock.
+"""A daemon thread that keeps asking a session lock's connection whether it still holds its locks.
 
 A session lock lives exactly as long as its server connection. If that connection dies while
 the job runs (``pg_terminate_backend``, a PostgreSQL restart, a network failure) the lock is
-gone and another replica may take it. Every ``interval`` seconds the thread sends one statement
-on the lock connection itself (for a job run it also renews the run's lease, in the same round
-trip); a false answer, an error or no answer within ``deadline`` seconds is a loss, reported
-once through ``on_lost``. The job's own connections are never touched.
+gone and another replica may take it. Every ``HEARTBEAT`` seconds the thread runs one check:
+one statement on the lock connection itself, which for job runs also renews their leases in
+the same round trip (one run's lock, or every run claimed together on one connection). An
+error, or no answer within [beat_deadline][django_advisory_cron.lock.heartbeat.beat_deadline],
+is a loss, reported once through ``on_lost``. The job's own connections are never touched.
 
 The thread is started only when the first beat is due: most locks are released sooner, and
 starting a thread per lock would cost more than the lock's own round trips. Until then the
@@ -22,33 +23,35 @@ import threading
 from collections.abc import Callable
 
 from django.db import connections
-from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..db.connections import answer_within
+from ..conf import app_settings
 from ..db.deadlines import Deadline, watchdog
-from ..db.sql import Statement
-from ..exceptions import LockLost, first_line
+from ..exceptions import first_line
 
 logger = logging.getLogger("django_advisory_cron")
 
 
+def beat_deadline() -> float:
+    """Seconds a heartbeat waits for its answer: a beat with no answer counts as a loss early
+    enough for the holder to stop before its lease runs out (the lease outlasts three
+    heartbeats)."""
+    return max(app_settings.HEARTBEAT, app_settings.LEASE - 2 * app_settings.HEARTBEAT)
+
+
 class Heartbeat:
-    """Watches one lock connection from a daemon thread."""
+    """Runs ``check`` from a daemon thread every ``HEARTBEAT`` seconds, from the first interval
+    on, while it returns true (false: nothing is left to watch); what it raises is a loss."""
 
     def __init__(
         self,
-        connection: BaseDatabaseWrapper,
-        statement: Callable[[], Statement],
+        check: Callable[[], bool],
         *,
-        interval: float,
-        deadline: float,
         on_lost: Callable[[BaseException], None],
         name: str,
     ) -> None:
-        self.connection = connection
-        self.statement = statement
-        self.interval = float(interval)
-        self.deadline = float(deadline)
+        self.check = check
+        self.interval = float(app_settings.HEARTBEAT)
+        self.deadline = beat_deadline()
         self.on_lost = on_lost
         self.beats = 0
         self._stop = threading.Event()
@@ -67,6 +70,7 @@ class Heartbeat:
     def _launch(self) -> None:
         """On the deadline thread: start the beating thread, unless stopped meanwhile."""
         with self._guard:
+            self._pending = None
             if self._stop.is_set():
                 return
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -78,7 +82,7 @@ class Heartbeat:
             else:
                 failure = None
         if failure is not None:
-            self._report(failure)
+            report_lost(self.on_lost, failure)
 
     def stop(self) -> None:
         """Stop watching; waits for a check in flight (at most its deadline). Idempotent."""
@@ -98,16 +102,6 @@ class Heartbeat:
             waiting = self._pending is not None and not self._stop.is_set()
         return waiting or (self._thread is not None and self._thread.is_alive())
 
-    def check(self) -> None:
-        """Raise if the lock connection died, is silent, or no longer holds the lock."""
-        sql, params = self.statement()
-        with answer_within(self.connection, self.deadline), self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            row = cursor.fetchone()
-        self.beats += 1
-        if not row or not row[0]:
-            raise LockLost("the lock is no longer held by its connection")
-
     def _run(self) -> None:
         try:
             self._beat()
@@ -119,20 +113,23 @@ class Heartbeat:
         # Started when the first beat is due: check at once, then every ``interval``.
         while not self._stop.is_set():
             try:
-                self.check()
+                going = self.check()
             except Exception as error:
                 if self._stop.is_set():
                     return  # the lock is being released; its owner handles errors
-                self._report(error)
+                report_lost(self.on_lost, error)
                 return
-            if self._stop.wait(self.interval):
+            self.beats += 1
+            if not going or self._stop.wait(self.interval):
                 return
 
-    def _report(self, error: BaseException) -> None:
-        try:
-            self.on_lost(error)
-        except Exception:
-            logger.exception("handling a lost lock failed")
+
+def report_lost(on_lost: Callable[[BaseException], None], error: BaseException) -> None:
+    """Tell ``on_lost`` of a loss; what it raises is logged, so the next loss is still told."""
+    try:
+        on_lost(error)
+    except Exception:
+        logger.exception("handling a lost lock failed")
 
 
 def lost_text(error: BaseException) -> str:

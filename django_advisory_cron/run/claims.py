@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
@@ -30,7 +29,8 @@ from ..db.connections import LockConnection, answer_within, checkout, close_conn
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import DatabaseUnavailable, LockLost
-from ..lock.advisory import AdvisoryLock, Row, beat_deadline
+from ..lock.advisory import AdvisoryLock, Row
+from ..lock.heartbeat import Heartbeat, beat_deadline, report_lost
 from . import history
 from .history import RunRecord
 
@@ -114,7 +114,7 @@ class ClaimConnection:
         self._turn = threading.Lock()
         self._held: dict[int, SharedLock] = {}
         self._closed = threading.Event()
-        self._heartbeat: threading.Thread | None = None
+        self._heartbeat: Heartbeat | None = None
 
     def __repr__(self) -> str:
         return f"<ClaimConnection {self.alias} holding {len(self._held)}>"
@@ -182,16 +182,17 @@ class ClaimConnection:
         if self._closed.is_set() and not self._held:
             self._end()
 
-    def _fetch_all(self, statement: Statement) -> list[Row]:
-        """Send on the connection (the caller has the turn); a failure that leaves the
-        connection unusable ends every lock it held."""
+    def _fetch_all(self, statement: Statement, deadline: float | None = None) -> list[Row]:
+        """Send on the connection (the caller has the turn), within ``deadline`` seconds
+        (default ``STATEMENT_TIMEOUT``); a failure that leaves the connection unusable ends
+        every lock it held."""
         if self._connection is None:
             raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
         wrapper = self._connection.wrapper
         text, params = statement
         try:
             with (
-                answer_within(wrapper, app_settings.STATEMENT_TIMEOUT),
+                answer_within(wrapper, deadline or app_settings.STATEMENT_TIMEOUT),
                 wrapper.cursor() as cursor,
             ):
                 cursor.execute(text, params)
@@ -204,55 +205,42 @@ class ClaimConnection:
     # -- while runs go on ----------------------------------------------------------------
 
     def _start_heartbeat(self) -> None:
-        if self._heartbeat is None or not self._heartbeat.is_alive():
-            self._heartbeat = threading.Thread(
-                target=self._beat, name=HEARTBEAT_THREAD, daemon=True
-            )
-            self._heartbeat.start()
+        if self._heartbeat is None or not self._heartbeat.running:
+            self._heartbeat = Heartbeat(
+                self._beat, on_lost=self._lose_everything, name=HEARTBEAT_THREAD
+            ).start()
 
-    def _beat(self) -> None:
-        """Every ``HEARTBEAT`` seconds while runs are held: renew all their leases where their
-        locks are still held, in one statement; a run missing from the answer lost its lock.
-        Ends once the connection is closed and no run is held."""
-        interval = app_settings.HEARTBEAT
-        try:
-            while True:
+    def _beat(self) -> bool:
+        """One beat of the runs held here: renew all their leases where their locks are still
+        held, in one statement; a run whose lock is gone is told so. False once the connection
+        is closed and no run is held: the heartbeat ends."""
+        lost: list[SharedLock] = []
+        with self._turn:
+            if not self._held:
                 if self._closed.is_set():
-                    time.sleep(interval)
-                else:
-                    self._closed.wait(interval)
-                lost: list[SharedLock] = []
-                with self._turn:
-                    if not self._held:
-                        if self._closed.is_set():
-                            self._end()
-                            return
-                        continue
-                    runs = [(run_id, lock.key) for run_id, lock in self._held.items()]
-                    try:
-                        renewed = self._renew(runs)
-                    except (DatabaseError, DatabaseUnavailable):
-                        continue  # _lose_all has reported every run held
-                    for run_id, _key in runs:
-                        if run_id not in renewed:
-                            lost.append(self._held.pop(run_id))
-                for lock in lost:
-                    lock.mark_lost(LockLost("the lock is no longer held by its connection"))
-        finally:
-            # lock_lost receivers may have used the ORM in this thread: close what they opened.
-            connections.close_all()
+                    self._end()
+                    return False
+                return True
+            runs = list(self._held.items())
+            statement = sql.renew_leases(
+                [(run_id, lock.key) for run_id, lock in runs], lease=app_settings.LEASE
+            )
+            try:
+                rows = self._fetch_all(statement, deadline=beat_deadline())
+            except (DatabaseError, DatabaseUnavailable) as error:
+                self._lose_all(error)
+                return True
+            for (run_id, lock), (held,) in zip(runs, rows, strict=True):
+                if not held:
+                    lost.append(lock)
+                    del self._held[run_id]
+        for lock in lost:
+            report_lost(lock.mark_lost, LockLost("the lock is no longer held by its connection"))
+        return True
 
-    def _renew(self, runs: list[tuple[int, LockKey]]) -> set[int]:
-        assert self._connection is not None
-        wrapper = self._connection.wrapper
-        text, params = sql.renew_leases(runs, lease=app_settings.LEASE)
-        try:
-            with answer_within(wrapper, beat_deadline()), wrapper.cursor() as cursor:
-                cursor.execute(text, params)
-                return {int(row[0]) for row in cursor.fetchall()}
-        except (DatabaseError, DatabaseUnavailable) as error:
+    def _lose_everything(self, error: BaseException) -> None:
+        with self._turn:
             self._lose_all(error)
-            raise
 
     def _lose_all(self, error: BaseException) -> None:
         """The connection died (the caller has the turn): every lock on it is gone. Each run
@@ -274,8 +262,11 @@ class ClaimConnection:
         the last of them ends (its heartbeat goes on until then)."""
         self._closed.set()
         with self._turn:
-            if not self._held:
+            idle = not self._held
+            if idle:
                 self._end()
+        if idle and self._heartbeat is not None:
+            self._heartbeat.stop()
 
     def _end(self) -> None:
         connection, self._connection = self._connection, None
@@ -286,6 +277,6 @@ class ClaimConnection:
 def _report_lost(locks: list[SharedLock], error: BaseException) -> None:
     try:
         for lock in locks:
-            lock.mark_lost(error)
+            report_lost(lock.mark_lost, error)
     finally:
         connections.close_all()

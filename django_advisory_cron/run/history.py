@@ -200,7 +200,7 @@ class RunRecord:
     def beat(self, key: LockKey) -> Statement:
         if self.run_id is None:
             return sql.lock_held(key)
-        return sql.renew_lease(key, run_id=self.run_id, lease=self.lease)
+        return sql.renew_leases([(self.run_id, key)], lease=self.lease)
 
     # -- recording without the lock connection ------------------------------------------
 

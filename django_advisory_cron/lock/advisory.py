@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, nullcontext
@@ -139,6 +140,7 @@ class AdvisoryLock:
         self.savepoint = savepoint
         self.acquired = False
         self.lost = False
+        self._losing = threading.Lock()
         #: Transaction scope: the lock's transaction committed (set before on_commit callbacks
         #: that the body registered run, so a failing callback is told apart from a failed
         #: commit).
@@ -350,10 +352,12 @@ class AdvisoryLock:
         return execute(sql_text, params, many, context)
 
     def mark_lost(self, error: BaseException) -> None:
-        """Record that the lock is gone (from the heartbeat, or a failed release); once."""
-        if self.lost:
-            return
-        self.lost = True
+        """Record that the lock is gone (from the heartbeat, or a failed release); once, whichever
+        thread finds it first."""
+        with self._losing:
+            if self.lost:
+                return
+            self.lost = True
         logger.error(
             "%s: %s; another process may take the lock and start the same work",
             self,
@@ -393,18 +397,16 @@ class AdvisoryLock:
             self.acquired = False
 
     def _release_session(self, error: BaseException | None) -> None:
-        checked_out = self._checked_out
-        if checked_out is None:
-            return
-        # Reused only when it provably holds nothing: an untaken lock whose every statement
-        # completed, or a release whose unlock-all ran and whose unlock found the lock.
+        # The connection is reused only when it provably holds nothing: an untaken lock whose
+        # every statement completed, or a release whose unlock-all ran and whose unlock found
+        # the lock.
         reusable = False
         try:
             if self.acquired and not self.lost:
                 statement = self.statements.release(self.key, "session", error)
                 assert statement is not None
                 with deferred_signals():
-                    row = self.send(statement)
+                    row = self._send_release(statement)
                 reusable = self._check_unlocked(row)
             else:
                 reusable = not self.acquired and not self.lost and not self._trying
@@ -413,10 +415,20 @@ class AdvisoryLock:
             # cut: either way the lock died with it.
             self.mark_lost(failure)
         finally:
+            self._give_back(reusable)
+
+    def _send_release(self, statement: Statement) -> Row | None:
+        """Send the releasing statement of a held session lock."""
+        return self.send(statement)
+
+    def _give_back(self, reusable: bool) -> None:
+        """Return the lock connection to the process's warm set, for reuse if ``reusable``
+        (and no statement or beat may still be under way on it), else to be closed."""
+        checked_out, self._checked_out = self._checked_out, None
+        self.connection = None
+        if checked_out is not None:
             heartbeat_done = self.heartbeat is None or not self.heartbeat.running
             checkin(checked_out, reusable=reusable and self._settled and heartbeat_done)
-            self._checked_out = None
-            self.connection = None
 
     def _release_transaction(self, error: BaseException | None) -> None:
         """End the lock's transaction: the body's savepoint, the release statement, the commit

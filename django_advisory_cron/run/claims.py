@@ -64,40 +64,20 @@ class SharedLock(AdvisoryLock):
         self.claims = claims
         self.record = record
         record.shared = True
-        self._losing = threading.Lock()
-        self._reported = False
 
     def send(self, statement: Statement) -> Row | None:
         return self.claims.send(statement)
 
-    def mark_lost(self, error: BaseException) -> None:
-        # Once: the heartbeat, a report of a dead connection and the run's own release may
-        # all find it.
-        with self._losing:
-            if self._reported:
-                return
-            self._reported = True
-        super().mark_lost(error)
+    def _send_release(self, statement: Statement) -> Row | None:
+        return self.claims.release(self, statement)
 
-    def _release_session(self, error: BaseException | None) -> None:
-        if not self.acquired:
-            self.claims.forget(self)
-            return
-        if self.lost:
+    def _give_back(self, reusable: bool) -> None:
+        if self.acquired and self.lost:
             # Its row was closed under it (or its connection died): if the connection lives,
             # the lock may still be held on it, and is given back now the run has ended.
             with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():
                 self.claims.release(self, sql.unlock_one(self.key))
-            self.claims.forget(self)
-            return
-        statement = self.statements.release(self.key, "session", error)
-        assert statement is not None
-        try:
-            with deferred_signals():
-                row = self.claims.release(self, statement)
-            self._check_unlocked(row)
-        except Exception as failure:  # the claim connection died: the lock died with it
-            self.mark_lost(failure)
+        self.claims.forget(self)
 
 
 class ClaimConnection:

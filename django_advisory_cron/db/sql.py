@@ -221,8 +221,7 @@ def claim_runs(
     - on the ``final`` attempt a process that did not get the lock records its skip.
     - ``released``: with ``settle`` (session scope), a job whose tick already ran has its
       skip recorded and its lock released here, so a batch that found every tick taken has
-      nothing more to send; without it that skip is the release's
-      ([skip_tick][django_advisory_cron.db.sql.skip_tick]).
+      nothing more to send; without it that skip is the release's (``skip_tick``).
 
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
     """

@@ -116,9 +116,9 @@ class ClaimConnection:
             rows = self._fetch_all(statement)
         for lock, row in zip(locks, rows, strict=True):
             lock.acquired = lock.record.accept(row, "session", self.send)
-            if lock.acquired and lock.record.run_id is not None:
+            if lock.acquired and lock.record.facts.run_id is not None:
                 with self._turn:
-                    self._held[lock.record.run_id] = lock
+                    self._held[lock.record.facts.run_id] = lock
         self._start_heartbeat()
 
     def _fresh_connection(self) -> None:
@@ -157,8 +157,8 @@ class ClaimConnection:
 
     def _drop(self, lock: SharedLock) -> None:
         """(With the turn.) Once closed, the last run to end closes the connection."""
-        if lock.record.run_id is not None:
-            self._held.pop(lock.record.run_id, None)
+        if lock.record.facts.run_id is not None:
+            self._held.pop(lock.record.facts.run_id, None)
         if self._closed.is_set() and not self._held:
             self._end()
 

@@ -21,6 +21,7 @@ import socket
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from django.db import DatabaseError
@@ -92,44 +93,58 @@ def status_of(error: BaseException | None, *, body: bool = True) -> str:
     return INTERRUPTED if stopped_by(error, body=body) is not None else FAILED
 
 
+@dataclass
+class RunFacts:
+    """What one run is and what its claim found, held once: its
+    [RunRecord][django_advisory_cron.run.history.RunRecord] writes it, and its
+    [RunResult][django_advisory_cron.run.runner.RunResult] is one."""
+
+    job: str
+    _: KW_ONLY
+    run_id: int | None = None
+    tick: datetime | None = None
+    #: The time the run was matched against the schedule's ticks: the database's ``now()`` at
+    #: the first attempt to take the lock (or the ``now`` passed in).
+    reference: datetime | None = None
+    interrupted_runs: int = 0
+    #: Started by hand ("run now"): recorded ``manual``, with no tick, and a pause does not
+    #: hold it back.
+    manual: bool = False
+    #: Why the job was paused, when it was skipped for that.
+    paused: str | None = None
+
+
 class RunRecord:
     """One run's row, as statements for its lock (a
-    [LockStatements][django_advisory_cron.lock.advisory.LockStatements])."""
+    [LockStatements][django_advisory_cron.lock.advisory.LockStatements]); what the claim finds
+    is written on ``facts``."""
 
     def __init__(
         self,
-        job: str,
+        facts: RunFacts,
         *,
         matches: list[tuple[datetime, datetime]],
         now: datetime | None,
         max_skew: float,
         lease: float,
         using: str,
-        manual: bool = False,
         task_id: str = "",
     ) -> None:
-        self.job = job
-        #: A "run now" run: no tick, and a pause does not hold it back.
-        self.manual = manual
+        self.facts = facts
         #: The task result id when a task queue delivered this run (recorded on its rows).
         self.task_id = task_id
         #: ``(instant, tick)`` pairs the reference time is matched against.
         self.matches = matches
-        #: The run's reference time. ``None`` until the first attempt returns the database's
-        #: ``now()``; then fixed, so a run waiting for the lock keeps the tick it started for.
-        self.reference = now
+        #: ``None`` until the first attempt returns the database's ``now()``; then fixed, so a
+        #: run waiting for the lock keeps the tick it started for.
+        facts.reference = now
         self.max_skew = max_skew
         self.lease = lease
         self.using = using
         self.pid = os.getpid()
-        self.run_id: int | None = None
-        self.tick: datetime | None = None
-        self.interrupted_runs = 0
         #: Running rows of this job, still within their lease, seen by the last attempt.
         self.live_runs = 0
         self.tick_done = False
-        #: Why the job is paused, when the last attempt found it paused (it did not run).
-        self.paused: str | None = None
         #: ``(status, error text)`` once the job has ended; read by the release statement.
         self.outcome: tuple[str, str] | None = None
         #: Its lock is held on a connection shared with other runs' locks (claimed together):
@@ -143,15 +158,19 @@ class RunRecord:
 
     def claim(self, key: LockKey) -> sql.Claim:
         """What this run asks of [claim][django_advisory_cron.run.history.claim]."""
-        return sql.Claim(self.job, key, self.matches, self.reference, self.manual, self.task_id)
+        facts = self.facts
+        return sql.Claim(facts.job, key, self.matches, facts.reference, facts.manual, self.task_id)
 
     def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
         """Read its row of [claim][django_advisory_cron.run.history.claim]: whether the lock is
         held now (a lock the claim already released, its tick found taken, is not)."""
-        released, got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row
-        if self.reference is None:
-            self.reference = reference
-        self.interrupted_runs += int(interrupted)
+        facts = self.facts
+        released, got, run_id, facts.tick, reference, interrupted, self.live_runs, facts.paused = (
+            row
+        )
+        if facts.reference is None:
+            facts.reference = reference
+        facts.interrupted_runs += int(interrupted)
         if got and run_id is None and interrupted:
             # The row just marked interrupted may hold this tick: inside one statement its old
             # version still conflicts, so claim the tick again now that it has been given back.
@@ -160,17 +179,17 @@ class RunRecord:
             lease = self.lease if scope == "session" else None
             claimed = send(
                 sql.claim_tick(
-                    job=self.job,
+                    job=self.facts.job,
                     host=HOST,
                     pid=self.pid,
-                    tick=self.tick,
+                    tick=self.facts.tick,
                     lease=lease,
                     task_id=self.task_id,
                 )
             )
             run_id = None if claimed is None else claimed[0]
-        self.run_id = None if run_id is None else int(run_id)
-        self.tick_done = bool(got) and self.run_id is None
+        facts.run_id = None if run_id is None else int(run_id)
+        self.tick_done = bool(got) and facts.run_id is None
         return bool(got) and not released
 
     def release(
@@ -180,27 +199,27 @@ class RunRecord:
             return sql.skip_tick(
                 key,
                 scope,
-                job=self.job,
+                job=self.facts.job,
                 host=HOST,
                 pid=self.pid,
-                tick=self.tick,
+                tick=self.facts.tick,
                 task_id=self.task_id,
                 shared=self.shared,
             )
-        assert self.run_id is not None  # taken, and the tick not done: the row is ours
+        assert self.facts.run_id is not None  # taken, and the tick not done: the row is ours
         # No outcome yet: the job's code never ran (taking the lock was cut short).
         status, text = self.outcome or (
             status_of(error, body=False),
             error_text(error, body=False) if error else "",
         )
         return sql.finish_run(
-            key, scope, run_id=self.run_id, status=status, error=text, shared=self.shared
+            key, scope, run_id=self.facts.run_id, status=status, error=text, shared=self.shared
         )
 
     def beat(self, key: LockKey) -> Statement:
-        if self.run_id is None:
+        if self.facts.run_id is None:
             return sql.lock_held(key)
-        return sql.renew_leases([(self.run_id, key)], lease=self.lease)
+        return sql.renew_leases([(self.facts.run_id, key)], lease=self.lease)
 
     # -- recording without the lock connection ------------------------------------------
 
@@ -208,9 +227,9 @@ class RunRecord:
         """Mark the running row ``lock_lost`` at once. Its body may still be running, so the
         row keeps its lease (no longer renewed): other replicas wait for it to expire, or for
         ``finish_lost`` to record the body's end, which ends it."""
-        if self.run_id is None:
+        if self.facts.run_id is None:
             return False
-        statement = sql.mark_lock_lost(run_id=self.run_id, error=error_line)
+        statement = sql.mark_lock_lost(run_id=self.facts.run_id, error=error_line)
         return execute_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
 
     def finish_lost(self, status: str, text: str) -> bool:
@@ -218,11 +237,11 @@ class RunRecord:
         a fresh connection: its row is finished, or written again if it rolled back with its
         lost connection (transaction scope)."""
         statement = sql.record_lost_run(
-            run_id=self.run_id,
-            job=self.job,
+            run_id=self.facts.run_id,
+            job=self.facts.job,
             host=HOST,
             pid=self.pid,
-            tick=self.tick,
+            tick=self.facts.tick,
             status=status,
             error=text,
             task_id=self.task_id,
@@ -231,9 +250,9 @@ class RunRecord:
 
     def fail_committed(self, text: str) -> bool:
         """A committed run whose ``on_commit`` callback raised: mark it failed."""
-        if self.run_id is None:
+        if self.facts.run_id is None:
             return False
-        statement = sql.fail_committed_run(run_id=self.run_id, error=text)
+        statement = sql.fail_committed_run(run_id=self.facts.run_id, error=text)
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
 
 

@@ -88,23 +88,13 @@ class RunnableJob(Protocol):
 
 
 @dataclass
-class RunResult:
-    """What one call of the runner did."""
+class RunResult(history.RunFacts):
+    """What one call of the runner did: the run (``job``, ``run_id``, ``tick``, ``reference``,
+    ``interrupted_runs``, ``manual``, ``paused``, as its claim found them) and how it ended."""
 
-    job: str
     status: RunStatus
-    run_id: int | None = None
-    tick: datetime | None = None
-    #: The time the run was matched against the schedule's ticks: the database's ``now()`` at
-    #: the first attempt to take the lock (or the ``now`` passed in).
-    reference: datetime | None = None
     value: Any = None
     error: BaseException | None = field(default=None, repr=False)
-    interrupted_runs: int = 0
-    #: Started by hand ("run now"): recorded ``manual``, with no tick.
-    manual: bool = False
-    #: Why the job was paused, when it was skipped for that.
-    paused: str | None = None
     lock: AdvisoryLock | None = field(default=None, repr=False)
     #: The run's history record, to finish it from elsewhere (a worker shutting down).
     record: history.RunRecord | None = field(default=None, repr=False)
@@ -183,17 +173,16 @@ def execute(
     schedule = job.schedule
     max_skew = app_settings.MAX_SKEW
     around = now or datetime.now().astimezone()
-    record = history.RunRecord(
-        job.name,
+    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=manual)
+    record = result.record = history.RunRecord(
+        result,
         matches=schedule.matches(around, max_skew) if schedule and not manual else [],
         now=now,
         max_skew=max_skew,
         lease=app_settings.LEASE,
         using=alias,
-        manual=manual,
         task_id=task_id,
     )
-    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=manual, record=record)
     lock = AdvisoryLock(
         job.key,
         scope=scope or job.scope,
@@ -214,7 +203,6 @@ def execute(
             # job's code ran; the lock recorded and released the run.
             result.status = RunStatus(history.status_of(stop, body=False))
             result.error = stop
-            result.run_id, result.tick = record.run_id, record.tick
             _log_stop(job, stop, body=False)
             return result
         if _taken(job, lock, record, result):
@@ -315,15 +303,15 @@ def claim_together(
     """
     entries = []
     for job, tick in batch:
-        record = history.RunRecord(
-            job.name,
+        result = RunResult(job.name, RunStatus.SKIPPED_LOCKED)
+        record = result.record = history.RunRecord(
+            result,
             matches=[(tick, tick)],
             now=tick,
             max_skew=app_settings.MAX_SKEW,
             lease=app_settings.LEASE,
             using=claims.alias,
         )
-        result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, record=record)
         result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))
         entries.append((job, result.lock, record, result))
     claims.claim([lock for _job, lock, _record, _result in entries])
@@ -351,16 +339,14 @@ def _taken(
     job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
 ) -> bool:
     """After the acquiring statement: whether the run goes ahead (else its skip is done)."""
-    result.tick, result.interrupted_runs = record.tick, record.interrupted_runs
-    result.reference = record.reference
-    if record.interrupted_runs:
+    if result.interrupted_runs:
         logger.warning(
-            "job %s: marked %d dead run(s) interrupted", job.name, record.interrupted_runs
+            "job %s: marked %d dead run(s) interrupted", job.name, result.interrupted_runs
         )
     if not lock.acquired or record.tick_done:
         _skip(job, lock, record, result)
         return False
-    result.run_id, result.status = record.run_id, RunStatus.RUNNING
+    result.status = RunStatus.RUNNING
     return True
 
 
@@ -368,12 +354,12 @@ def _skip(
     job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
 ) -> None:
     lock.release()
-    if record.paused is not None:
-        result.status, result.paused = RunStatus.SKIPPED_PAUSED, record.paused
-        logger.info("job %s skipped at tick %s: %s", job.name, record.tick, record.paused)
+    if result.paused is not None:
+        result.status = RunStatus.SKIPPED_PAUSED
+        logger.info("job %s skipped at tick %s: %s", job.name, result.tick, result.paused)
     elif record.tick_done:
         result.status = RunStatus.SKIPPED_TICK
-        logger.info("job %s skipped: tick %s already ran", job.name, record.tick)
+        logger.info("job %s skipped: tick %s already ran", job.name, result.tick)
     elif record.live_runs:
         logger.info("job %s skipped: an earlier run is still alive", job.name)
     else:
@@ -392,8 +378,8 @@ def _run(
     logger.info(
         "job %s started (%s, run %s)",
         job.name,
-        "run now" if record.manual else f"tick {record.tick}",
-        record.run_id,
+        "run now" if result.manual else f"tick {result.tick}",
+        result.run_id,
     )
     error: BaseException | None = None
     try:

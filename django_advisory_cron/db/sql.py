@@ -54,10 +54,16 @@ def _fill(template: str) -> str:
 # -- the lock alone ----------------------------------------------------------------------------
 
 
+#: The function trying a lock, per scope.
+TRY_LOCK: dict[ResolvedScope, str] = {
+    "session": "pg_try_advisory_lock",
+    "transaction": "pg_try_advisory_xact_lock",
+}
+
+
 def try_lock(key: LockKey, scope: ResolvedScope) -> Statement:
     """Try the lock once; one boolean column."""
-    function = "pg_try_advisory_lock" if scope == "session" else "pg_try_advisory_xact_lock"
-    return f"SELECT {function}({key.sql})", key.params
+    return f"SELECT {TRY_LOCK[scope]}({key.sql})", key.params
 
 
 #: After the unlock, in the same statement: the connection goes back to the warm set holding
@@ -226,7 +232,6 @@ def claim_runs(
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
     """
     assert scope == "session" or not settle, "only a session lock is released on its own"
-    function = "pg_try_advisory_lock" if scope == "session" else "pg_try_advisory_xact_lock"
     lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
     sql = _fill(
         f"""
@@ -243,7 +248,7 @@ WITH i AS (
 ), l AS (
     SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
            CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false
-                ELSE {_lock_call(function, "i")} END AS got
+                ELSE {_lock_call(TRY_LOCK[scope], "i")} END AS got
       FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
 ), t AS (
     SELECT l.*,

@@ -42,6 +42,7 @@ from ..conf import app_settings
 from ..core.keys import LockKey, job_key
 from ..core.scopes import ResolvedScope, Scope, check_scope
 from ..db import pooler, sql
+from ..db.aliases import lock_database
 from ..db.connections import (
     LockConnection,
     answer_within,
@@ -129,7 +130,7 @@ class AdvisoryLock:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
         self.key = key if isinstance(key, LockKey) else job_key(key)
-        self.using = using or app_settings.lock_database
+        self.using = lock_database(using)
         self.requested_scope = check_scope(scope)
         #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
         self.scope: ResolvedScope | None = None

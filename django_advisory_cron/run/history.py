@@ -126,7 +126,6 @@ class RunRecord:
         matches: list[tuple[datetime, datetime]],
         now: datetime | None,
         max_skew: float,
-        lease: float,
         using: str,
         task_id: str = "",
     ) -> None:
@@ -139,7 +138,8 @@ class RunRecord:
         #: run waiting for the lock keeps the tick it started for.
         facts.reference = now
         self.max_skew = max_skew
-        self.lease = lease
+        #: Read once: a run keeps the lease it started with.
+        self.lease = app_settings.LEASE
         self.using = using
         self.pid = os.getpid()
         #: Running rows of this job, still within their lease, seen by the last attempt.
@@ -174,16 +174,13 @@ class RunRecord:
         if got and run_id is None and interrupted:
             # The row just marked interrupted may hold this tick: inside one statement its old
             # version still conflicts, so claim the tick again now that it has been given back.
-            # Only session-scoped rows carry a lease: transaction-scoped ones are invisible
-            # to other replicas until they commit, finished.
-            lease = self.lease if scope == "session" else None
             claimed = send(
                 sql.claim_tick(
                     job=self.facts.job,
                     host=HOST,
                     pid=self.pid,
                     tick=self.facts.tick,
-                    lease=lease,
+                    lease=self.lease_in(scope),
                     task_id=self.task_id,
                 )
             )
@@ -191,6 +188,11 @@ class RunRecord:
         facts.run_id = None if run_id is None else int(run_id)
         self.tick_done = bool(got) and facts.run_id is None
         return bool(got) and not released
+
+    def lease_in(self, scope: ResolvedScope) -> float | None:
+        """The lease its row carries: only session-scoped rows have one (transaction-scoped
+        ones are invisible to other replicas until they commit, finished)."""
+        return self.lease if scope == "session" else None
 
     def release(
         self, key: LockKey, scope: ResolvedScope, error: BaseException | None
@@ -269,7 +271,7 @@ def claim(
         host=HOST,
         pid=first.pid,
         max_skew=first.max_skew,
-        lease=first.lease if scope == "session" else None,
+        lease=first.lease_in(scope),
         final=final,
         settle=settle,
     )

@@ -27,6 +27,7 @@ from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.schedule import Schedule
 from ..core.scopes import Scope
+from ..db.aliases import lock_database
 from ..exceptions import (
     SIGNAL_ATTRIBUTE,
     JobFailed,
@@ -169,7 +170,7 @@ def execute(
     Raises only when nothing could be recorded: an invalid schedule, a lock database that is
     not PostgreSQL or cannot be reached, a scope that cannot be used here.
     """
-    alias = using or job.using or app_settings.lock_database
+    alias = lock_database(using, job.using)
     schedule = job.schedule
     max_skew = app_settings.MAX_SKEW
     around = now or datetime.now().astimezone()
@@ -179,7 +180,6 @@ def execute(
         matches=schedule.matches(around, max_skew) if schedule and not manual else [],
         now=now,
         max_skew=max_skew,
-        lease=app_settings.LEASE,
         using=alias,
         task_id=task_id,
     )
@@ -309,7 +309,6 @@ def claim_together(
             matches=[(tick, tick)],
             now=tick,
             max_skew=app_settings.MAX_SKEW,
-            lease=app_settings.LEASE,
             using=claims.alias,
         )
         result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))

@@ -104,6 +104,17 @@ class PlainStatements:
         return sql.lock_held(key)
 
 
+def rows_within(
+    connection: BaseDatabaseWrapper, statement: Statement, deadline: float
+) -> list[Row]:
+    """Run one of our statements on a lock connection as it is (never reconnected: a new
+    backend would not hold the lock), answered within ``deadline`` seconds; its rows."""
+    sql_text, params = statement
+    with answer_within(connection, deadline), connection.cursor() as cursor:
+        cursor.execute(sql_text, params)
+        return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+
+
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
     """The default reaction to a lost lock: [lock_lost][django_advisory_cron.signals.lock_lost]."""
     signals.lock_lost.send(sender=None, run=None, lock=lock, error=error)
@@ -215,16 +226,10 @@ class AdvisoryLock:
     def send(self, statement: Statement) -> Row | None:
         """Run one of our statements on the lock's connection, with a deadline; its row."""
         assert self.connection is not None
-        sql_text, params = statement
         self._settled = False
-        with (
-            answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
-            self.connection.cursor() as cursor,
-        ):
-            cursor.execute(sql_text, params)
-            row = cursor.fetchone() if cursor.description else None
+        rows = rows_within(self.connection, statement, app_settings.STATEMENT_TIMEOUT)
         self._settled = True
-        return None if row is None else tuple(row)
+        return rows[0] if rows else None
 
     def _try(self, scope: ResolvedScope, final: bool) -> bool:
         with deferred_signals():
@@ -331,11 +336,8 @@ class AdvisoryLock:
     def _beat(self, connection: BaseDatabaseWrapper) -> bool:
         """One beat, on the lock connection: raise if it died, is silent, or no longer holds
         the lock."""
-        sql_text, params = self.statements.beat(self.key)
-        with answer_within(connection, beat_deadline()), connection.cursor() as cursor:
-            cursor.execute(sql_text, params)
-            row = cursor.fetchone()
-        if not row or not row[0]:
+        rows = rows_within(connection, self.statements.beat(self.key), beat_deadline())
+        if not rows or not rows[0][0]:
             raise LockLost("the lock is no longer held by its connection")
         return True
 

@@ -25,11 +25,11 @@ from django.db import DatabaseError, connections
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..db import sql
-from ..db.connections import LockConnection, answer_within, checkout, close_connection, still_open
+from ..db.connections import LockConnection, checkout, close_connection, still_open
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import DatabaseUnavailable, LockLost
-from ..lock.advisory import AdvisoryLock, Row
+from ..lock.advisory import AdvisoryLock, Row, rows_within
 from ..lock.heartbeat import Heartbeat, beat_deadline, report_lost
 from . import history
 from .history import RunRecord
@@ -169,14 +169,8 @@ class ClaimConnection:
         if self._connection is None:
             raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
         wrapper = self._connection.wrapper
-        text, params = statement
         try:
-            with (
-                answer_within(wrapper, deadline or app_settings.STATEMENT_TIMEOUT),
-                wrapper.cursor() as cursor,
-            ):
-                cursor.execute(text, params)
-                return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+            return rows_within(wrapper, statement, deadline or app_settings.STATEMENT_TIMEOUT)
         except (DatabaseError, DatabaseUnavailable) as error:
             if wrapper.connection is None or not wrapper.is_usable():
                 self._lose_all(error)

@@ -261,7 +261,7 @@ WITH i AS (
     UPDATE {{table}} r SET status = {{s_interrupted}}, finished = clock_timestamp(),
            error = DEAD_ERROR, lease_until = NULL
       FROM t
-     WHERE r.job = t.job AND t.got AND r.status = {{s_running}}
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = {{s_running}}
        AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
     RETURNING r.job
 ), ins AS (

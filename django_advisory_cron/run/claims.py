@@ -41,8 +41,9 @@ HEARTBEAT_THREAD = "advisory-cron-claims-heartbeat"
 
 
 def can_claim_together(key: LockKey) -> bool:
-    """Whether a job's lock can be taken in a batch: keys in the two-int form (a ``hashtext``
-    key is computed by the server, one statement per job)."""
+    """Whether the worker claims a job together with others: keys in the two-int form. (The
+    claim and the lease renewal take a ``hashtext`` key as well; such jobs are still claimed
+    one at a time.)"""
     return key.lock_ids is not None
 
 

@@ -27,10 +27,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import signals
 from ..conf import app_settings
+from ..core.statuses import FAILING, RunStatus
 from ..db import sql
 from ..db.connections import answer_within
 from ..exceptions import DatabaseUnavailable, first_line
-from ..models import RunStatus
 from ..run import delivery
 from ..run.history import HOST
 from ..run.jobs import Job
@@ -44,8 +44,9 @@ RUN_THREAD = "advisory-cron-run"
 #: A run that waited longer than this for a free slot (``--max-concurrency``) is logged.
 SLOT_WAIT_LOGGED = 1.0
 
-#: Statuses counted as failed in the worker's line at shutdown.
-FAILING = (RunStatus.FAILED, RunStatus.LOCK_LOST, RunStatus.TIMED_OUT, RunStatus.INTERRUPTED)
+#: Statuses counted as failed in the worker's line at shutdown: the job's own failures, and
+#: runs a stop cut short.
+NOT_COMPLETED = (*FAILING, RunStatus.INTERRUPTED)
 
 
 @dataclass
@@ -336,7 +337,7 @@ class Dispatcher:
                 self.stats.ran += 1
             elif result.skipped:
                 self.stats.skipped += 1
-            if result.status in FAILING:
+            if result.status in NOT_COMPLETED:
                 self.stats.failed += 1
         return result
 

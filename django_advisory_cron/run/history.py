@@ -29,6 +29,7 @@ from django.db import DatabaseError
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.scopes import ResolvedScope
+from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.connections import unpooled_connection
 from ..db.sql import Statement
@@ -43,14 +44,12 @@ HOST = socket.gethostname()[:255]
 #: restarting).
 FINISH_PATIENCE = 15.0
 
-# Status values as stored (the model's ``RunStatus``; the model is not imported here, so this
-# module loads without the app registry).
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-INTERRUPTED = "interrupted"
-LOCK_LOST = "lock_lost"
-TIMED_OUT = "timed_out"
+# The statuses a run ends with, as plain strings (what the statements send).
+SUCCEEDED = RunStatus.SUCCEEDED.value
+FAILED = RunStatus.FAILED.value
+INTERRUPTED = RunStatus.INTERRUPTED.value
+LOCK_LOST = RunStatus.LOCK_LOST.value
+TIMED_OUT = RunStatus.TIMED_OUT.value
 
 
 def stopped_by(error: BaseException, *, body: bool = True) -> str | None:

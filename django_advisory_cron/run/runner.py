@@ -45,17 +45,6 @@ from .claims import ClaimConnection, SharedLock
 
 logger = logging.getLogger("django_advisory_cron")
 
-# The model is imported by this module (runs need the app registry anyway); the history layer
-# below spells the same values without it.
-assert {
-    history.RUNNING,
-    history.SUCCEEDED,
-    history.FAILED,
-    history.INTERRUPTED,
-    history.LOCK_LOST,
-    history.TIMED_OUT,
-} <= set(RunStatus.values)
-
 
 LOST_IN_TRANSACTION = (
     "the connection holding the transaction-scoped lock was lost; the job's database work was "

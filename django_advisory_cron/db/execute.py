@@ -16,6 +16,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from . import sql
+from .aliases import lock_database
 from .connections import answer_within, ensure_connected
 
 
@@ -41,6 +42,6 @@ def fetch_one(
 
 def database_now(using: str | None = None) -> datetime:
     """The database server's clock: ticks and pauses are judged on it, never on a host's."""
-    row = fetch_one(using or app_settings.lock_database, sql.database_now())
+    row = fetch_one(lock_database(using), sql.database_now())
     assert row is not None and isinstance(row[0], datetime)
     return row[0]

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..conf import app_settings
 from ..db import sql
+from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..models import JobState
 from .history import HOST
@@ -59,10 +59,6 @@ def operator() -> str:
     return f"{user}@{HOST}"[:150]
 
 
-def _alias(using: str | None) -> str:
-    return using or app_settings.lock_database
-
-
 def _one(alias: str, statement: sql.Statement) -> tuple[object, ...]:
     row = fetch_one(alias, statement)
     assert row is not None
@@ -70,12 +66,12 @@ def _one(alias: str, statement: sql.Statement) -> tuple[object, ...]:
 
 
 def state(name: str, using: str | None = None) -> JobState | None:
-    return JobState.objects.using(_alias(using)).filter(job=name).first()
+    return JobState.objects.using(lock_database(using)).filter(job=name).first()
 
 
 def states(using: str | None = None) -> dict[str, JobState]:
     """Every job's state row, by name (jobs nobody paused or triggered have none)."""
-    return {row.job: row for row in JobState.objects.using(_alias(using))}
+    return {row.job: row for row in JobState.objects.using(lock_database(using))}
 
 
 def is_paused(row: JobState | None, now: datetime) -> bool:
@@ -107,7 +103,7 @@ def pause(
 ) -> JobState:
     """Pause ``name``: its ticks are recorded ``skipped_paused`` instead of run, by
     ``runlocked`` and ``cronworker`` alike, until resumed or until ``until``."""
-    row, _created = JobState.objects.using(_alias(using)).update_or_create(
+    row, _created = JobState.objects.using(lock_database(using)).update_or_create(
         job=name,
         defaults={
             "paused": True,
@@ -122,7 +118,7 @@ def pause(
 
 def resume(name: str, *, using: str | None = None) -> JobState | None:
     """Resume ``name``; returns its state as it was, or ``None`` when it had none."""
-    alias = _alias(using)
+    alias = lock_database(using)
     before = state(name, alias)
     if before is not None:
         JobState.objects.using(alias).filter(job=name).update(
@@ -139,6 +135,6 @@ def resume(name: str, *, using: str | None = None) -> JobState | None:
 def request_run(name: str, *, by: str, using: str | None = None) -> datetime:
     """Ask the running workers to run ``name`` now (once, whichever worker claims it) and wake
     them; a request still pending is kept, not doubled. Returns when it was requested."""
-    requested = _one(_alias(using), sql.request_run(job=name, by=by[:150]))[0]
+    requested = _one(lock_database(using), sql.request_run(job=name, by=by[:150]))[0]
     assert isinstance(requested, datetime)
     return requested

@@ -14,6 +14,7 @@ from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..db import pooler
+from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
 from ..run.claims import ClaimConnection, can_claim_together
 from ..run.jobs import Job
@@ -51,7 +52,7 @@ class Batches:
             return False
         if not can_claim_together(job.key):
             return False
-        using = job.using or self.dispatcher.using
+        using = lock_database(job.using, self.dispatcher.using)
         if pooler.resolve_scope(job.scope, using) != "session":
             return False
         with self.dispatcher.lock:
@@ -86,7 +87,9 @@ class Batches:
     def _claim_all(self, due: list[tuple[Job[..., object], datetime]]) -> None:
         by_alias: dict[str, list[tuple[Job[..., object], datetime]]] = {}
         for job, tick in due:
-            by_alias.setdefault(job.using or self.dispatcher.using, []).append((job, tick))
+            by_alias.setdefault(lock_database(job.using, self.dispatcher.using), []).append(
+                (job, tick)
+            )
         for alias, jobs in by_alias.items():
             for start in range(0, len(jobs), CLAIM_BATCH):
                 self._claim_together(alias, jobs[start : start + CLAIM_BATCH])

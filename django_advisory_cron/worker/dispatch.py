@@ -29,6 +29,7 @@ from .. import signals
 from ..conf import app_settings
 from ..core.statuses import FAILING, RunStatus
 from ..db import sql
+from ..db.aliases import lock_database
 from ..db.connections import answer_within
 from ..exceptions import DatabaseUnavailable, first_line
 from ..run import delivery
@@ -312,7 +313,7 @@ class Dispatcher:
                 waited,
                 self.max_concurrency,
             )
-        using = job.using or self.using
+        using = lock_database(job.using, self.using)
         try:
             if self.in_process(job):
                 result = self.children.run(job, tick, using)
@@ -347,7 +348,7 @@ class Dispatcher:
         try:
             # A queue that runs its tasks at once runs the job in this thread.
             with self._tracking():
-                handed = deliverer.deliver(job, tick, using=job.using or self.using)
+                handed = deliverer.deliver(job, tick, using=lock_database(job.using, self.using))
         except Exception as error:
             logger.error("cronworker: tick %s of %s not enqueued: %s", tick, job.name, error)
             with self.lock:

@@ -27,6 +27,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from ..db import sql
+from ..db.aliases import lock_database
 from ..db.connections import answer_within
 from ..exceptions import DatabaseUnavailable
 from ..run.history import HOST
@@ -85,7 +86,7 @@ def _parse(application_name: str) -> tuple[str, int | None]:
 def live_workers(using: str | None = None) -> list[LiveWorker]:
     """The workers connected to the lock database now, oldest first."""
     text, params = sql.live_workers(PRESENCE_NAME)
-    with connections[using or app_settings.lock_database].cursor() as cursor:
+    with connections[lock_database(using)].cursor() as cursor:
         cursor.execute(text, params)
         rows = cursor.fetchall()
     workers = []

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ...conf import app_settings
+from ...db.aliases import lock_database
 from ...db.execute import database_now
 from ...exceptions import UnknownJob
 from ...models import RunStatus
@@ -106,7 +107,7 @@ def run_scheduled(
         )
         summary["runs"].append(_summary(_run(job, args, kwargs, now=moment)))
         return summary
-    now = database_now(job.using or app_settings.lock_database)
+    now = database_now(lock_database(job.using))
     decided = plan(job, tick, now)
     if decided.noteworthy:
         logger.warning(

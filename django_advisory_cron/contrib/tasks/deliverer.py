@@ -21,6 +21,7 @@ from typing import Any
 
 from ...conf import app_settings
 from ...db import sql
+from ...db.aliases import lock_database
 from ...db.execute import database_now, fetch_one
 from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
 from ...run.history import HOST
@@ -178,7 +179,7 @@ class TasksDeliverer:
         assert isinstance(job, Job)
         values = check_arguments(job.name, args)
         task = task_for(job)
-        alias = using or job.using or app_settings.lock_database
+        alias = lock_database(using, job.using)
         at = tick or database_now(alias)
         schedule = job.schedule
         matched = schedule.nearest_tick(at, app_settings.MAX_SKEW) if schedule else None

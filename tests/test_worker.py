@@ -92,7 +92,7 @@ def test_sigterm_waits_for_the_grace_then_records_the_run_interrupted(
 def test_bad_input_is_one_line(worker_jobs: None, manage: Any) -> None:
     unknown = manage("cronworker", "no_such_job")
     assert unknown.returncode == exitcodes.USAGE
-    assert unknown.stderr.strip() == "cronworker: no job named 'no_such_job'"
+    assert unknown.stderr.strip() == "cronworker: no job named 'no_such_job'; see cronjob list"
     bad = manage("cronworker", "--max-concurrency", "0")
     assert bad.returncode == exitcodes.USAGE and "Traceback" not in bad.stderr
 

@@ -132,6 +132,28 @@ def _field(expanded: list[Any], size: int) -> list[int]:
     return list(range(size)) if expanded == ["*"] else sorted({int(value) for value in expanded})
 
 
+#: Each field's name and the values it takes, in croniter's order (the second last).
+_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+    ("weekday", 0, 7),
+    ("second", 0, 59),
+)
+
+
+def _out_of_range(fields: list[str]) -> str | None:
+    """``"hour 25 is out of range 0-23"`` for the first number of a field (in a list, a range
+    or before a step) that the field does not take, else ``None``."""
+    for text, (name, low, high) in zip(fields, _FIELDS[: len(fields)], strict=True):
+        for part in text.split(","):
+            for number in part.split("/")[0].split("-"):
+                if number.isdigit() and not low <= int(number) <= high:
+                    return f"{name} {int(number)} is out of range {low}-{high}"
+    return None
+
+
 class NeverFires(InvalidSchedule):
     """A cron expression that is valid but matches no date (30 February)."""
 
@@ -170,7 +192,11 @@ class Schedule:
                 "weekday) or six (minute hour day month weekday second)"
             )
         if expression in ("@reboot",) or not croniter.is_valid(expression):
-            raise InvalidSchedule(f"{expression!r} is not a valid cron expression")
+            problem = _out_of_range(fields)
+            raise InvalidSchedule(
+                f"{expression!r} is not a valid cron expression"
+                + (f": {problem}" if problem else "")
+            )
         self.expression = expression
         expanded = croniter(expression).expanded
         #: True for six-field expressions (the sixth field is the second).

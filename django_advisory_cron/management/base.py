@@ -11,10 +11,16 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from django.core import checks
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import (
+    BaseCommand,
+    CommandError,
+    CommandParser,
+    SystemCheckError,
+)
 
 from .. import exitcodes
 from ..conf import APP_LABEL, CHECK_TAG, check_id
+from ..run.jobs import registry
 
 #: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
 #: ran the checks: a job's invalid schedule.
@@ -75,6 +81,21 @@ class AppCommand(BaseCommand):
             parser.epilog = self.epilog
         return parser
 
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """As Django's, but on the command line a ``CommandError`` is one line named after the
+        command, as ``leave`` prints it (Django would name the exception's class); with
+        ``--traceback``, and for ``call_command``, it is raised as it is."""
+        try:
+            return super().execute(*args, **options)
+        except CommandError as error:
+            if (
+                not getattr(self, "_called_from_command_line", False)
+                or options.get("traceback")
+                or isinstance(error, SystemCheckError)
+            ):
+                raise
+            self.leave(error.returncode, str(error))
+
     def leave(self, code: int, message: str) -> NoReturn:
         """Print one line to stderr, named after the command, and exit with ``code``."""
         self.stderr.write(f"{self.command_name}: {message}")
@@ -86,3 +107,11 @@ def did_you_mean(name: str, candidates: Iterable[str], otherwise: str) -> str:
     ``"; " + otherwise`` (what to do to see the names)."""
     close = difflib.get_close_matches(name, list(candidates), n=3)
     return f"; did you mean {', '.join(close)}?" if close else f"; {otherwise}"
+
+
+def no_job_named(names: list[str], otherwise: str) -> str:
+    """``"no job named 'a'; did you mean b?"``: the line for names that no registered job has,
+    with the close matches of the first (see ``did_you_mean``)."""
+    known = [job.name for job in registry.all()]
+    hint = did_you_mean(names[0], known, otherwise)
+    return f"no job named {', '.join(map(repr, names))}{hint}"

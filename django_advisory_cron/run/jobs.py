@@ -92,7 +92,8 @@ class Job(Generic[P, R]):
         if not self.description:
             self.description = (self.func.__doc__ or "").strip().split("\n")[0]
         if self.every is not None:
-            _exclusive(self.cron, self.every)
+            if self.cron is not None:
+                raise InvalidSchedule(f"job {self.name!r}: {_both(self.cron, self.every)}")
             try:
                 self.every = as_interval(self.every)
             except InvalidSchedule as error:
@@ -219,12 +220,12 @@ def never_fires_problem(cron: str | None) -> str | None:
     return None
 
 
-def _exclusive(schedule: str | None, every: object) -> None:
-    if schedule is not None and every is not None:
-        raise ValueError(
-            f"schedule={schedule!r} and every={every!r} are mutually exclusive: a job has "
-            "either a cron expression or an interval"
-        )
+def _both(schedule: str, every: object) -> str:
+    """Why a job cannot have both a cron ``schedule`` and an ``every`` interval."""
+    return (
+        f"schedule={schedule!r} and every={every!r} are mutually exclusive: a job has either "
+        "a cron expression or an interval"
+    )
 
 
 class Registry:
@@ -339,7 +340,6 @@ def locked_task(
         or not 0 < timeout < math.inf
     ):
         raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
-    _exclusive(schedule, every)
     if deliver is not None:
         if not isinstance(deliver, str):
             raise ValueError(f"deliver must be a string such as 'tasks', not {deliver!r}")
@@ -352,6 +352,9 @@ def locked_task(
                 f"job name {job_name[:40]!r}... is {len(job_name)} characters long; the run "
                 f"history stores at most {MAX_JOB_NAME}"
             )
+        if schedule is not None and every is not None:
+            # Refused here, as a schedule that never fires is: the traceback points at it.
+            raise InvalidSchedule(f"@locked_task {job_name!r}: {_both(schedule, every)}")
         try:
             interval = None if every is None else as_interval(every)
         except InvalidSchedule as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -9,29 +10,50 @@ from django.db import OperationalError, ProgrammingError
 
 from ... import exitcodes
 from ...conf import app_settings
-from ...db.connections import bound_connect
+from ...db.connections import bound_connect, unavailable
 from ...db.execute import database_now
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...run import control
 from ...run.jobs import Job, registry
 from ...run.runner import RunResult, execute
 from ...worker.fleet import live_workers
-from ..base import AppCommand, did_you_mean
+from ..base import AppCommand, no_job_named
 from ..runs import outcome, signals_unwind
 
-EPILOG = """\
-actions:
-  list                  every registered job: schedule, paused or not, pending run-now
-  pause JOB             record JOB's ticks as skipped_paused instead of running them, in
-                        cronworker and runlocked alike, until resumed (or --until WHEN:
-                        a duration such as 30m, 2h, 1d, or an ISO 8601 date-time)
-  resume JOB            run JOB's ticks again
-  trigger JOB           ask the running cronworkers to run JOB now: one of them starts it
-                        within about a second, as a manual run (no tick; under the lock, so
-                        never beside another run of JOB; a pause does not hold it back).
-                        With no cronworker connected nothing is recorded (exit 4); --here
-                        runs it in this process instead.
+#: Each action: its arguments and what it does, shown by ``cronjob ACTION -h`` and in the
+#: epilog of ``cronjob -h``.
+ACTIONS = {
+    "list": ("", "every registered job: schedule, paused or not, pending run-now"),
+    "pause": (
+        "JOB",
+        "record JOB's ticks as skipped_paused instead of running them, in cronworker and "
+        "runlocked alike, until resumed (or --until WHEN: a duration such as 30m, 2h, 1d, or "
+        "an ISO 8601 date-time)",
+    ),
+    "resume": ("JOB", "run JOB's ticks again"),
+    "trigger": (
+        "JOB",
+        "ask the running cronworkers to run JOB now: one of them starts it within about a "
+        "second, as a manual run (no tick; under the lock, so never beside another run of "
+        "JOB; a pause does not hold it back). With no cronworker connected nothing is "
+        "recorded (exit 4); --here runs it in this process instead.",
+    ),
+}
 
+
+def _actions_text() -> str:
+    lines = ["actions:"]
+    for action, (arguments, text) in ACTIONS.items():
+        head = f"  {action} {arguments}".rstrip().ljust(24)
+        wrapped = textwrap.wrap(text, width=70)
+        lines.append(head + wrapped[0])
+        lines.extend(" " * 24 + line for line in wrapped[1:])
+    return "\n".join(lines) + "\n\n"
+
+
+EPILOG = (
+    _actions_text()
+    + """\
 exit codes:
   0    done (trigger: requested; --here: the job ran, or was skipped as runlocked says)
   1    trigger --here: the job raised (recorded as failed)
@@ -43,6 +65,13 @@ exit codes:
        manage.py check shows them all; --skip-checks starts anyway)
   75, 130, 143   trigger --here: as for runlocked
 """
+)
+
+
+def _said(action: str) -> str:
+    """What ``action`` does, as ``cronjob ACTION -h`` says it (a sentence of its own)."""
+    arguments, text = ACTIONS[action]
+    return f"{action} {arguments}".rstrip() + f": {text.rstrip('.')}."
 
 
 class Command(AppCommand):
@@ -51,8 +80,10 @@ class Command(AppCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-        actions.add_parser("list", help="list the registered jobs and their state")
-        pause = actions.add_parser("pause", help="pause a job (see the epilog of cronjob -h)")
+        actions.add_parser(
+            "list", help="list the registered jobs and their state", description=_said("list")
+        )
+        pause = actions.add_parser("pause", help="pause a job", description=_said("pause"))
         pause.add_argument("job", metavar="JOB")
         pause.add_argument(
             "--until",
@@ -61,9 +92,15 @@ class Command(AppCommand):
             "date-time (without an offset, in TIME_ZONE)",
         )
         pause.add_argument("--reason", default="", metavar="TEXT", help="why, for the others")
-        resume = actions.add_parser("resume", help="resume a paused job")
+        resume = actions.add_parser(
+            "resume", help="resume a paused job", description=_said("resume")
+        )
         resume.add_argument("job", metavar="JOB")
-        trigger = actions.add_parser("trigger", help="run a job now, in a running cronworker")
+        trigger = actions.add_parser(
+            "trigger",
+            help="run a job now, in a running cronworker",
+            description=_said("trigger"),
+        )
         trigger.add_argument("job", metavar="JOB")
         trigger.add_argument(
             "--here",
@@ -91,8 +128,10 @@ class Command(AppCommand):
             else:
                 assert job is not None
                 self._trigger(job, alias, options["here"])
-        except (DatabaseUnavailable, OperationalError) as error:
+        except DatabaseUnavailable as error:
             self.leave(exitcodes.DATABASE_UNAVAILABLE, first_line(error))
+        except OperationalError as error:
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, str(unavailable(alias, error)))
         except LockDatabaseError as error:
             self.leave(exitcodes.CONFIG, str(error))
         except ProgrammingError as error:
@@ -104,8 +143,7 @@ class Command(AppCommand):
     def _find(self, name: str) -> Job[Any, Any]:
         if name in registry:
             return registry.get(name)
-        hint = did_you_mean(name, [job.name for job in registry.all()], "see cronjob list")
-        self.leave(exitcodes.USAGE, f"no job named {name!r}{hint}")
+        self.leave(exitcodes.USAGE, no_job_named([name], "see cronjob list"))
 
     def _list(self, alias: str) -> None:
         jobs = registry.all()

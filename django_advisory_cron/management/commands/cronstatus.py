@@ -15,8 +15,8 @@ from django.db import DatabaseError, OperationalError
 
 from ... import exitcodes
 from ...conf import app_settings
-from ...db.connections import unavailable
-from ...exceptions import CommandFailed, first_line
+from ...db.connections import require_postgresql, unavailable
+from ...exceptions import CommandFailed, LockDatabaseError, first_line
 from ...ops.status import (
     PROBLEMS,
     JobStatus,
@@ -26,7 +26,7 @@ from ...ops.status import (
     unhealthy,
 )
 from ...worker.fleet import LiveWorker, live_workers
-from ..base import AppCommand
+from ..base import AppCommand, no_job_named
 
 EPILOG = """\
 exit codes:
@@ -82,6 +82,10 @@ class Command(AppCommand):
         elif expected < 0:
             raise CronStatusError("--expect-workers must be 0 or more", exitcodes.USAGE)
         try:
+            require_postgresql(app_settings.lock_database)
+        except LockDatabaseError as error:
+            raise CronStatusError(str(error), exitcodes.CONFIG) from error
+        try:
             statuses = job_statuses(names)
             workers = live_workers()
         except OperationalError as error:
@@ -93,7 +97,7 @@ class Command(AppCommand):
         if names:
             unknown = sorted(set(names) - {item.name for item in statuses})
             if unknown:
-                raise CronStatusError(f"unknown job(s): {', '.join(unknown)}", exitcodes.USAGE)
+                raise CronStatusError(no_job_named(unknown, "see cronjob list"), exitcodes.USAGE)
         ignore = tuple(options["ignore"])
         bad = unhealthy(statuses, ignore)
         problem = missing_workers(statuses, workers, expected)

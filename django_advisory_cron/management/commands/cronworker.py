@@ -19,7 +19,7 @@ from ...run import delivery
 from ...run.jobs import registry
 from ...worker.children import ISOLATIONS
 from ...worker.loop import Worker
-from ..base import AppCommand
+from ..base import AppCommand, no_job_named
 from ..runs import outcome
 
 EPILOG = """\
@@ -99,7 +99,7 @@ class Command(AppCommand):
             )
         unknown = [name for name in options["jobs"] if name not in registry]
         if unknown:
-            self.leave(exitcodes.USAGE, f"no job named {', '.join(map(repr, unknown))}")
+            self.leave(exitcodes.USAGE, no_job_named(unknown, "see cronjob list"))
         jobs = [registry.get(name) for name in options["jobs"]] or registry.all()
         scheduled = []
         for job in jobs:

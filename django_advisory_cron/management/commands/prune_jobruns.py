@@ -48,8 +48,9 @@ class Command(AppCommand):
         if days is None:
             self.stdout.write("HISTORY_DAYS is None: history is kept forever; nothing to do.")
             return
-        if days <= 0 or options["batch_size"] <= 0:
-            raise CommandFailed("--days and --batch-size must be positive")
+        for option, value in (("--days", days), ("--batch-size", options["batch_size"])):
+            if value <= 0:
+                raise CommandFailed(f"{option} must be positive, not {value}")
         deleted = prune(days, options["batch_size"], options["job"], options["dry_run"])
         verb = "would delete" if options["dry_run"] else "deleted"
         self.stdout.write(f"{verb} {deleted} run(s) older than {days} day(s)")

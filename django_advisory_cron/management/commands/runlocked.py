@@ -52,6 +52,16 @@ def _command_job(command: str, arguments: list[str]) -> Job[[], Any]:
     return job
 
 
+def _options_first(name: str, arguments: list[str]) -> str:
+    """The hint for options given after the job's name (where they are the job's arguments):
+    the command line with them before it."""
+    first = next((n for n, argument in enumerate(arguments) if argument.startswith("-")), None)
+    if first is None:
+        return ""
+    typed = " ".join([*arguments[first:], name, *arguments[:first]])
+    return f"; the options of runlocked go before the job name: manage.py runlocked {typed}"
+
+
 class Command(AppCommand):
     epilog = EPILOG
     help = (
@@ -203,7 +213,9 @@ class Command(AppCommand):
                 inspect.signature(job.func).bind(*arguments)
             except TypeError as error:
                 self.leave(
-                    exitcodes.USAGE, f"job {name!r} does not take arguments {arguments}: {error}"
+                    exitcodes.USAGE,
+                    f"job {name!r} does not take arguments {arguments} ({error})"
+                    + _options_first(name, arguments),
                 )
             return job, arguments
         if name in get_commands():

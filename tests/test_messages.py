@@ -1,0 +1,137 @@
+"""What the commands print when something is wrong, in real subprocesses: one line, named after
+the command, saying what to do; never a traceback or a Python class name."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import pytest
+
+from django_advisory_cron import exitcodes
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+
+NEED_POSTGRESQL = (
+    "database alias 'sqlite' uses the 'sqlite' backend; advisory locks need PostgreSQL "
+    "(set ADVISORY_CRON['LOCK_DATABASE'] to a PostgreSQL alias)"
+)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def use_settings(monkeypatch: pytest.MonkeyPatch, **settings: object) -> None:
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+
+
+@pytest.mark.parametrize("command", ["cronstatus", "runlocked", "cronworker"])
+def test_a_lock_database_that_is_not_postgresql(
+    manage: Any, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    use_settings(monkeypatch, LOCK_DATABASE="sqlite")
+    job = ["quick_scheduled"] if command != "cronstatus" else []
+    result = manage(command, "--skip-checks", *job)
+    assert (result.returncode, result.stderr) == (
+        exitcodes.CONFIG,
+        f"{command}: {NEED_POSTGRESQL}\n",
+    )
+
+
+def test_cronstatus_names_an_unreachable_database(manage: Any) -> None:
+    port = closed_port()
+    result = manage("cronstatus", url=f"postgresql://postgres@127.0.0.1:{port}/x")
+    assert result.returncode == exitcodes.DATABASE_UNAVAILABLE
+    assert result.stderr.startswith(
+        f"cronstatus: cannot reach PostgreSQL at 127.0.0.1:{port}/x (alias 'default'): "
+    )
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_cronjob_names_the_alias_host_and_port_it_cannot_reach(manage: Any) -> None:
+    port = closed_port()
+    result = manage("cronjob", "list", url=f"postgresql://postgres@127.0.0.1:{port}/x")
+    assert result.returncode == exitcodes.DATABASE_UNAVAILABLE
+    assert result.stderr.startswith(
+        f"cronjob: cannot reach PostgreSQL at 127.0.0.1:{port}/x (alias 'default'): "
+        "connection failed: "
+    ), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_both_schedule_and_every_are_refused_where_the_job_is_declared(
+    manage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_settings(monkeypatch, JOBS_MODULE="both_schedules_tasks")
+    result = manage("check")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "django_advisory_cron.exceptions.InvalidSchedule: @locked_task 'both_schedules': "
+        "schedule='* * * * *' and every=5 are mutually exclusive: a job has either a cron "
+        "expression or an interval"
+    )
+
+
+def test_an_invalid_cron_field_is_named_with_its_range(manage: Any) -> None:
+    result = manage("runlocked", "--settings=tests.settings_badjobs", "bad_schedule")
+    assert (result.returncode, result.stderr) == (
+        exitcodes.USAGE,
+        "runlocked: Job 'bad_schedule' has an invalid schedule: '0 25 * * *' is not a valid "
+        "cron expression: hour 25 is out of range 0-23\n",
+    )
+
+
+def test_cronstatus_unknown_job_suggests_and_names_no_class(manage: Any) -> None:
+    result = manage("cronstatus", "--job", "sleepyy")
+    assert (result.returncode, result.stderr) == (
+        exitcodes.USAGE,
+        "cronstatus: no job named 'sleepyy'; did you mean sleepy?\n",
+    )
+
+
+def test_prune_names_the_option_that_is_wrong(manage: Any) -> None:
+    days = manage("prune_jobruns", "--days", "0")
+    assert (days.returncode, days.stderr) == (1, "prune_jobruns: --days must be positive, not 0\n")
+    batch = manage("prune_jobruns", "--batch-size", "-3")
+    assert (batch.returncode, batch.stderr) == (
+        1,
+        "prune_jobruns: --batch-size must be positive, not -3\n",
+    )
+
+
+def test_cronworker_unknown_job_suggests(manage: Any) -> None:
+    result = manage("cronworker", "quick_schedule")
+    assert (result.returncode, result.stderr) == (
+        exitcodes.USAGE,
+        "cronworker: no job named 'quick_schedule'; did you mean quick_scheduled?\n",
+    )
+
+
+def test_runlocked_says_that_its_options_go_before_the_job(manage: Any) -> None:
+    result = manage("runlocked", "sleepy", "--wait", "5")
+    assert (result.returncode, result.stderr) == (
+        exitcodes.USAGE,
+        "runlocked: job 'sleepy' does not take arguments ['--wait', '5'] (too many positional "
+        "arguments); the options of runlocked go before the job name: manage.py runlocked "
+        "--wait 5 sleepy\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "says"),
+    [
+        ("pause", "record JOB's ticks as skipped_paused instead of running them"),
+        ("resume", "run JOB's ticks again"),
+        ("trigger", "ask the running cronworkers to run JOB now"),
+        ("list", "every registered job: schedule, paused or not, pending run-now"),
+    ],
+)
+def test_each_cronjob_action_has_help_of_its_own(manage: Any, action: str, says: str) -> None:
+    result = manage("cronjob", action, "-h")
+    assert result.returncode == 0
+    assert "epilog" not in result.stdout
+    assert says in " ".join(result.stdout.split()), result.stdout

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 import socket
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.run import control
+from django_advisory_cron.run.history import HOST
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -135,3 +141,48 @@ def test_each_cronjob_action_has_help_of_its_own(manage: Any, action: str, says:
     assert result.returncode == 0
     assert "epilog" not in result.stdout
     assert says in " ".join(result.stdout.split()), result.stdout
+
+
+def start_up_lines(worker: Any) -> list[str]:
+    """The lines a stopped ``cronworker`` logged about itself (``cronworker HOST:PID: ...``)."""
+    worker.terminate()
+    _out, err = worker.communicate(timeout=30)
+    prefix = f"cronworker {HOST}:{worker.pid}: "
+    return [line.removeprefix(prefix) for line in err.splitlines() if line.startswith(prefix)]
+
+
+def test_worker_start_up_says_it_listens_and_when_its_next_tick_is(
+    manage: Any, spawn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_settings(monkeypatch, JOBS_MODULE="worker_tasks")
+    worker = spawn("cronworker", "yearly_manual")
+    requested = control.request_run("yearly_manual", by="test")
+    wait_for(lambda: JobRun.objects.filter(job="yearly_manual", started__gte=requested).exists())
+    next_year = datetime(timezone.now().year + 1, 1, 1, tzinfo=UTC)
+    lines = start_up_lines(worker)
+    assert f"1 scheduled job(s), next tick {next_year}" in lines, lines
+    assert "listening for run-now requests (LISTEN/NOTIFY)" in lines, lines
+
+
+def test_worker_start_up_says_a_missed_tick_is_due_now(
+    manage: Any, spawn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_settings(monkeypatch, JOBS_MODULE="worker_tasks")
+    year = timezone.now().year
+    JobRun.objects.create(
+        job="yearly_manual",
+        tick=datetime(year - 1, 1, 1, tzinfo=UTC),
+        status=RunStatus.SUCCEEDED,
+        host="test",
+        pid=1,
+        started=datetime(year - 1, 1, 1, tzinfo=UTC),
+        finished=datetime(year - 1, 1, 1, 0, 0, 1, tzinfo=UTC),
+    )
+    missed = datetime(year, 1, 1, tzinfo=UTC)
+    worker = spawn("cronworker", "yearly_manual")
+    wait_for(lambda: JobRun.objects.filter(job="yearly_manual", tick=missed).exists())
+    lines = start_up_lines(worker)
+    assert (
+        f"1 scheduled job(s), 1 with ticks missed while no cronworker ran (the first at "
+        f"{missed}): handled now, as their catch_up says"
+    ) in lines, lines

@@ -197,12 +197,10 @@ class Worker:
                         if self._timetable.upcoming is None:
                             # First, so a database without the app's tables is the first
                             # thing this worker says.
-                            upcoming = self._first_ticks(clock.read())
+                            now = clock.read()
+                            upcoming = self._first_ticks(now)
                             logger.info(
-                                "cronworker %s: %d scheduled job(s), first tick %s",
-                                self.identity,
-                                len(upcoming),
-                                min(upcoming.values(), default=None),
+                                "cronworker %s: %s", self.identity, _first_ticks_said(upcoming, now)
                             )
                         self._requests.listen(presence)
                     wait = self._wake(clock)
@@ -288,6 +286,22 @@ class Worker:
             result.record.finish_lost(
                 history.INTERRUPTED, f"interrupted: cronworker {self.identity} stopped"
             )
+
+
+def _first_ticks_said(upcoming: dict[str, datetime], now: datetime) -> str:
+    """What the start-up line says of the first ticks: the jobs whose ticks were missed while
+    no worker ran (due now), apart from the next tick to come."""
+    missed = [tick for tick in upcoming.values() if tick <= now]
+    coming = [tick for tick in upcoming.values() if tick > now]
+    said = [f"{len(upcoming)} scheduled job(s)"]
+    if missed:
+        said.append(
+            f"{len(missed)} with ticks missed while no cronworker ran (the first at "
+            f"{min(missed)}): handled now, as their catch_up says"
+        )
+    if coming:
+        said.append(f"next tick {min(coming)}")
+    return ", ".join(said)
 
 
 def start_worker(

@@ -56,7 +56,7 @@ class RunRequests:
         logger.info(
             "cronworker %s: %s",
             self.identity,
-            "woken by NOTIFY for run-now requests"
+            "listening for run-now requests (LISTEN/NOTIFY)"
             if self.listening
             else f"looks for run-now requests every {REQUEST_POLL:g} s (cannot LISTEN here)",
         )

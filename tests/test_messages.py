@@ -9,9 +9,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.exceptions import CommandFailed
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run import control
 from django_advisory_cron.run.history import HOST
@@ -186,3 +188,9 @@ def test_worker_start_up_says_a_missed_tick_is_due_now(
         f"1 scheduled job(s), 1 with ticks missed while no cronworker ran (the first at "
         f"{missed}): handled now, as their catch_up says"
     ) in lines, lines
+
+
+def test_call_command_still_raises_the_command_error() -> None:
+    """Only the command line prints the one line; code calling a command gets the exception."""
+    with pytest.raises(CommandFailed, match=r"^--days must be positive, not 0$"):
+        call_command("prune_jobruns", days=0)

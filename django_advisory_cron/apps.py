@@ -1,12 +1,15 @@
 """App configuration: registers the system checks, connects the enabled monitoring
 integrations and imports every app's jobs module."""
 
+from importlib import import_module
+
 from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
-from django.utils.module_loading import autodiscover_modules
+from django.utils.module_loading import module_has_submodule
 from django.utils.translation import gettext_lazy as _
 
 from .conf import APP_LABEL, app_settings
+from .exceptions import InvalidSchedule
 
 
 class AdvisoryCronConfig(AppConfig):
@@ -29,4 +32,21 @@ class AdvisoryCronConfig(AppConfig):
             post_migrate.connect(sync_after_migrate, sender=self)
         module = app_settings.JOBS_MODULE
         if isinstance(module, str) and module.isidentifier():
-            autodiscover_modules(module)
+            import_jobs_modules(module)
+
+
+def import_jobs_modules(module: str) -> None:
+    """Import ``module`` of every installed app that has one (as Django's own
+    ``autodiscover_modules``). A declaration ``@locked_task`` refuses (``schedule=`` with
+    ``every=``, a cron that never fires) is kept for the system check E008 instead of ending
+    every command, ``check`` included, with a traceback; the other apps' jobs still load."""
+    from .run.jobs import registry
+
+    for config in apps.get_app_configs():
+        if not module_has_submodule(config.module, module):
+            continue
+        name = f"{config.name}.{module}"
+        try:
+            import_module(name)
+        except InvalidSchedule as error:
+            registry.refused.append((name, str(error)))

@@ -74,14 +74,20 @@ def test_cronjob_names_the_alias_host_and_port_it_cannot_reach(manage: Any) -> N
 def test_both_schedule_and_every_are_refused_where_the_job_is_declared(
     manage: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``@locked_task`` refuses the job; the commands say so in one line (check E008), not with
+    a traceback from the jobs module's import."""
     use_settings(monkeypatch, JOBS_MODULE="both_schedules_tasks")
-    result = manage("check")
-    assert result.returncode == 1
-    assert result.stderr.splitlines()[-1] == (
-        "django_advisory_cron.exceptions.InvalidSchedule: @locked_task 'both_schedules': "
-        "schedule='* * * * *' and every=5 are mutually exclusive: a job has either a cron "
-        "expression or an interval"
+    why = (
+        "The jobs module tests.jobsapp.both_schedules_tasks was not fully loaded: "
+        "@locked_task 'both_schedules': schedule='* * * * *' and every=5 are mutually "
+        "exclusive: a job has either a cron expression or an interval."
     )
+    check = manage("check")
+    assert check.returncode == 1
+    assert f"(django_advisory_cron.E008) {why}" in check.stderr
+    assert "Traceback" not in check.stderr
+    run = manage("runlocked", "both_schedules")
+    assert (run.returncode, run.stderr) == (exitcodes.USAGE, f"runlocked: {why}\n")
 
 
 def test_an_invalid_cron_field_is_named_with_its_range(manage: Any) -> None:

@@ -81,7 +81,15 @@ def check_lock_database(
 def check_jobs(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    errors: list[checks.CheckMessage] = []
+    errors: list[checks.CheckMessage] = [
+        checks.Error(
+            f"The jobs module {module} was not fully loaded: {reason}.",
+            hint="Fix that declaration; the jobs declared after it in that module are not "
+            "registered until then.",
+            id=check_id("E008"),
+        )
+        for module, reason in registry.refused
+    ]
     for first, second in registry.clashes:
         errors.append(
             checks.Error(

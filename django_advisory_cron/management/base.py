@@ -24,7 +24,7 @@ from ..run.jobs import registry
 
 #: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
 #: ran the checks: a job's invalid schedule.
-USAGE_CHECKS = frozenset({check_id("E005"), check_id("E007")})
+USAGE_CHECKS = frozenset({check_id("E005"), check_id("E007"), check_id("E008")})
 
 
 class AppCommand(BaseCommand):

@@ -234,6 +234,8 @@ class Registry:
     def __init__(self) -> None:
         self._jobs: dict[str, Job[Any, Any]] = {}
         self.clashes: list[tuple[Job[Any, Any], Job[Any, Any]]] = []
+        #: Jobs modules whose import stopped at a refused declaration, and why (check E008).
+        self.refused: list[tuple[str, str]] = []
 
     def register(self, job: Job[Any, Any]) -> None:
         existing = self._jobs.get(job.name)

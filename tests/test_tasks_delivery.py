@@ -225,3 +225,22 @@ def test_bad_input_is_refused_with_one_clear_line(
     assert once.returncode == exitcodes.CONFIG and "Traceback" not in once.stderr
     assert "TASKS has no backend 'nowhere'" in once.stderr
     assert not EnqueuedTick.objects.exists()
+
+
+def test_a_tick_that_already_ran_is_not_enqueued_and_says_so(
+    fresh_registry: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tick run by hand (``runlocked``) is not said to be "enqueued elsewhere"."""
+    calls: list[int] = []
+
+    @locked_task(name="ran_by_hand", schedule="* * * * *", deliver="tasks")
+    def ran_by_hand(number: int) -> None:
+        calls.append(number)
+
+    result = ran_by_hand.run(5)
+    assert result.status == RunStatus.SUCCEEDED and result.tick is not None
+    with caplog.at_level("INFO", logger="django_advisory_cron"):
+        again = enqueue(ran_by_hand, 5, tick=result.tick)
+    assert not again.enqueued and again.already_ran and calls == [5]
+    assert f"job ran_by_hand: tick {result.tick} already ran" in caplog.text
+    assert "enqueued elsewhere" not in caplog.text

@@ -493,8 +493,9 @@ def fail_committed_run(*, run_id: int, error: str) -> Statement:
 def claim_enqueue(
     *, job: str, tick: datetime, backend: str, host: str, pid: int, keep_days: int
 ) -> Statement:
-    """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id)``, NULL for every
-    scheduler but the first, and for all of them once the tick has a run (a late scheduler).
+    """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id, ran)``; ``claim_id`` is
+    NULL for every scheduler but the first, and for all of them once the tick has a run (a late
+    scheduler, or one after ``runlocked`` ran the tick by hand), which ``ran`` tells apart.
 
     The winner also deletes this job's claims for ticks more than ``keep_days`` before this
     one, so the table stays as small as the ticks it still has to tell apart.
@@ -513,7 +514,9 @@ WITH ins AS (
      WHERE job = %(job)s AND tick < %(tick)s::timestamptz - make_interval(days => %(keep)s)
        AND EXISTS (SELECT 1 FROM ins)
 )
-SELECT (SELECT id FROM ins)"""
+SELECT (SELECT id FROM ins),
+       EXISTS (SELECT 1 FROM {table} WHERE job = %(job)s AND tick = %(tick)s
+                  AND status IN ({taking}))"""
     )
     params = {**_who(job, host, pid), "tick": tick, "backend": backend, "keep": keep_days}
     return sql, params

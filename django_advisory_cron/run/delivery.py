@@ -57,10 +57,14 @@ class Delivery:
     tick: datetime | None
     #: Where it went (for Tasks: the backend alias).
     target: str
-    #: True when this scheduler enqueued it; False when another one had claimed the tick.
+    #: True when this scheduler enqueued it; False when another one had claimed the tick, or
+    #: the tick already has a run.
     enqueued: bool
     #: The task result id the backend returned, when this scheduler enqueued it.
     task_id: str = ""
+    #: True when it was not enqueued because the tick already has a run (say, ``runlocked``
+    #: ran it), not because another scheduler enqueued it.
+    already_ran: bool = False
 
 
 class Deliverer(Protocol):

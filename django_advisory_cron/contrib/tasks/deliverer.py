@@ -186,7 +186,7 @@ class TasksDeliverer:
         backend = task.backend
         claim_id: int | None = None
         if matched is not None:
-            claim_id = _send(
+            claim = fetch_one(
                 alias,
                 sql.claim_enqueue(
                     job=job.name,
@@ -197,9 +197,12 @@ class TasksDeliverer:
                     keep_days=CLAIM_KEEP_DAYS,
                 ),
             )
+            assert claim is not None
+            claim_id, ran = claim
             if claim_id is None:
-                logger.info("job %s: tick %s already enqueued elsewhere", job.name, matched)
-                return Delivery(job.name, matched, backend, enqueued=False)
+                where = "already ran" if ran else "already enqueued elsewhere"
+                logger.info("job %s: tick %s %s", job.name, matched, where)
+                return Delivery(job.name, matched, backend, enqueued=False, already_ran=ran)
         try:
             result = task.enqueue(job.name, (matched or at).isoformat(), values)
         except Exception as error:

@@ -189,7 +189,8 @@ class Command(AppCommand):
                 f"{handed.task_id}"
             )
         else:
-            message = f"{job.name}: not enqueued, {tick} was already enqueued by another scheduler"
+            why = "already ran" if handed.already_ran else "was enqueued by another scheduler"
+            message = f"{job.name}: not enqueued, {tick} {why}"
         if verbosity >= 1:
             self.stdout.write(message)
 

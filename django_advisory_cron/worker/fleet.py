@@ -25,10 +25,9 @@ from datetime import datetime
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..conf import app_settings
 from ..db import sql
 from ..db.aliases import lock_database
-from ..db.connections import answer_within
+from ..db.execute import fetch_all
 from ..exceptions import DatabaseUnavailable
 from ..run.history import HOST
 
@@ -136,14 +135,9 @@ class Peers:
         cannot tell (then it claims everything at once)."""
         alone = len(self._names) < 2
         if alone or time.monotonic() - self._read >= PEERS_REFRESH:
-            text, params = sql.live_workers(PRESENCE_NAME)
             try:
-                with (
-                    answer_within(connection, app_settings.STATEMENT_TIMEOUT),
-                    connection.cursor() as cursor,
-                ):
-                    cursor.execute(text, params)
-                    names = tuple(sorted(str(row[0]) for row in cursor.fetchall()))
+                rows = fetch_all(connection, sql.live_workers(PRESENCE_NAME))
+                names = tuple(sorted(str(row[0]) for row in rows))
             except (DatabaseError, DatabaseUnavailable) as error:
                 if connection.connection is None or not connection.is_usable():
                     raise  # the connection is gone: the loop reconnects

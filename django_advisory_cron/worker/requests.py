@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterable
 from django.db import DatabaseError, ProgrammingError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..conf import app_settings
 from ..db import sql
-from ..db.connections import answer_within
+from ..db.execute import fetch_all
 from .clock import CLOCK_REFRESH, Wakeup
 
 logger = logging.getLogger("django_advisory_cron")
@@ -85,14 +84,8 @@ class RunRequests:
         if not self._notified and waited < self._interval - 0.01:
             return
         self._notified, self._seen = False, time.monotonic()
-        text, params = sql.claim_run_requests(self.jobs)
         try:
-            with (
-                answer_within(connection, app_settings.STATEMENT_TIMEOUT),
-                connection.cursor() as cursor,
-            ):
-                cursor.execute(text, params)
-                claimed = cursor.fetchall()
+            claimed = fetch_all(connection, sql.claim_run_requests(self.jobs))
         except DatabaseError as error:
             if connection.connection is None or not connection.is_usable():
                 raise  # the connection is gone: the loop reconnects

@@ -60,12 +60,22 @@ class WorkerStats:
     ran: int = 0
     skipped: int = 0
     failed: int = 0
-    #: Ticks this worker enqueued to a task queue (``deliver=``); counted in ``started``.
+    #: Ticks of ``deliver=`` jobs handed to their task queue (deliveries, not runs: a task
+    #: worker runs them): enqueued here, found enqueued by another scheduler, found already
+    #: run (say, by ``runlocked``), or refused (the queue failed).
     enqueued: int = 0
+    enqueued_elsewhere: int = 0
+    already_ran: int = 0
+    not_enqueued: int = 0
     #: Ticks not started because the job's previous run here was still going.
     overlapped: int = 0
     #: Statements that claimed several jobs' ticks at once (see ``claims``).
     batches: int = 0
+
+    @property
+    def delivered(self) -> int:
+        """Ticks handed to a task queue, whatever became of them."""
+        return self.enqueued + self.enqueued_elsewhere + self.already_ran + self.not_enqueued
 
 
 class Dispatcher:
@@ -141,7 +151,6 @@ class Dispatcher:
                     except RuntimeError:  # the interpreter is exiting: start nothing more
                         self._stop.set()
                         return
-                    self.stats.started += 1
                     self._add_running(job.name, handing, f"tick {tick.isoformat()}, enqueued")
             return
         with self.lock:
@@ -352,13 +361,15 @@ class Dispatcher:
         except Exception as error:
             logger.error("cronworker: tick %s of %s not enqueued: %s", tick, job.name, error)
             with self.lock:
-                self.stats.failed += 1
+                self.stats.not_enqueued += 1
             return None
         finally:
             connections.close_all()
         with self.lock:
             if handed.enqueued:
                 self.stats.enqueued += 1
+            elif handed.already_ran:
+                self.stats.already_ran += 1
             else:
-                self.stats.skipped += 1
+                self.stats.enqueued_elsewhere += 1
         return handed

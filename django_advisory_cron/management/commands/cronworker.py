@@ -158,8 +158,14 @@ class Command(AppCommand):
             f"previous run was still going; {stats.batches} claim statement(s) took several "
             "jobs' ticks at once"
         )
-        if stats.enqueued:
-            self.stdout.write(f"cronworker: {stats.enqueued} tick(s) enqueued to a task queue")
+        if stats.delivered:
+            self.stdout.write(
+                f"cronworker: handed {stats.delivered} tick(s) to a task queue: "
+                f"{stats.enqueued} enqueued, "
+                f"{stats.enqueued_elsewhere + stats.already_ran} not enqueued "
+                f"({stats.enqueued_elsewhere} enqueued by another scheduler, "
+                f"{stats.already_ran} already ran), {stats.not_enqueued} could not be enqueued"
+            )
         code = exitcodes.SIGINT if stopped_by[:1] == [signal.SIGINT] else exitcodes.SIGTERM
         if worker.stopped_children:
             self.stderr.write(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +51,23 @@ def _command_job(command: str, arguments: list[str]) -> Job[[], Any]:
     run_command.__qualname__ = run_command.__name__ = command
     job: Job[[], Any] = Job(func=run_command, name=command, description=f"manage.py {command}")
     return job
+
+
+def _tick_hint(job: Job[Any, Any], ended: RunResult | BaseException) -> str:
+    """For a scheduled job run from a terminal: whether the run took a tick (a tick taken by
+    hand is skipped by the scheduled call it was meant for) and how to run it without one."""
+    if not isinstance(ended, RunResult) or job.schedule is None:
+        return ""
+    how = (
+        f"To run {job.name} by hand without taking a tick: manage.py runlocked --manual {job.name}"
+    )
+    if not (ended.ran and ended.tick):
+        return f"{job.name}: this run took no tick. {how}"
+    return (
+        f"{job.name}: this run took tick {ended.tick}, the tick of its schedule nearest to now "
+        f"(within MAX_SKEW, {app_settings.MAX_SKEW:g} s), so the scheduled call for that tick "
+        f"will skip it. {how}"
+    )
 
 
 def _options_first(name: str, arguments: list[str]) -> str:
@@ -108,8 +126,12 @@ class Command(AppCommand):
         parser.add_argument("--list", action="store_true", help="list registered jobs and exit")
         # Internal: cronworker runs a job in a child process for the tick it is due at.
         parser.add_argument("--tick", default=None, help=argparse.SUPPRESS)
-        # Internal: cronworker runs a "run now" request in a child process: no tick.
-        parser.add_argument("--manual", action="store_true", help=argparse.SUPPRESS)
+        parser.add_argument(
+            "--manual",
+            action="store_true",
+            help="run it by hand: a manual run never takes a tick, so the scheduled calls "
+            "keep theirs (recorded as manual; runs even while the job is paused)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list"]:
@@ -142,11 +164,23 @@ class Command(AppCommand):
         except Exception as error:
             ended = error
         code, message = outcome(job.name, ended, options["conflict_exit_code"])
+        hint = ""
+        if options["verbosity"] >= 1 and not options["manual"] and self._at_terminal():
+            hint = _tick_hint(job, ended)
         if code == exitcodes.OK:
             if options["verbosity"] >= 1:
                 self.stdout.write(message)
+            if hint:
+                self.stdout.write(hint)
             return
+        if hint:
+            self.stdout.write(hint)
         self.leave(code, message)
+
+    def _at_terminal(self) -> bool:
+        """Whether a person typed this (stdin and stdout are a terminal): cron's calls are
+        not, and print exactly what they always did."""
+        return sys.stdin.isatty() and self.stdout.isatty()
 
     def _tick(self, value: str | None) -> datetime | None:
         if value is None:

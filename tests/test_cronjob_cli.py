@@ -246,3 +246,23 @@ def test_each_new_action_has_help_of_its_own(manage: Any, action: str, says: str
     assert says in " ".join(helped.stdout.split()), helped.stdout
     listed = manage("cronjob", "-h")
     assert f"  {action} " in listed.stdout
+
+
+def test_crontab_escapes_a_percent_sign_which_would_end_the_command(
+    db_url: str, tmp_path: Any
+) -> None:
+    directory = tmp_path / "50%"
+    directory.mkdir()
+    printed = subprocess.run(
+        [sys.executable, str(MANAGE), "cronjob", "crontab"],
+        cwd=directory,
+        env=manage_env(db_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert printed.returncode == 0, printed.stderr
+    line = next(line for line in printed.stdout.splitlines() if line.endswith("cli_hourly"))
+    # cron gives the shell "%" for "\%"; a bare "%" would end the command there.
+    assert line.startswith(f"0 * * * * cd {tmp_path}/50\\% && DJANGO_SETTINGS_MODULE=")

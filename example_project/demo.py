@@ -206,6 +206,10 @@ def concurrent_replicas(count: int, problems: list[str]) -> float:
     processes = [start_replica(name, DIGEST_JOB, DIGEST_SEND_DELAY=delay) for name in names]
     replicas = [wait_for(name, process) for name, process in zip(names, processes, strict=True)]
     show(replicas)
+    print(
+        "               (each replica's own line: 'run N' is the run's id in the history, the "
+        "JobRun table; 'tick' is the scheduled time the run belongs to)"
+    )
     check_exit_codes(replicas, problems)
 
     by_pid = {replica.pid: replica.name for replica in replicas}
@@ -219,11 +223,12 @@ def concurrent_replicas(count: int, problems: list[str]) -> float:
         print(
             f"   JobRun:     {by_pid[winner.pid]} succeeded ({winner.duration:.2f} s); "
             f"{len(skipped)} skipped_locked{' while it held the lock' if held else ''} "
-            f"({min(offsets):+.2f} to {max(offsets):+.2f} s)"
+            f"(they tried {min(offsets):+.2f} to {max(offsets):+.2f} s after it started)"
         )
         if winner.tick is None:
             print(
-                "               (it is not 02:00, so this run has no tick: the lock alone did it)"
+                f"               ('no tick': it is not 02:00, {DIGEST_JOB}'s scheduled time, "
+                "so the run belongs to no tick and the lock alone kept the others out)"
             )
     else:
         listing = "; ".join(f"{by_pid.get(run.pid, run.pid)} {run.status}" for run in runs)
@@ -342,13 +347,21 @@ def workers(count: int, problems: list[str]) -> None:
         if replica.returncode != 143:  # SIGTERM: the way a worker is stopped
             problems.append(f"{name}'s cronworker exited with {replica.returncode}")
             print(f"\n   {name} stderr:\n{replica.stderr.rstrip()}\n")
+    rows = list(runs.order_by("tick", "started"))
     by_tick: dict[datetime | None, list[Any]] = {}
-    for run in runs.order_by("tick", "started"):
+    for run in rows:
         by_tick.setdefault(run.tick, []).append(run)
+    print(
+        "   (every replica's cronworker fires every tick: one runs it, the others record a "
+        "skip; a replica that records nothing for a tick was not up yet)"
+    )
+    first_tick = {
+        pid: min((run.tick for run in rows if run.pid == pid and run.tick), default=None)
+        for pid in by_pid
+    }
     ran_ticks = 0
     for tick, tick_runs in by_tick.items():
         ran = [run for run in tick_runs if run.status == "succeeded"]
-        skipped = len(tick_runs) - len(ran)
         if tick is None or len(ran) > 1:
             listing = "; ".join(f"{by_pid.get(run.pid)} {run.status}" for run in tick_runs)
             problems.append(f"{WORKER_JOB} tick {tick}: expected 1 run; got {listing}")
@@ -356,13 +369,42 @@ def workers(count: int, problems: list[str]) -> None:
             ran_ticks += 1
             print(
                 f"   JobRun:     tick {tick:%H:%M:%S}: {by_pid[ran[0].pid]} succeeded; "
-                f"{skipped} skipped (another replica had it)"
+                + "; ".join(
+                    _part_in_tick(name, pid, tick, tick_runs, first_tick)
+                    for pid, name in by_pid.items()
+                    if pid != ran[0].pid
+                )
             )
     samples = UptimeSample.objects.count()
     if ran_ticks < WORKER_TICKS:
         problems.append(f"{WORKER_JOB} ran {ran_ticks} tick(s), expected {WORKER_TICKS}")
     if samples != ran_ticks:
         problems.append(f"{WORKER_JOB} wrote {samples} samples for {ran_ticks} tick(s)")
+
+
+#: What a replica's skip of a tick it fired says, by status.
+SKIP_REASONS = {
+    "skipped_tick": "it already ran",
+    "skipped_locked": "the lock was held",
+    "skipped_paused": "the job is paused",
+}
+
+
+def _part_in_tick(
+    name: str,
+    pid: int,
+    tick: datetime,
+    tick_runs: Sequence[Any],
+    first_tick: dict[int, datetime | None],
+) -> str:
+    """What the replica ``name`` (process ``pid``) did at ``tick``: its skip, or nothing."""
+    mine = [run.status for run in tick_runs if run.pid == pid]
+    if mine:
+        return ", ".join(f"{name} {status} ({SKIP_REASONS.get(status, status)})" for status in mine)
+    first = first_tick[pid]
+    if first is None or first > tick:
+        return f"{name} recorded nothing (its cronworker was not up yet)"
+    return f"{name} recorded nothing"
 
 
 def describe_database() -> str:

@@ -107,6 +107,12 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
     assert all(tick is not None for tick, _count in uptime)
     assert samples == (len(ran),)
     assert len(re.findall(r"tick \d\d:\d\d:\d\d: replica-\d succeeded", out)) >= 2
+    # Every replica's part in each tick is named: a skip, or nothing while it was not up yet;
+    # never "another replica had it" for a replica that did not try.
+    lines = re.findall(r"tick \d\d:\d\d:\d\d: replica-\d succeeded.*", out)
+    assert all(line.count("replica-") == 5 for line in lines), out
+    assert "another replica had it" not in out
+    assert "'run N' is the run's id in the history" in out
 
 
 def test_readme_command_starts_and_stops_its_own_postgres() -> None:

@@ -37,8 +37,8 @@ ACTIONS = {
     "list": (
         "",
         "every registered job: schedule, paused or not, pending run-now, its next tick, its "
-        "last run (skips aside) and how that ended, and where its ticks run (deliver=: - runs "
-        "them in place)",
+        "last run (skips aside) and how that ended, and where its ticks run (its deliver=, "
+        "or - for in place)",
     ),
     "history": (
         "JOB",

@@ -42,12 +42,14 @@ if TYPE_CHECKING:
 
 from .conf import app_settings
 from .contrib.tasks.links import task_link
+from .core.statuses import SKIPS
 from .db.execute import database_now
 from .models import HeldLock, JobRun, JobState, RegisteredJob, RunStatus
 from .ops import charts, heldlocks, status
 from .ops.charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
 from .run import control
 from .run.jobs import registry
+from .templatetags.advisory_cron_admin import breakable, when
 from .worker.fleet import live_workers
 
 logger = logging.getLogger("django_advisory_cron")
@@ -196,6 +198,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 @admin.register(HeldLock)
 class HeldLockAdmin(ReadOnlyAdmin):
+    class Media:
+        css = {"all": ["django_advisory_cron/admin.css"]}
+
     list_display = (
         "pid",
         "granted_badge",
@@ -435,21 +440,54 @@ class HeldLockAdmin(ReadOnlyAdmin):
             )
 
 
+class SkipsFilter(admin.SimpleListFilter):
+    """Skip rows (another replica had the lock or the tick, the job was paused) are hidden
+    unless asked for: with three replicas they are two rows of every three. Offered only while
+    there are skips; a status chosen in the status filter is shown whatever it is."""
+
+    title = _("skips")
+    parameter_name = "skips"
+    SHOW = "show"
+    STATUS_PARAMETERS = ("status", "status__exact")
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        if not model_admin.get_queryset(request).filter(status__in=SKIPS).exists():
+            return []
+        return [("", str(_("hidden"))), (self.SHOW, str(_("shown")))]
+
+    def choices(self, changelist: ChangeList) -> Any:
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": (self.value() or "") == value,
+                "query_string": changelist.get_query_string(
+                    {self.parameter_name: value} if value else {}, [self.parameter_name]
+                ),
+                "display": label,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == self.SHOW or any(key in request.GET for key in self.STATUS_PARAMETERS):
+            return queryset
+        return queryset.exclude(status__in=SKIPS)
+
+
 @admin.register(JobRun)
 class JobRunAdmin(ReadOnlyAdmin):
+    """The run history in six columns that fit a 1024 px window: the tick under the start
+    time, the pid and task id under the host, times to the second."""
+
+    class Media:
+        css = {"all": ["django_advisory_cron/admin.css"]}
+
     list_display = (
-        "job",
+        "job_display",
         "status_badge",
-        "tick",
-        "started",
-        "finished",
+        "started_display",
         "duration_display",
-        "host",
-        "pid",
-        "task",
+        "host_display",
         "error_short",
     )
-    list_filter = (("job", admin.AllValuesFieldListFilter), "status", "started")
+    list_filter = (SkipsFilter, ("job", admin.AllValuesFieldListFilter), "status", "started")
     search_fields = ("job", "host", "error", "task_id")
     date_hierarchy = "started"
     list_per_page = 100
@@ -487,6 +525,26 @@ class JobRunAdmin(ReadOnlyAdmin):
     def status_badge(self, obj: JobRun) -> str:
         return badge(STATUS_COLOURS.get(RunStatus(obj.status), GREY), obj.get_status_display())
 
+    @admin.display(description=_("job"), ordering="job")
+    def job_display(self, obj: JobRun) -> str:
+        return breakable(obj.job)
+
+    @admin.display(description=_("started / tick"), ordering="started")
+    def started_display(self, obj: JobRun) -> str:
+        if obj.tick is None:
+            return when(obj.started)
+        return format_html(
+            '{}<div class="help">{} {}</div>', when(obj.started), _("tick"), when(obj.tick)
+        )
+
+    @admin.display(description=_("host / pid / task"), ordering="host")
+    def host_display(self, obj: JobRun) -> str:
+        """Where the run ran: the host, its pid and, for a delivered run, the task id."""
+        shown = format_html('{}<div class="help">pid {}</div>', breakable(obj.host), obj.pid)
+        if not obj.task_id:
+            return shown
+        return format_html('{}<div class="help">{} {}</div>', shown, _("task"), self.task(obj))
+
     @admin.display(description=_("duration"), ordering="elapsed")
     def duration_display(self, obj: JobRun) -> str:
         return human_duration(obj.duration)
@@ -499,7 +557,7 @@ class JobRunAdmin(ReadOnlyAdmin):
     @admin.display(description=_("error"))
     def error_short(self, obj: JobRun) -> str:
         last_line = (obj.error.strip().splitlines() or [""])[-1]
-        return str(Truncator(last_line).chars(80))
+        return breakable(Truncator(last_line).chars(80))
 
     @admin.display(description=_("error"))
     def error_text(self, obj: JobRun) -> str:
@@ -600,6 +658,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 "max_runtime": human_duration(item.job.max_runtime)
                 if item.job.max_runtime
                 else "—",
+                "last_duration": human_duration(item.last_run.duration) if item.last_run else "—",
                 # Plain values only: a Job is callable, and templates call callables.
                 "key": str(item.job.key),
                 "cron": item.job.schedule_text or "",

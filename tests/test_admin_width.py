@@ -1,0 +1,223 @@
+"""The Jobs and Job runs pages fit a laptop's window: at 1400 and 1024 px, in a real Chromium.
+
+Realistic rows (long job names, a long error, task ids, a 10-second job with skips between its
+runs) on a live server that serves this app's CSS with the admin's. Each page must be no wider
+than the window and its table no wider than its box; times show seconds; skip rows are hidden
+until asked for. Screenshots go under pytest's base temp dir (``admin-width-*.png``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+import django_advisory_cron
+from django_advisory_cron import locked_task
+from django_advisory_cron.models import JobRun, RunStatus
+from tests.test_browser import Shooter, browser, login, operator, page, screenshots
+
+pytestmark = pytest.mark.browser
+
+__all__ = ["browser", "operator", "page", "screenshots"]  # fixtures, used by name
+
+WIDTHS = (1400, 1024)
+HOST = "web-7f9c6d8b5-x2kqp.eu-west-1.compute.internal"
+ERROR = (
+    "Traceback (most recent call last):\n  ...\n"
+    "psycopg.errors.UniqueViolation: duplicate key value violates unique constraint "
+    '"billing_invoice_number_key" DETAIL: Key (number)=(INV-2026-000123) already exists.'
+)
+
+#: What the page measures: the document against the window, the results table against its box.
+MEASURE = """() => {
+    const table = document.querySelector('#result_list');
+    const box = table.closest('.results');
+    return {
+        page: document.documentElement.scrollWidth,
+        window: window.innerWidth,
+        table: table.getBoundingClientRect().width,
+        box: box.clientWidth,
+        boxScroll: box.scrollWidth,
+    };
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A live server serving the admin's static files and this app's, as collectstatic would."""
+    from django.test.utils import override_settings
+    from pytest_django.live_server_helper import LiveServer
+
+    root = tmp_path_factory.mktemp("static")
+    for app in (Path(admin.__file__), Path(django_advisory_cron.__file__)):
+        shutil.copytree(app.parent / "static", root, dirs_exist_ok=True)
+    with (
+        override_settings(STATIC_URL="/static/", STATIC_ROOT=str(root)),
+        django_db_blocker.unblock(),
+    ):
+        live = LiveServer("localhost")
+        yield live
+        live.stop()
+
+
+@pytest.fixture
+def runs(fresh_registry: None, db_url: str) -> None:
+    """Four jobs with long names and the run history a busy day leaves."""
+
+    @locked_task(
+        name="billing.reconcile_invoices_for_all_regions_nightly",
+        schedule="0 2 * * *",
+        max_runtime=3600,
+    )
+    def reconcile() -> None:
+        """Matches the payment provider's settlements against open invoices."""
+
+    @locked_task(name="monitoring.ping_upstream_payment_gateway", every=10)
+    def ping() -> None:
+        """Checks the gateway answers."""
+
+    @locked_task(name="sessions.clear_expired_sessions", schedule="* * * * *")
+    def clear() -> None: ...
+
+    @locked_task(name="reports.weekly_customer_activity_digest", schedule="30 6 * * 1")
+    def digest() -> None: ...
+
+    now = timezone.now().replace(microsecond=0)
+    rows = []
+    for number in range(6):  # a 10-second job: six runs, each skipped by two other replicas
+        tick = now - timedelta(seconds=10 * (6 - number))
+        rows.append(
+            JobRun(
+                job="monitoring.ping_upstream_payment_gateway",
+                tick=tick,
+                started=tick + timedelta(milliseconds=40),
+                finished=tick + timedelta(milliseconds=460),
+                status=RunStatus.SUCCEEDED,
+                host=HOST,
+                pid=41230 + number,
+                task_id=str(uuid.uuid4()),
+            )
+        )
+        rows += [
+            JobRun(
+                job="monitoring.ping_upstream_payment_gateway",
+                tick=tick,
+                started=tick + timedelta(milliseconds=60),
+                finished=tick + timedelta(milliseconds=61),
+                status=RunStatus.SKIPPED_TICK,
+                host=f"web-replica-{replica}.eu-west-1.compute.internal",
+                pid=5000 + replica,
+            )
+            for replica in (2, 3)
+        ]
+    tick = now.replace(hour=2, minute=0, second=0) - timedelta(days=1)
+    rows.append(
+        JobRun(
+            job="billing.reconcile_invoices_for_all_regions_nightly",
+            tick=tick,
+            started=tick + timedelta(seconds=1),
+            finished=tick + timedelta(minutes=14, seconds=3),
+            status=RunStatus.FAILED,
+            host=HOST,
+            pid=38811,
+            error=ERROR,
+            task_id=str(uuid.uuid4()),
+        )
+    )
+    JobRun.objects.bulk_create(rows)
+
+
+def measure(page: Any) -> dict[str, float]:
+    sizes: dict[str, float] = page.evaluate(MEASURE)
+    return sizes
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_jobs_and_runs_fit_the_window_and_show_seconds(
+    width: int,
+    browser: Any,
+    server: Any,
+    operator: tuple[str, str],
+    django_user_model: Any,
+    runs: None,
+    screenshots: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from playwright.sync_api import expect
+
+    user = django_user_model.objects.get(username=operator[0])
+    user.user_permissions.add(Permission.objects.get(codename="operate_job"))  # widest page
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    shoot = Shooter(page, screenshots, capsys)
+    base = server.url
+    login(page, base, operator)
+
+    page.goto(f"{base}/admin/django_advisory_cron/registeredjob/")
+    shoot(f"admin-width-jobs-{width}")
+    jobs = measure(page)
+    page.goto(f"{base}/admin/django_advisory_cron/jobrun/")
+    shoot(f"admin-width-runs-{width}")
+    job_runs = measure(page)
+    with capsys.disabled():
+        print(f"\njobs at {width}: {jobs}\nruns at {width}: {job_runs}")
+
+    page.goto(f"{base}/admin/django_advisory_cron/registeredjob/")
+    ping = page.locator("tr.job-row[data-job='monitoring.ping_upstream_payment_gateway']")
+    expect(ping).to_contain_text("every 10s")
+    assert ping.inner_text().count("every 10s") == 1
+    every_minute = page.locator("tr.job-row[data-job='sessions.clear_expired_sessions']")
+    expect(every_minute).to_contain_text("every minute (UTC)")
+    assert jobs["page"] <= jobs["window"], jobs
+    assert jobs["table"] <= jobs["box"] and jobs["boxScroll"] <= jobs["box"], jobs
+
+    page.goto(f"{base}/admin/django_advisory_cron/jobrun/")
+    table = page.locator("#result_list")
+    expect(table).to_contain_text("UniqueViolation")
+    assert job_runs["page"] <= job_runs["window"], job_runs
+    assert job_runs["table"] <= job_runs["box"] and job_runs["boxScroll"] <= job_runs["box"]
+    # Seconds apart, the six runs of the 10-second job read as six different times.
+    started = table.locator("tbody td.field-started_display").all_inner_texts()
+    assert len(started) == 7 and len(set(started)) == 7, started
+    expect(table).to_contain_text("0.4 s")
+    for text in (HOST, "41235", "UniqueViolation"):
+        expect(table).to_contain_text(text)
+    context.close()
+
+
+def test_skips_are_hidden_until_asked_for(
+    page: Any,
+    server: Any,
+    operator: tuple[str, str],
+    runs: None,
+    screenshots: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from playwright.sync_api import expect
+
+    base = server.url
+    login(page, base, operator)
+    page.goto(f"{base}/admin/django_advisory_cron/jobrun/")
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(7)
+    expect(page.locator("#result_list")).not_to_contain_text("skipped")
+    skips = page.locator("#changelist-filter details", has_text="skips")
+    expect(skips.locator("li.selected")).to_contain_text("hidden")
+    skips.get_by_role("link", name="shown").click()
+    expect(rows).to_have_count(19)
+    expect(page.locator("#result_list")).to_contain_text("skipped: already ran this tick")
+    Shooter(page, screenshots, capsys)("admin-width-runs-with-skips")
+    page.goto(f"{base}/admin/django_advisory_cron/jobrun/?status__exact=skipped_tick")
+    expect(rows).to_have_count(12)  # a status asked for is shown, skip or not

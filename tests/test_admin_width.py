@@ -180,6 +180,11 @@ def test_jobs_and_runs_fit_the_window_and_show_seconds(
     assert ping.inner_text().count("every 10s") == 1
     every_minute = page.locator("tr.job-row[data-job='sessions.clear_expired_sessions']")
     expect(every_minute).to_contain_text("every minute (UTC)")
+    nightly = page.locator(
+        "tr.job-row[data-job='billing.reconcile_invoices_for_all_regions_nightly']"
+    )
+    expect(nightly).to_contain_text("failed, 14 min 02 s")
+    expect(nightly).to_contain_text("never succeeded")
     assert jobs["page"] <= jobs["window"], jobs
     assert jobs["table"] <= jobs["box"] and jobs["boxScroll"] <= jobs["box"], jobs
 
@@ -192,6 +197,7 @@ def test_jobs_and_runs_fit_the_window_and_show_seconds(
     started = table.locator("tbody td.field-started_display").all_inner_texts()
     assert len(started) == 7 and len(set(started)) == 7, started
     expect(table).to_contain_text("0.4 s")
+    expect(table).to_contain_text("14 min 02 s")
     for text in (HOST, "41235", "UniqueViolation"):
         expect(table).to_contain_text(text)
     context.close()

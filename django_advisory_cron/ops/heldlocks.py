@@ -39,6 +39,7 @@ from django.db.models.functions import Coalesce, Now
 
 from ..conf import app_settings
 from ..db import sql
+from ..db.aliases import lock_database
 from ..models import HeldLock, JobRun, RunStatus
 from ..run.jobs import Job, registry
 
@@ -140,14 +141,14 @@ def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
     )
 
 
-def held_locks() -> QuerySet[Any]:
-    """All advisory locks in the lock database, annotated (see ``annotate()``).
+def held_locks(using: str | None = None) -> QuerySet[Any]:
+    """All advisory locks in the lock database (or ``using``), annotated (see ``annotate()``).
 
     The way to read held locks: ``HeldLock.objects`` alone reads the default database and
     knows nothing of jobs. Typed loosely on purpose: callers filter on the annotations
     (``job``, ``stale``...), which static model checks cannot see.
     """
-    return annotate(HeldLock.objects.using(app_settings.lock_database))
+    return annotate(HeldLock.objects.using(lock_database(using)))
 
 
 def terminate(pids: list[int]) -> tuple[list[int], list[int]]:

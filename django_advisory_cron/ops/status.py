@@ -25,13 +25,14 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from django.db import connections
 from django.utils import timezone
 
 from ..conf import app_settings
 from ..core.schedule import Every, Schedule
 from ..core.statuses import FAILING, SKIPS
 from ..db import sql
+from ..db.aliases import lock_database
+from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
 from ..models import HeldLock, JobRun, JobState
 from ..run import control
@@ -257,8 +258,10 @@ def job_statuses(
     names: list[str] | None = None,
     now: datetime | None = None,
     window: float | None = None,
+    using: str | None = None,
 ) -> list[JobStatus]:
-    """The status of every registered job (or of ``names``), in name order.
+    """The status of every registered job (or of ``names``), in name order, read from the
+    lock database (or ``using``).
 
     With ``window`` (seconds), each status also counts the job's runs per status started in
     the last ``window`` seconds (``run_counts``), in the same history query.
@@ -268,12 +271,9 @@ def job_statuses(
     statuses = {job.name: JobStatus(job, now) for job in jobs}
     if not statuses:
         return []
-    alias = app_settings.lock_database
+    alias = lock_database(using)
     since = None if window is None else now - timedelta(seconds=window)
-    text, params = sql.job_summaries(list(statuses), skips=list(SKIPS), since=since)
-    with connections[alias].cursor() as cursor:
-        cursor.execute(text, params)
-        rows = cursor.fetchall()
+    rows = fetch_all(alias, sql.job_summaries(list(statuses), skips=list(SKIPS), since=since))
     width = len(sql.RUN_COLUMNS)
     for name, *run, last_success, counts in rows:
         item = statuses[name]
@@ -282,7 +282,7 @@ def job_statuses(
         item.last_success = last_success
         if window is not None:
             item.run_counts = json.loads(counts) if counts else {}
-    for lock in held_locks().filter(job__in=list(statuses)).order_by("-granted", "since"):
+    for lock in held_locks(alias).filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     for state in JobState.objects.using(alias).filter(job__in=list(statuses)):
         statuses[state.job].state = state

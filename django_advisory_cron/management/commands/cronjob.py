@@ -253,7 +253,7 @@ class Command(AppCommand):
     def _list(self, alias: str, as_json: bool) -> None:
         """The jobs' states, next ticks and last runs, from the query the Jobs page and
         ``cronstatus`` make."""
-        statuses = job_statuses(now=database_now(alias))
+        statuses = job_statuses(now=database_now(alias), using=alias)
         workers = len(live_workers(alias))
         if as_json:
             jobs = [{**status.as_dict(), "deliver": status.job.deliver} for status in statuses]

@@ -16,7 +16,7 @@ from django.db import DatabaseError, OperationalError
 from ... import exitcodes
 from ...conf import app_settings
 from ...db.connections import require_postgresql, unavailable
-from ...exceptions import CommandFailed, LockDatabaseError, first_line
+from ...exceptions import CommandFailed, DatabaseUnavailable, LockDatabaseError, first_line
 from ...ops.status import (
     PROBLEMS,
     JobStatus,
@@ -88,6 +88,8 @@ class Command(AppCommand):
         try:
             statuses = job_statuses(names)
             workers = live_workers()
+        except DatabaseUnavailable as error:
+            raise CronStatusError(str(error), exitcodes.DATABASE_UNAVAILABLE) from error
         except OperationalError as error:
             raise CronStatusError(
                 str(unavailable(app_settings.lock_database, error)), exitcodes.DATABASE_UNAVAILABLE

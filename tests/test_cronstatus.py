@@ -109,6 +109,8 @@ def test_unknown_job_and_unreachable_database(manage: Manage) -> None:
     [
         ("*/5 * * * *", "every 5 minutes"),
         ("* * * * *", "every minute"),
+        ("*/1 * * * *", "every minute"),
+        ("0 */1 * * *", "every hour at minute 0"),
         ("15 * * * *", "every hour at minute 15"),
         ("0 */6 * * *", "every 6 hours at minute 0"),
         ("30 2 * * *", "every day at 02:30"),

@@ -61,7 +61,8 @@ def describe(expression: str) -> str:
     fields = expression.split()
     if len(fields) != 5:
         return expression
-    minute, hour, day, month, weekday = fields
+    # "*/1" is "*": one step is every value ("every 1 minutes" reads badly).
+    minute, hour, day, month, weekday = ("*" if f == "*/1" else f for f in fields)
     if (day, month) != ("*", "*") or (weekday != "*" and not weekday.isdigit()):
         return f"minute {minute}, hour {hour}, day {day}, month {month}, weekday {weekday}"
     on = f"every {_WEEKDAYS[int(weekday) % 7]}" if weekday.isdigit() else "every day"

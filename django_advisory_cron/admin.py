@@ -10,7 +10,6 @@ applications' secrets.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
@@ -46,7 +45,7 @@ from .core.statuses import SKIPS
 from .db.execute import database_now
 from .models import HeldLock, JobRun, JobState, RegisteredJob, RunStatus
 from .ops import charts, heldlocks, status
-from .ops.charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS
+from .ops.charts import AMBER, GREEN, GREY, RED, STATUS_COLOURS, human_duration
 from .run import control
 from .run.jobs import registry
 from .templatetags.advisory_cron_admin import breakable, when
@@ -62,23 +61,6 @@ BADGE = (
 
 def badge(colour: str, text: Any) -> str:
     return format_html(BADGE, colour, text)
-
-
-def human_duration(value: timedelta | float | None) -> str:
-    """``3 h 02 min``, ``4 min 05 s``, ``12.3 s``."""
-    if value is None:
-        return "—"
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds < 60:
-        return f"{max(seconds, 0):.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days} d {hours} h"
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    return f"{minutes} min {secs:02d} s"
 
 
 class _ChoiceFilter(admin.SimpleListFilter):

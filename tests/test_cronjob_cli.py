@@ -131,15 +131,15 @@ def test_history_lists_the_last_runs_newest_first(manage: Any) -> None:
     shown = manage("cronjob", "history", "cli_hourly")
     assert (shown.returncode, shown.stderr) == (0, "")
     assert shown.stdout.splitlines() == [
-        f"{'RUN'.ljust(width)}  STARTED (UTC)        DURATION  STATUS              HOST   PID   "
+        f"{'RUN'.ljust(width)}  STARTED (UTC)        DURATION    STATUS              HOST   PID   "
         "ERROR",
-        f"{run(0)}  2026-12-04 10:00:00  -         running             web-1  4242",
-        f"{run(1)}  2026-12-04 09:05:00  1:06:40   succeeded (manual)  web-1  4242",
-        f"{run(2)}  2026-12-04 09:00:00  0.0 s     skipped_locked      web-1  4242  "
+        f"{run(0)}  2026-12-04 10:00:00  -           running             web-1  4242",
+        f"{run(1)}  2026-12-04 09:05:00  1 h 06 min  succeeded (manual)  web-1  4242",
+        f"{run(2)}  2026-12-04 09:00:00  0.0 s       skipped_locked      web-1  4242  "
         "locked by another process",
-        f"{run(3)}  2026-12-04 08:00:00  3.2 s     failed              web-1  4242  "
+        f"{run(3)}  2026-12-04 08:00:00  3.2 s       failed              web-1  4242  "
         "RuntimeError: relay refused the batch",
-        f"{run(4)}  2026-12-04 07:00:00  0:01:15   succeeded           web-2  7",
+        f"{run(4)}  2026-12-04 07:00:00  1 min 15 s  succeeded           web-2  7",
     ]
 
     limited = manage("cronjob", "history", "--limit", "2", "cli_hourly")

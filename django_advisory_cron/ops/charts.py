@@ -74,10 +74,21 @@ def _tick(value: datetime | None) -> str:
     return f"tick {timezone.localtime(value).strftime('%Y-%m-%d %H:%M:%S %Z')}"
 
 
-def _duration(seconds: float) -> str:
+def human_duration(value: timedelta | float | None) -> str:
+    """``3 h 02 min``, ``4 min 05 s``, ``12.3 s``."""
+    if value is None:
+        return "—"
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if seconds < 60:
-        return f"{seconds:.1f} s"
-    return str(timedelta(seconds=round(seconds)))
+        return f"{max(seconds, 0):.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s"
 
 
 def run_strip(job: str, runs: Iterable[JobRun], now: datetime | None = None) -> SafeString:
@@ -93,7 +104,7 @@ def run_strip(job: str, runs: Iterable[JobRun], now: datetime | None = None) -> 
         height = max(MIN_BAR, round(HEIGHT * seconds / longest))
         label = (
             f"{_tick(run.tick)}; {run.host} pid {run.pid}; "
-            f"{RunStatus(run.status).label}; {_duration(seconds)}"
+            f"{RunStatus(run.status).label}; {human_duration(seconds)}"
         )
         bars.append(
             (

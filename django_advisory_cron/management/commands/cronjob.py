@@ -22,7 +22,7 @@ from ...db.connections import bound_connect, unavailable
 from ...db.execute import database_now
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...models import JobRun
-from ...ops.charts import _duration as duration_text
+from ...ops.charts import human_duration
 from ...ops.status import JobStatus, job_statuses
 from ...run import control
 from ...run.jobs import Job, registry
@@ -303,7 +303,7 @@ class Command(AppCommand):
                     [
                         str(run.pk),
                         _time(run.started),
-                        "-" if run.duration is None else duration_text(run.duration),
+                        "-" if run.duration is None else human_duration(run.duration),
                         run.status + (" (manual)" if run.manual else ""),
                         run.host,
                         str(run.pid),

@@ -593,7 +593,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 try:
                     until = control.parse_until(request.POST["until"], database_now(alias))
                 except ValueError as error:
-                    self.message_user(request, f"{name}: {error}", messages.ERROR)
+                    self.message_user(request, f"Job {name}: {error}", messages.ERROR)
                     return back
             row = control.pause(
                 name, until=until, by=user, reason=request.POST.get("reason", "").strip()
@@ -607,7 +607,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 self.message_user(
                     request,
                     _(
-                        "%(job)s: no cronworker is connected to the database, so nothing would "
+                        "Job %(job)s: no cronworker is connected to the database, so nothing would "
                         "run it; nothing was recorded. Start manage.py cronworker, or run "
                         "manage.py cronjob trigger --here %(job)s."
                     )
@@ -620,7 +620,8 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
         state = JobState.objects.using(alias).get(job=name)
         self.log_change(request, state, message)
         logger.info("%s (by user %s)", message, user)
-        self.message_user(request, message, messages.SUCCESS)
+        # "Job ..." first: the admin capitalises a message's first letter, not a job's name.
+        self.message_user(request, f"Job {message}", messages.SUCCESS)
         return back
 
     def changelist_view(

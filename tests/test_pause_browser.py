@@ -67,7 +67,7 @@ def test_pause_resume_and_run_now_from_the_jobs_page(
     assert state.paused and state.paused_by == "ops" and state.paused_until is not None
 
     row.locator("button[value=resume]").click()
-    expect(page.locator(".messagelist")).to_contain_text("_manual: resumed")
+    expect(page.locator(".messagelist")).to_contain_text("Job yearly_manual: resumed")
     expect(row.locator("td.state")).to_contain_text("active")
     assert not JobState.objects.get(job="yearly_manual").paused
 

@@ -53,7 +53,10 @@ class AppCommand(BaseCommand):
             app_configs=app_configs,
             tags=tags,
             include_deployment_checks=include_deployment_checks,
-            databases=databases,
+            # No database unless asked: Django 6.1 gives the database-tagged checks every alias
+            # when none is named, which would probe the pooler (a second) and refuse a job
+            # over another job's settings at every start.
+            databases=[] if databases is None else databases,
         )
         errors = [
             message

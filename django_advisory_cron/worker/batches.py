@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..core.statuses import RunStatus
 from ..db import pooler
 from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
@@ -115,6 +116,8 @@ class Batches:
             return
         with self.dispatcher.lock:
             self.dispatcher.stats.batches += 1
-            self.dispatcher.stats.skipped += len(skipped)
+            paused = sum(result.status == RunStatus.SKIPPED_PAUSED for result in skipped)
+            self.dispatcher.stats.paused += paused
+            self.dispatcher.stats.skipped += len(skipped) - paused
         for claimed in runs:
             self.dispatcher.start_claimed(claimed)

@@ -59,6 +59,8 @@ class WorkerStats:
     manual: int = 0
     ran: int = 0
     skipped: int = 0
+    #: Ticks skipped because the job is paused (not included in ``skipped``).
+    paused: int = 0
     failed: int = 0
     #: Ticks of ``deliver=`` jobs handed to their task queue (deliveries, not runs: a task
     #: worker runs them): enqueued here, found enqueued by another scheduler, found already
@@ -345,6 +347,8 @@ class Dispatcher:
         with self.lock:
             if result.ran and result.run_id is not None:
                 self.stats.ran += 1
+            elif result.status == RunStatus.SKIPPED_PAUSED:
+                self.stats.paused += 1
             elif result.skipped:
                 self.stats.skipped += 1
             if result.status in NOT_COMPLETED:

@@ -154,9 +154,9 @@ class Command(AppCommand):
             f"cronworker {worker.identity}: stopped; started {stats.started} run(s) "
             f"({stats.manual} on request): "
             f"{stats.ran} ran, {stats.skipped} skipped (another replica had them), "
-            f"{stats.failed} failed; {stats.overlapped} tick(s) skipped because the job's "
-            f"previous run was still going; {stats.batches} claim statement(s) took several "
-            "jobs' ticks at once"
+            f"{stats.paused} paused, {stats.failed} failed; {stats.overlapped} tick(s) skipped "
+            "because the job's previous run was still going; "
+            f"{stats.batches} claim statement(s) took several jobs' ticks at once"
         )
         if stats.delivered:
             self.stdout.write(

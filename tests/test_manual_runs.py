@@ -1,12 +1,13 @@
 """Running a scheduled job by hand: ``runlocked --manual`` never takes a tick, and a
-``runlocked`` typed at a terminal says whether it took one; cron's calls (no terminal) are
-unchanged and take their tick.
+``runlocked`` (or ``runlocked --enqueue``) typed at a terminal says whether it took one; cron's
+calls (no terminal) are unchanged and take their tick.
 
 Real ``manage.py`` processes; the terminal is a real pseudo-terminal (``pty``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -16,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus
 from tests.conftest import MANAGE, manage_env
+from tests.test_tasks_delivery import SETTINGS as TASKS
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -108,3 +110,33 @@ def test_a_manual_run_at_a_terminal_takes_no_tick_and_needs_no_hint(db_url: str)
     (run,) = JobRun.objects.filter(job=JOB)
     assert run.manual and run.tick is None
     assert printed == f"{JOB}: ran (run {run.id}, no tick)\n"
+
+
+def test_at_a_terminal_runlocked_enqueue_says_it_took_the_tick(
+    db_url: str, manage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job, hint = "tasks_minutely", HINT.replace(JOB, "tasks_minutely")
+    settings = {"JOBS_MODULE": "tasks_delivery"}  # MAX_SKEW 60 s: a tick is always in reach
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+    clear_of_the_half_minute()
+    code, printed = at_terminal(db_url, "runlocked", TASKS, "--enqueue", job)
+    assert code == 0, printed
+    (claim,) = EnqueuedTick.objects.filter(job=job)
+    assert printed == (
+        f"{job}: enqueued (tick {claim.tick}) to Tasks backend 'immediate' as task "
+        f"{claim.task_id}\n"
+        f"{job}: this enqueue took tick {claim.tick}, the tick of its schedule nearest to now "
+        "(within MAX_SKEW, 60 s), so the scheduled call for that tick will skip it. "
+        f"{hint}\n"
+    )
+    # The same tick again, at a terminal: nothing enqueued, no tick taken.
+    code, printed = at_terminal(db_url, "runlocked", TASKS, "--enqueue", job)
+    assert code == 0, printed
+    assert printed == (
+        f"{job}: not enqueued, tick {claim.tick} already ran\n"
+        f"{job}: this enqueue took no tick. {hint}\n"
+    )
+    # Cron's call (no terminal) prints its one line, as before.
+    cron = manage("runlocked", TASKS, "--enqueue", job)
+    assert cron.stdout == f"{job}: not enqueued, tick {claim.tick} already ran\n"
+    assert EnqueuedTick.objects.filter(job=job).count() == 1

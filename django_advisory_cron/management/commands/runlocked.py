@@ -53,18 +53,19 @@ def _command_job(command: str, arguments: list[str]) -> Job[[], Any]:
     return job
 
 
-def _tick_hint(job: Job[Any, Any], ended: RunResult | BaseException) -> str:
-    """For a scheduled job run from a terminal: whether the run took a tick (a tick taken by
-    hand is skipped by the scheduled call it was meant for) and how to run it without one."""
-    if not isinstance(ended, RunResult) or job.schedule is None:
+def _tick_hint(job: Job[Any, Any], what: str, took: datetime | None) -> str:
+    """For a scheduled job run or enqueued (``what``) from a terminal: the tick it ``took``, if
+    any (a tick taken by hand is skipped by the scheduled call it was meant for), and how to
+    run the job without taking one."""
+    if job.schedule is None:
         return ""
     how = (
         f"To run {job.name} by hand without taking a tick: manage.py runlocked --manual {job.name}"
     )
-    if not (ended.ran and ended.tick):
-        return f"{job.name}: this run took no tick. {how}"
+    if took is None:
+        return f"{job.name}: this {what} took no tick. {how}"
     return (
-        f"{job.name}: this run took tick {ended.tick}, the tick of its schedule nearest to now "
+        f"{job.name}: this {what} took tick {took}, the tick of its schedule nearest to now "
         f"(within MAX_SKEW, {app_settings.MAX_SKEW:g} s), so the scheduled call for that tick "
         f"will skip it. {how}"
     )
@@ -146,7 +147,7 @@ class Command(AppCommand):
         job, arguments = self._find(name, options["job_args"])
         alias = options["database"] or job.using or app_settings.lock_database
         if options["enqueue"]:
-            self._enqueue(job, arguments, alias, options["verbosity"])
+            self._enqueue(job, arguments, alias, options)
             return
         ended: RunResult | BaseException
         try:
@@ -165,8 +166,8 @@ class Command(AppCommand):
             ended = error
         code, message = outcome(job.name, ended, options["conflict_exit_code"])
         hint = ""
-        if options["verbosity"] >= 1 and not options["manual"] and self._at_terminal():
-            hint = _tick_hint(job, ended)
+        if isinstance(ended, RunResult) and self._hinted(options):
+            hint = _tick_hint(job, "run", ended.tick if ended.ran else None)
         if code == exitcodes.OK:
             if options["verbosity"] >= 1:
                 self.stdout.write(message)
@@ -177,10 +178,16 @@ class Command(AppCommand):
             self.stdout.write(hint)
         self.leave(code, message)
 
-    def _at_terminal(self) -> bool:
-        """Whether a person typed this (stdin and stdout are a terminal): cron's calls are
-        not, and print exactly what they always did."""
-        return sys.stdin.isatty() and self.stdout.isatty()
+    def _hinted(self, options: dict[str, Any]) -> bool:
+        """Whether a person typed this (stdin and stdout are a terminal) without ``--manual``
+        and wants to be told what it did with the tick: cron's calls are not at a terminal,
+        and print exactly what they always did."""
+        return (
+            options["verbosity"] >= 1
+            and not options["manual"]
+            and sys.stdin.isatty()
+            and self.stdout.isatty()
+        )
 
     def _tick(self, value: str | None) -> datetime | None:
         if value is None:
@@ -194,7 +201,7 @@ class Command(AppCommand):
         return tick
 
     def _enqueue(
-        self, job: Job[Any, Any], arguments: list[str], alias: str, verbosity: int
+        self, job: Job[Any, Any], arguments: list[str], alias: str, options: dict[str, Any]
     ) -> None:
         """Hand the tick nearest the database's clock to the job's Tasks backend."""
         if job.name not in registry:
@@ -225,8 +232,11 @@ class Command(AppCommand):
         else:
             why = "already ran" if handed.already_ran else "was enqueued by another scheduler"
             message = f"{job.name}: not enqueued, {tick} {why}"
-        if verbosity >= 1:
+        if options["verbosity"] >= 1:
             self.stdout.write(message)
+        hint = _tick_hint(job, "enqueue", handed.tick if handed.enqueued else None)
+        if hint and self._hinted(options):
+            self.stdout.write(hint)
 
     def _list(self) -> None:
         jobs = registry.all()

@@ -53,8 +53,9 @@ def main() -> None:
     from django.utils import timezone
 
     from django_advisory_cron import locked_task
+    from django_advisory_cron.core.statuses import SKIPS
     from django_advisory_cron.db import sql
-    from django_advisory_cron.ops.status import SKIPS, job_statuses
+    from django_advisory_cron.ops.status import job_statuses
 
     try:
         for number in range(args.jobs):

@@ -1,12 +1,15 @@
-"""What a run costs, as ratios against a bare try-lock + unlock measured in the same run.
+"""What a run, a skip and a lock cost, as ratios against floors measured in the same run.
 
-Run on demand: ``python benchmarks/bench_runner.py [--runs N] [--processes N]``. Uses
-DATABASE_URL or starts a throwaway PostgreSQL. Every in-process row is a median of ``--runs``
-calls after a warm-up call, so session-scope rows run on a warm lock connection; the last row
-compares a ``runlocked`` process for a no-op job with the same no-op command run bare.
-
-Statements are counted by Django's execute wrappers on every connection the run opens, plus
-the statements Django itself sends when a connection is set up.
+Run on demand: ``python benchmarks/bench_runner.py [--runs N] [--repeats N] [--processes N]``.
+Uses DATABASE_URL or starts a durable throwaway PostgreSQL (``fsync`` and
+``synchronous_commit`` on; see ``benchmarks/measure.py``). Each row is divided by the floor it
+is held against: a recorded run by (c), the write floor (an ``INSERT ... RETURNING`` and an
+``UPDATE``, two commits), a skip by one ``SELECT 1`` round trip, a lock by (a), a bare
+try-lock + unlock pair. The rows take turns call by call, ``--runs`` calls each after a
+warm-up call (medians), and the whole is repeated ``--repeats`` times; each repeat's ratio is
+printed. Statements per call are counted by the server (``pg_stat_statements``, reset before
+each row) over ``--count`` calls of that row alone. The last row compares a ``runlocked``
+process for a no-op job with the same no-op command run bare.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,142 +30,130 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.django_setup import setup  # noqa: E402
-
-STATEMENTS: Counter[str] = Counter()
-
-#: (label, goal as "x bare", or None when the row is for reference only)
-Row = tuple[str, float, float, "float | None"]
+from benchmarks.measure import Floors, Observer, interleaved  # noqa: E402
 
 
-def count_statements(execute: Callable[..., Any], sql: str, *args: Any) -> Any:
-    STATEMENTS["statements"] += 1
-    return execute(sql, *args)
+@dataclass
+class Row:
+    label: str
+    action: Callable[[], Any]
+    #: The label of the row this one is divided by (None: a floor itself).
+    floor: str | None = None
+    goal: float | None = None
+    #: Median ms per repeat, and the floor's in the same turns.
+    ms: list[float] = field(default_factory=list)
+    base: list[float] = field(default_factory=list)
+    statements: float = 0.0
 
 
-def count_every_statement() -> None:
-    from django.db.backends.signals import connection_created
-
-    connection_created.connect(
-        lambda sender, connection, **kw: connection.execute_wrappers.append(count_statements),
-        weak=False,
-    )
-
-
-def timed(funcs: list[Callable[[], Any]], runs: int) -> list[tuple[float, float]]:
-    """Median milliseconds per call, and statements per call, of each function.
-
-    The functions take turns, call by call, so a load change on a shared machine affects
-    every row alike and the ratios stay comparable."""
-    samples: list[list[float]] = [[] for _ in funcs]
-    statements = [0] * len(funcs)
-    for func in funcs:
-        func()  # warm up (and warm the lock connection)
-    for _ in range(runs):
-        for index, func in enumerate(funcs):
-            STATEMENTS.clear()
-            started = time.perf_counter()
-            func()
-            samples[index].append((time.perf_counter() - started) * 1000)
-            statements[index] += STATEMENTS["statements"]
-    return [
-        (statistics.median(values), count / runs)
-        for values, count in zip(samples, statements, strict=True)
-    ]
+WRITE, LOCK, ROUND_TRIP = "(c) write floor", "(a) bare try-lock + unlock", "SELECT 1 round trip"
+SHORT = {WRITE: "(c)", LOCK: "(a)", ROUND_TRIP: "S1"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=300, help="timed calls per row and repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--count", type=int, default=50, help="calls per row for statements")
     parser.add_argument(
         "--processes", type=int, default=10, help="runs of each process (0 skips the row)"
     )
     options = parser.parse_args()
     server, url = setup()
-    count_every_statement()
+    observer = Observer(url)
+    floors = Floors(url)
     try:
-        rows = in_process(options.runs)
+        rows = in_process(url, floors, observer, options)
         process_row = processes(url, options.processes) if options.processes else None
     finally:
+        floors.close()
+        observer.close()
         if server is not None:
             server.stop()
-    print_table(options.runs, rows, process_row, options.processes)
+    print(observer.header())
+    print_table(rows, process_row, options)
 
 
-def in_process(runs: int) -> list[Row]:
-    import pglock
-    from django.db import connection
+def in_process(
+    url: str, floors: Floors, observer: Observer, options: argparse.Namespace
+) -> list[Row]:
+    import psycopg
+    from django.conf import settings
+    from django.test import override_settings
 
     from django_advisory_cron import advisory_lock, locked_task
-    from django_advisory_cron.core.keys import job_key
-    from django_advisory_cron.db.connections import open_lock_connection
-
-    key = job_key("bench")
-    params = key.params
+    from django_advisory_cron.db.connections import close_lock_connections
 
     @locked_task(name="bench", scope="session")
     def bench_session() -> None:
         """A no-op job: the run's own cost is what is measured."""
 
-    @locked_task(name="bench_skip", scope="session")
-    def bench_skip() -> None:
-        """Never runs: its lock is held elsewhere for the whole benchmark."""
-
     @locked_task(name="bench_xact", scope="transaction")
     def bench_xact() -> None:
         """The same in transaction scope."""
 
-    lock_connection = open_lock_connection("default")
+    @locked_task(name="bench_skip", scope="session")
+    def bench_skip() -> None:
+        """Never runs: its lock is held elsewhere for the whole benchmark."""
 
-    def bare() -> None:
-        with lock_connection.cursor() as cursor:
-            cursor.execute(f"SELECT pg_try_advisory_lock({key.sql})", params)
-            cursor.execute(f"SELECT pg_advisory_unlock({key.sql})", params)
+    @locked_task(name="bench_taken", scope="session", every=timedelta(hours=1))
+    def bench_taken() -> None:
+        """Runs once, at the first call; every later call finds the same tick taken."""
 
-    def bare_connect() -> None:
-        fresh = open_lock_connection("default")
-        with fresh.cursor() as cursor:
-            cursor.execute(f"SELECT pg_try_advisory_lock({key.sql})", params)
-            cursor.execute(f"SELECT pg_advisory_unlock({key.sql})", params)
-        fresh.close()
+    tick_time = datetime.now().astimezone().replace(minute=0, second=1, microsecond=0)
+    assert bench_taken.run(now=tick_time).ran
+
+    def tick_taken() -> None:
+        assert bench_taken.run(now=tick_time).skipped_tick
+
+    holder = psycopg.connect(url, autocommit=True)
+    holder.execute(f"SELECT pg_advisory_lock({bench_skip.key.sql})", bench_skip.key.params)
+
+    def locked_elsewhere() -> None:
+        assert bench_skip.run().skipped
 
     def session_lock() -> None:
         with advisory_lock("bench-lock", scope="session"):
             pass
 
-    def pglock_advisory() -> None:
-        with pglock.advisory("bench", timeout=0, side_effect=pglock.Return):
-            pass
-
-    connection.close()
-    connection.ensure_connection()
-    # A loser: the lock is held elsewhere; the whole skip is one statement.
-    holder = open_lock_connection("default")
-    skip_key = job_key("bench_skip")
-    with holder.cursor() as cursor:
-        cursor.execute(f"SELECT pg_advisory_lock({skip_key.sql})", skip_key.params)
-    rows: list[tuple[str, Callable[[], Any], float | None]] = [
-        ("bare try-lock + unlock, open connection", bare, None),
-        ("bare connect + try-lock + unlock + close", bare_connect, None),
-        ("django-pglock advisory(timeout=0)", pglock_advisory, None),
-        ("advisory_lock() session scope, empty body", session_lock, 1.05),
-        ("@locked_task run, session scope", bench_session.run, 1.3),
-        ("skip (locked elsewhere), session scope", bench_skip.run, 0.6),
-        ("@locked_task run, transaction scope", bench_xact.run, 2.0),
+    rows = [
+        Row(WRITE, floors.write),
+        Row(LOCK, floors.lock, WRITE),
+        Row(ROUND_TRIP, floors.select_one, WRITE),
+        Row("@locked_task run, session scope", bench_session.run, WRITE, 1.3),
+        Row("@locked_task run, transaction scope", bench_xact.run, WRITE, 1.6),
+        Row("skip, locked elsewhere", locked_elsewhere, ROUND_TRIP, 2),
+        Row("skip, tick already taken", tick_taken, ROUND_TRIP, 2),
+        Row("advisory_lock() session, empty body, warm", session_lock, LOCK, 1.5),
     ]
-    # The connecting row takes its turns apart from the others: each call starts a server
-    # backend and leaves one exiting behind it, which would slow whichever row came next.
-    apart = [index for index, (_label, func, _goal) in enumerate(rows) if func is bare_connect]
-    together = timed(
-        [func for index, (_l, func, _g) in enumerate(rows) if index not in apart], runs
+    # A process that is not a scheduler keeps no idle lock connection (LOCK_POOL_SIZE unset,
+    # the default): each lock starts a server backend, and leaves one exiting behind it,
+    # which would slow whichever row came next, so it takes turns with (a) alone.
+    cold = Row("advisory_lock() session, not a scheduler", session_lock, LOCK, 1.5)
+    cold_floor = Row(LOCK, floors.lock)
+    not_a_scheduler = override_settings(
+        ADVISORY_CRON={k: v for k, v in settings.ADVISORY_CRON.items() if k != "LOCK_POOL_SIZE"}
     )
-    alone = timed([bare_connect], runs)
-    results = [alone.pop(0) if index in apart else together.pop(0) for index in range(len(rows))]
+    for _repeat in range(options.repeats):
+        for row, ms in zip(rows, interleaved([r.action for r in rows], options.runs), strict=True):
+            row.ms.append(ms)
+        with not_a_scheduler:
+            close_lock_connections()
+            cold_ms, floor_ms = interleaved([cold.action, cold_floor.action], options.runs)
+        cold.ms.append(cold_ms)
+        cold_floor.ms.append(floor_ms)
+    for row in rows:
+        row.statements = observer.per_call(row.action, options.count)
+    with not_a_scheduler:
+        close_lock_connections()
+        cold.statements = observer.per_call(cold.action, options.count)
     holder.close()
-    lock_connection.close()
-    return [
-        (label, ms, statements, goal)
-        for (label, _func, goal), (ms, statements) in zip(rows, results, strict=True)
-    ]
+    by_label = {row.label: row for row in rows}
+    for row in rows:
+        if row.floor is not None:
+            row.base = by_label[row.floor].ms
+    cold.base = cold_floor.ms
+    return [*rows, cold]
 
 
 def processes(url: str, runs: int) -> tuple[float, float]:
@@ -183,23 +175,34 @@ def processes(url: str, runs: int) -> tuple[float, float]:
 
 
 def print_table(
-    runs: int, rows: list[Row], process_row: tuple[float, float] | None, process_runs: int
+    rows: list[Row], process_row: tuple[float, float] | None, options: argparse.Namespace
 ) -> None:
-    base_ms = rows[0][1]
-    print(f"{runs} runs each; median ms per call; statements counted by Django wrappers\n")
-    print(f"{'':45} {'ms':>8} {'x bare':>8} {'goal':>6} {'stmts':>6}  met")
-    for label, ms, statements, goal in rows:
-        ratio = ms / base_ms
-        goal_text = f"{goal:.2f}" if goal is not None else ""
-        met = "" if goal is None else ("yes" if ratio <= goal else "no")
-        print(f"{label:45} {ms:8.2f} {ratio:8.2f} {goal_text:>6} {statements:6.1f}  {met}")
+    print(
+        f"{options.runs} calls per row and repeat, {options.repeats} repeats; median ms per "
+        f"call; statements per call over {options.count} calls\n"
+    )
+    print(f"{'':45} {'ms':>6} {'x floor, per repeat':>20} {'median':>10} {'goal':>5} {'stmts':>6}")
+    for row in rows:
+        ratios = median_text = goal = ""
+        if row.floor is not None:
+            per_repeat = [mine / base for mine, base in zip(row.ms, row.base, strict=True)]
+            ratios = " / ".join(f"{ratio:.2f}" for ratio in per_repeat)
+            median = statistics.median(per_repeat)
+            median_text = f"{median:.2f} {SHORT[row.floor]}"
+            if row.goal is not None:
+                goal = f"{row.goal:g} {'met' if median <= row.goal else 'NOT'}"
+        print(
+            f"{row.label:45} {statistics.median(row.ms):6.2f} {ratios:>20} {median_text:>10} "
+            f"{goal:>7} {row.statements:6.1f}"
+        )
+    print("\n(c) write floor, (a) bare pair, S1 SELECT 1 round trip; goal: at most x floor")
     if process_row is not None:
         bare_s, runlocked_s = process_row
         ratio = runlocked_s / bare_s
         print(
-            f"\nprocesses ({process_runs} runs each, median s): manage.py noop {bare_s:.3f}, "
-            f"runlocked noop {runlocked_s:.3f}: {ratio:.2f} x (goal 1.10: "
-            f"{'yes' if ratio <= 1.10 else 'no'})"
+            f"\nprocesses ({options.processes} runs each, median s): manage.py noop "
+            f"{bare_s:.3f}, runlocked noop {runlocked_s:.3f}: {ratio:.2f} x (goal 1.10: "
+            f"{'met' if ratio <= 1.10 else 'NOT'})"
         )
 
 

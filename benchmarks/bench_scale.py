@@ -3,7 +3,8 @@
 
 Run on demand: ``python benchmarks/bench_scale.py [--workers 3] [--jobs 50] [--every 5]
 [--seconds 17] [--racers 50] [--race-jobs 20]``; ``--workers 20 --jobs 500`` is the 10,000
-lock attempts per tick case. Uses DATABASE_URL or starts a throwaway PostgreSQL (then the
+lock attempts per tick case. Uses DATABASE_URL or starts a durable throwaway PostgreSQL
+(``benchmarks/measure.py``; then the
 database's CPU time is read from ``/proc``). Each worker configuration runs for ``--seconds``
 and is repeated with N doubled and with M doubled, so the growth per doubling is printed
 next to the base figures of the same run.
@@ -13,8 +14,11 @@ Per configuration:
 - runs per tick per job: every ``(job, tick)`` whose tick fell inside the window must have
   exactly one run (``min``/``max``); ``missed`` counts ticks with none.
 - tick-start latency: the run row's ``started`` minus its tick (database clock), p50/p99.
-- statements per tick per replica: committed plus rolled-back transactions of the database
-  (every statement of ours is its own autocommit transaction) per tick, per worker.
+- statements per tick per replica: the top-level statements the server ran in the database
+  over the window (``pg_stat_statements``, this benchmark's own readings left out), per tick
+  (the window's length in intervals), per worker.
+- rows written per tick: history rows (runs and skips) of the ticks inside the window, per
+  tick; runs per tick beside it.
 - backends in use: connections to the database, sampled every 0.2 s (peak).
 - database CPU per tick: CPU seconds of the server's processes per tick.
 """
@@ -23,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,12 +38,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.measure import Observer
 from benchmarks.workers import (
     MANAGE,
     environment,
     migrated_database,
     percentile,
     start_workers,
+    stop_workers,
 )
 from django_advisory_cron.testing import PostgresServer
 
@@ -76,35 +81,20 @@ def server_cpu(server: PostgresServer | None) -> float | None:
 class BackendSampler(threading.Thread):
     """Samples the number of connections to the database until stopped."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, observer: Observer) -> None:
         super().__init__(daemon=True)
-        self.url = url
+        self.observer = observer
         self.samples: list[int] = []
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        import psycopg
-
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            while not self.stopping.wait(0.2):
-                row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid()"
-                ).fetchone()
-                self.samples.append(int(row[0]) if row else 0)
+        while not self.stopping.wait(0.2):
+            self.samples.append(self.observer.reading()[0])
 
     def stop(self) -> list[int]:
         self.stopping.set()
         self.join(10)
         return self.samples
-
-
-def transactions(conn: Any) -> int:
-    row = conn.execute(
-        "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-        "WHERE datname = current_database()"
-    ).fetchone()
-    return int(row[0])
 
 
 @dataclass
@@ -118,56 +108,60 @@ class Figures:
     missed: int
     p50: float
     p99: float
-    statements: float
+    statements: float | None
+    rows_per_tick: float
+    runs_per_tick: float
     backends: int
     cpu_per_tick: float | None
 
 
 def run_workers(
-    url: str, server: PostgresServer | None, workers: int, jobs: int, every: float, seconds: float
+    url: str,
+    server: PostgresServer | None,
+    observer: Observer,
+    size: tuple[int, int],
+    every: float,
+    seconds: float,
 ) -> Figures:
     """Start ``workers`` cronworkers with ``jobs`` jobs each for ``seconds``; measure."""
-    import psycopg
-
+    workers, jobs = size
     env = environment(url, jobs, every, max_skew=min(1.0, every / 4))
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE django_advisory_cron_jobrun")
-        processes = start_workers(env, workers)
-        # Measure from the first tick at which every worker is up (each is visible through its
-        # presence connection), so start-up costs stay out of the figures.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
-                "'django-advisory-cron worker%%'"
-            ).fetchone()
-            if row and row[0] >= workers:
-                break
-            time.sleep(0.1)
-        window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-        sampler = BackendSampler(url)
-        sampler.start()
-        statements_before, cpu_before = transactions(conn), server_cpu(server)
-        time.sleep(seconds)
-        statements_after, cpu_after = transactions(conn), server_cpu(server)
-        backends = sampler.stop()
-        window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            process.wait(120)
-        # Ticks wholly inside the window: after it began, and early enough to have finished.
-        rows = conn.execute(
-            "SELECT job, tick, count(*) FILTER (WHERE status = ANY(%s)) AS runs, "
-            "array_agg(extract(epoch FROM started - tick) * 1000) "
-            "FILTER (WHERE status = ANY(%s)) FROM django_advisory_cron_jobrun "
-            "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick",
-            (list(RAN), list(RAN), window_start, window_end, every),
-        ).fetchall()
-    tick_count = len({tick for _job, tick, _runs, _lat in rows}) or 1
-    per_job_tick = [int(runs) for _job, _tick, runs, _lat in rows]
+    conn = observer.conn
+    conn.execute("TRUNCATE django_advisory_cron_jobrun")
+    processes = start_workers(env, workers)
+    # Measure from the first tick at which every worker is up (each is visible through its
+    # presence connection), so start-up costs stay out of the figures.
+    deadline = time.monotonic() + 60 + 3 * workers
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
+            "'django-advisory-cron worker%%'"
+        ).fetchone()
+        if row and row[0] >= workers:
+            break
+        time.sleep(0.1)
+    window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    sampler = BackendSampler(observer)
+    observer.reset()
+    sampler.start()
+    cpu_before = server_cpu(server)
+    time.sleep(seconds)
+    statements, cpu_after = observer.reading()[1], server_cpu(server)
+    backends = sampler.stop()
+    window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    stop_workers(processes)
+    # Ticks wholly inside the window: after it began, and early enough to have finished.
+    rows = conn.execute(
+        "SELECT job, tick, count(*) FILTER (WHERE status = ANY(%s)) AS runs, "
+        "array_agg(extract(epoch FROM started - tick) * 1000) "
+        "FILTER (WHERE status = ANY(%s)), count(*) FROM django_advisory_cron_jobrun "
+        "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick",
+        (list(RAN), list(RAN), window_start, window_end, every),
+    ).fetchall()
+    tick_count = len({tick for _job, tick, *_rest in rows}) or 1
+    per_job_tick = [int(runs) for _job, _tick, runs, *_rest in rows]
     expected = tick_count * jobs
-    latencies = [float(value) for *_rest, values in rows for value in (values or [])]
+    latencies = [float(value) for *_rest, values, _rows in rows for value in (values or [])]
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     window_ticks = seconds / every
     return Figures(
@@ -180,48 +174,52 @@ def run_workers(
         missed=expected - sum(1 for runs in per_job_tick if runs),
         p50=statistics.median(latencies) if latencies else float("nan"),
         p99=percentile(latencies, 0.99),
-        statements=(statements_after - statements_before) / window_ticks / workers,
+        statements=None if statements is None else statements / window_ticks / workers,
+        rows_per_tick=sum(int(written) for *_rest, written in rows) / tick_count,
+        runs_per_tick=sum(per_job_tick) / tick_count,
         backends=max(backends, default=0),
         cpu_per_tick=None if cpu is None else cpu / window_ticks,
     )
 
 
-def race_runlocked(url: str, racers: int, jobs: int) -> dict[str, Any]:
+def race_runlocked(url: str, observer: Observer, racers: int, jobs: int) -> dict[str, Any]:
     """``racers`` ``runlocked`` processes over ``jobs`` jobs (every 60 s, MAX_SKEW 30), all in
     one tick: each job must run exactly once, the rest skip."""
-    import psycopg
-
     env = environment(url, jobs, 60, max_skew=30)
     # Start well inside one tick's window, so every racer is matched to the same tick.
     while not 30 <= time.time() % 60 < 35:
         time.sleep(0.2)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE django_advisory_cron_jobrun")
-        sampler = BackendSampler(url)
-        sampler.start()
-        started = time.monotonic()
-        processes = [
-            subprocess.Popen(
-                [sys.executable, str(MANAGE), "runlocked", f"bench_{index % jobs}"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for index in range(racers)
-        ]
-        codes = [process.wait(300) for process in processes]
-        elapsed = time.monotonic() - started
-        backends = sampler.stop()
-        rows = conn.execute(
-            "SELECT job, count(*) FILTER (WHERE status = ANY(%s)), count(DISTINCT tick) "
-            "FROM django_advisory_cron_jobrun GROUP BY job",
-            (list(RAN),),
-        ).fetchall()
-    runs = [int(ran) for _job, ran, _ticks in rows]
+    conn = observer.conn
+    conn.execute("TRUNCATE django_advisory_cron_jobrun")
+    sampler = BackendSampler(observer)
+    observer.reset()
+    sampler.start()
+    started = time.monotonic()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(MANAGE), "runlocked", f"bench_{index % jobs}"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for index in range(racers)
+    ]
+    codes = [process.wait(300) for process in processes]
+    elapsed = time.monotonic() - started
+    backends = sampler.stop()
+    statements = observer.reading()[1]
+    rows = conn.execute(
+        "SELECT job, count(*) FILTER (WHERE status = ANY(%s)), count(DISTINCT tick), count(*) "
+        "FROM django_advisory_cron_jobrun GROUP BY job",
+        (list(RAN),),
+    ).fetchall()
+    runs = [int(ran) for _job, ran, *_rest in rows]
     return {
         "runs_min": min(runs, default=0) if len(runs) == jobs else 0,
         "runs_max": max(runs, default=0),
-        "ticks": max((int(ticks) for *_rest, ticks in rows), default=0),
+        "ticks": max((int(ticks) for *_rest, ticks, _rows in rows), default=0),
+        "rows": sum(int(written) for *_rest, written in rows),
+        "statements": statements,
         "exit_codes": {code: codes.count(code) for code in sorted(set(codes))},
         "seconds": elapsed,
         "backends": max(backends, default=0),
@@ -237,6 +235,7 @@ def growth(base: Figures, other: Figures) -> str:
     return (
         f"p50 {ratio(base.p50, other.p50)}, p99 {ratio(base.p99, other.p99)}, "
         f"statements/tick/replica {ratio(base.statements, other.statements)}, "
+        f"rows/tick {ratio(base.rows_per_tick, other.rows_per_tick)}, "
         f"backends {ratio(base.backends, other.backends)}, "
         f"db CPU/tick {ratio(base.cpu_per_tick, other.cpu_per_tick)}"
     )
@@ -253,14 +252,21 @@ def main() -> None:
     parser.add_argument("--no-doubling", action="store_true", help="only the base size")
     options = parser.parse_args()
     with migrated_database() as (url, server):
+        observer = Observer(url)
         sizes = [(options.workers, options.jobs)]
         if not options.no_doubling:
             sizes += [(options.workers * 2, options.jobs), (options.workers, options.jobs * 2)]
         figures = [
-            run_workers(url, server, workers, jobs, options.every, options.seconds)
-            for workers, jobs in sizes
+            run_workers(url, server, observer, size, options.every, options.seconds)
+            for size in sizes
         ]
-        race = race_runlocked(url, options.racers, options.race_jobs) if options.racers else None
+        race = (
+            race_runlocked(url, observer, options.racers, options.race_jobs)
+            if options.racers
+            else None
+        )
+        observer.close()
+    print(observer.header())
     report(figures, race, options)
 
 
@@ -268,14 +274,17 @@ def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) ->
     print(f"jobs every {options.every:g} s; {options.seconds:g} s window per configuration\n")
     header = (
         f"{'':24} {'ticks':>5} {'runs/tick/job':>13} {'missed':>6} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'backends':>8} {'db CPU s/tick':>13}"
+        f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'rows/tick':>9} {'runs/tick':>9} "
+        f"{'backends':>8} {'db CPU s/tick':>13}"
     )
     print(header)
     for f in figures:
         cpu = "n/a" if f.cpu_per_tick is None else f"{f.cpu_per_tick:.3f}"
+        statements = "n/a" if f.statements is None else f"{f.statements:.1f}"
         print(
             f"{f.label:24} {f.ticks:>5} {f'{f.runs_min}..{f.runs_max}':>13} {f.missed:>6} "
-            f"{f.p50:>8.1f} {f.p99:>8.1f} {f.statements:>18.1f} {f.backends:>8} {cpu:>13}"
+            f"{f.p50:>8.1f} {f.p99:>8.1f} {statements:>18} {f.rows_per_tick:>9.1f} "
+            f"{f.runs_per_tick:>9.1f} {f.backends:>8} {cpu:>13}"
         )
     if len(figures) == 3:
         print(f"\nN doubled: {growth(figures[0], figures[1])}")
@@ -284,7 +293,8 @@ def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) ->
         print(
             f"\n{options.racers} runlocked processes racing {options.race_jobs} jobs: runs per "
             f"job {race['runs_min']}..{race['runs_max']} (ticks {race['ticks']}), exit codes "
-            f"{race['exit_codes']}, {race['seconds']:.1f} s, peak backends {race['backends']}"
+            f"{race['exit_codes']}, {race['seconds']:.1f} s, peak backends {race['backends']}, "
+            f"history rows {race['rows']}, server statements {race['statements']}"
         )
 
 

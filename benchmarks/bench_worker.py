@@ -1,18 +1,18 @@
 """Tick-start latency of ``cronworker`` and how the wins spread across workers.
 
 Run on demand: ``python benchmarks/bench_worker.py [--jobs 200] [--workers 3] [--seconds 16]``.
-Starts a throwaway PostgreSQL (or uses DATABASE_URL), then real ``manage.py cronworker``
-processes on the test project, with empty jobs on a 5-second interval. The latency of a run is
-its row's ``started`` (the database's clock, in the statement that takes the lock) minus its
-tick; and, since a run claimed together with others may wait for a free thread after that, its
-row's ``finished`` minus its tick too (for an empty job, an upper bound of when its body
-began). The baseline, measured in the same run: one worker with one job.
+Starts a durable throwaway PostgreSQL (or uses DATABASE_URL; ``benchmarks/measure.py``), then
+real ``manage.py cronworker`` processes on the test project, with empty jobs on a 5-second
+interval. The latency of a run is its row's ``started`` (the database's clock, in the
+statement that takes the lock) minus its tick; and, since a run claimed together with others
+may wait for a free thread after that, its row's ``finished`` minus its tick too (for an
+empty job, an upper bound of when its body began). The baseline, measured in the same run:
+one worker with one job.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
 import sys
 import time
@@ -20,11 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.measure import Observer
 from benchmarks.workers import (
     environment,
     migrated_database,
     percentile,
     start_workers,
+    stop_workers,
 )
 
 
@@ -40,10 +42,7 @@ def measure(
         conn.execute("TRUNCATE django_advisory_cron_jobrun")
         processes = start_workers(env, workers)
         time.sleep(seconds)
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            process.wait(60)
+        stop_workers(processes)
         rows = conn.execute(
             "SELECT extract(epoch FROM started - tick) * 1000, "
             "extract(epoch FROM finished - tick) * 1000, pid "
@@ -64,6 +63,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=16)
     options = parser.parse_args()
     with migrated_database() as (url, _server):
+        observer = Observer(url)
+        print(observer.header())
+        observer.close()
         base, base_end, _wins = measure(url, 1, 1, options.seconds)
         latencies, ends, wins = measure(url, options.jobs, options.workers, options.seconds)
     many = f"{options.workers} workers, {options.jobs} jobs"

@@ -1,4 +1,5 @@
-"""Django for the benchmarks: the test suite's apps on DATABASE_URL or a throwaway PostgreSQL."""
+"""Django for the benchmarks: the test suite's apps on DATABASE_URL or a durable throwaway
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import django
 from django.conf import settings
 
-from django_advisory_cron.testing import parse_database_url, start_postgres
+from benchmarks.measure import start_durable_postgres
+from django_advisory_cron.testing import parse_database_url
 
 
 def setup() -> tuple[Any, str]:
@@ -16,7 +18,7 @@ def setup() -> tuple[Any, str]:
     server = None
     url = os.environ.get("DATABASE_URL")
     if not url:
-        server = start_postgres()
+        server = start_durable_postgres()
         url = server.url("postgres")
     settings.configure(
         DEBUG=False,

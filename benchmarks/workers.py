@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from django_advisory_cron.testing import PostgresServer, start_postgres
+from benchmarks.measure import database
+from django_advisory_cron.testing import PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "tests" / "manage.py"
@@ -29,22 +31,15 @@ def environment(url: str, jobs: int, every: float, max_skew: float = 1) -> dict[
 
 @contextmanager
 def migrated_database() -> Iterator[tuple[str, PostgresServer | None]]:
-    """``(url, server)``: DATABASE_URL, or a throwaway server (stopped afterwards), migrated."""
-    server = None
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        server = start_postgres()
-        url = server.url("postgres")
-    try:
+    """``(url, server)``: DATABASE_URL, or a durable throwaway server (stopped afterwards),
+    migrated."""
+    with database() as (url, server):
         subprocess.run(
             [sys.executable, str(MANAGE), "migrate", "-v0"],
             env=environment(url, 0, 5),
             check=True,
         )
         yield url, server
-    finally:
-        if server is not None:
-            server.stop()
 
 
 def start_workers(
@@ -60,6 +55,14 @@ def start_workers(
         )
         for _ in range(count)
     ]
+
+
+def stop_workers(processes: list[subprocess.Popen[bytes]], timeout: float = 120) -> None:
+    """SIGTERM every worker, then wait for each to exit."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.wait(timeout)
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -1,0 +1,244 @@
+"""What every benchmark shares: a durable PostgreSQL, the floors its figures are divided by,
+and the statements the server ran.
+
+A commit on a server with ``fsync`` and ``synchronous_commit`` on waits for the WAL to reach
+the disk, which is what users run and what a recorded run pays; the test suite's throwaway
+server turns both off for speed. Without DATABASE_URL the benchmarks start a throwaway server
+with both on and ``pg_stat_statements`` loaded, so statements are counted by the server
+itself (the top-level statements of the measured database, this module's own readings left
+out), not by a sampler that adds its own.
+
+The floors, sent over one raw psycopg connection in autocommit mode:
+
+- (c) the write floor: one ``INSERT ... RETURNING`` and one ``UPDATE``, two commits, what a
+  recorded run cannot do without on a durable server;
+- (a) a bare ``pg_try_advisory_lock`` + ``pg_advisory_unlock`` pair;
+- one ``SELECT 1``: a round trip with no commit to flush.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django_advisory_cron.testing import PostgresServer, find_pg_bindir, start_postgres
+
+#: A server whose commits cost what they cost in production (room for 100 replicas too).
+DURABLE = {
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+    "max_connections": "400",
+}
+
+#: The server counts every statement it runs.
+COUNTING = {"shared_preload_libraries": "'pg_stat_statements'", "pg_stat_statements.track": "all"}
+
+#: Connections to one database other than ours, and the top-level statements run in it so
+#: far: every reading names pg_stat_statements, so that no reading of ours is counted.
+_READING = (
+    "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datid = %(dbid)s "
+    "AND pid <> pg_backend_pid()), (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
+    "WHERE dbid = %(dbid)s AND toplevel AND query NOT LIKE '%%pg_stat_statements%%')"
+)
+
+#: The same where the server does not count statements.
+_BACKENDS = (
+    "SELECT count(*), NULL FROM pg_stat_activity WHERE datid = %(dbid)s AND pid <> pg_backend_pid()"
+)
+
+#: The floors' key: outside the range of the app's namespaced keys.
+FLOOR_KEY = 4_242_424_242
+
+
+def start_durable_postgres() -> PostgresServer:
+    """A throwaway server with ``fsync`` and ``synchronous_commit`` on, and
+    ``pg_stat_statements`` loaded when its installation has the library."""
+    bindir = find_pg_bindir()
+    libraries = [] if bindir is None else [bindir.parent / "lib", bindir.parent / "lib/postgresql"]
+    counting = any(any(lib.glob("pg_stat_statements.*")) for lib in libraries)
+    if not counting:
+        print(
+            f"pg_stat_statements is not part of the PostgreSQL in {bindir}: statements are "
+            "counted client-side",
+            file=sys.stderr,
+        )
+    server = start_postgres(bindir, config={**DURABLE, **(COUNTING if counting else {})})
+    if counting:
+        import psycopg
+
+        with psycopg.connect(server.url("postgres"), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pg_stat_statements")
+    return server
+
+
+@contextmanager
+def database() -> Iterator[tuple[str, PostgresServer | None]]:
+    """``(url, server)``: DATABASE_URL, or a durable throwaway server, stopped afterwards."""
+    url = os.environ.get("DATABASE_URL")
+    server = None
+    if not url:
+        server = start_durable_postgres()
+        url = server.url("postgres")
+    try:
+        yield url, server
+    finally:
+        if server is not None:
+            server.stop()
+
+
+class Observer:
+    """Reads the server's statistics of one database over a connection of its own."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.dbid = self.one("SELECT oid FROM pg_database WHERE datname = current_database()")
+        self.settings = {
+            name: self.one(f"SHOW {name}")
+            for name in ("server_version", "fsync", "synchronous_commit")
+        }
+        self.server_side = self._pg_stat_statements()
+
+    def one(self, sql: str) -> Any:
+        row = self.conn.execute(sql).fetchone()
+        return None if row is None else row[0]
+
+    def _pg_stat_statements(self) -> bool:
+        """Whether the server counts statements: the library is loaded and the extension is
+        installed in this database."""
+        if "pg_stat_statements" not in str(self.one("SHOW shared_preload_libraries")):
+            return False
+        return bool(
+            self.one("SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'")
+        )
+
+    def header(self) -> str:
+        """One line: the server, its durability settings, and how statements are counted."""
+        settings = self.settings
+        how = (
+            "statements counted by the server (pg_stat_statements, top level, this database)"
+            if self.server_side
+            else "pg_stat_statements not installed there: statements counted client-side "
+            "(Django's execute wrappers, this process only)"
+        )
+        return (
+            f"PostgreSQL {settings['server_version']}: fsync {settings['fsync']}, "
+            f"synchronous_commit {settings['synchronous_commit']}; {how}"
+        )
+
+    def reset(self) -> None:
+        if self.server_side:
+            self.conn.execute("SELECT pg_stat_statements_reset(0, %s, 0)", (self.dbid,))
+
+    def reading(self) -> tuple[int, int | None]:
+        """Connections to this database other than ours, and the top-level statements the
+        server ran in it since the last reset (``None`` where it does not count them)."""
+        row = self.conn.execute(
+            _READING if self.server_side else _BACKENDS, {"dbid": self.dbid}
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), None if row[1] is None else int(row[1])
+
+    def per_call(self, action: Callable[[], Any], calls: int) -> float:
+        """Statements per call of ``action``: counted by the server after a reset, or
+        client-side by Django's execute wrappers where the server does not count."""
+        if self.server_side:
+            self.reset()
+            for _ in range(calls):
+                action()
+            return (self.reading()[1] or 0) / calls
+        with django_statements() as counted:
+            for _ in range(calls):
+                action()
+        return counted[0] / calls
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@contextmanager
+def django_statements() -> Iterator[list[int]]:
+    """Counts the statements sent through Django's connections in this process meanwhile
+    (the connections opened meanwhile included): the client-side fallback."""
+    from django.db import connections
+    from django.db.backends.signals import connection_created
+
+    counted = [0]
+
+    def count(execute: Callable[..., Any], *args: Any) -> Any:
+        counted[0] += 1
+        return execute(*args)
+
+    def wrap(sender: Any, connection: Any, **kwargs: Any) -> None:
+        connection.execute_wrappers.append(count)
+
+    wrapped = [connection for connection in connections.all() if connection.connection]
+    for connection in wrapped:
+        connection.execute_wrappers.append(count)
+    connection_created.connect(wrap, weak=False)
+    try:
+        yield counted
+    finally:
+        connection_created.disconnect(wrap)
+        for connection in wrapped:
+            connection.execute_wrappers.remove(count)
+
+
+class Floors:
+    """The floors, over one raw psycopg connection in autocommit mode."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS benchmark_floor (id bigserial PRIMARY KEY, job text, "
+            "tick timestamptz, started timestamptz, finished timestamptz, status text)"
+        )
+
+    def write(self) -> None:
+        """(c): a row inserted and then finished, two commits."""
+        row = self.conn.execute(
+            "INSERT INTO benchmark_floor (job, tick, started, status) "
+            "VALUES ('floor', now(), now(), 'running') RETURNING id"
+        ).fetchone()
+        self.conn.execute(
+            "UPDATE benchmark_floor SET finished = now(), status = 'succeeded' WHERE id = %s",
+            (row[0] if row else 0,),
+        )
+
+    def lock(self) -> None:
+        """(a): a bare try-lock + unlock pair."""
+        self.conn.execute("SELECT pg_try_advisory_lock(%s)", (FLOOR_KEY,))
+        self.conn.execute("SELECT pg_advisory_unlock(%s)", (FLOOR_KEY,))
+
+    def select_one(self) -> None:
+        """One round trip with nothing to commit."""
+        self.conn.execute("SELECT 1")
+
+    def close(self) -> None:
+        self.conn.execute("DROP TABLE IF EXISTS benchmark_floor")
+        self.conn.close()
+
+
+def interleaved(funcs: list[Callable[[], Any]], runs: int) -> list[float]:
+    """Median milliseconds per call of each function, after a warm-up call of each.
+
+    The functions take turns, call by call, so a load change on a shared machine affects
+    every one alike and the ratios between them stay comparable."""
+    samples: list[list[float]] = [[] for _ in funcs]
+    for func in funcs:
+        func()
+    for _ in range(runs):
+        for index, func in enumerate(funcs):
+            started = time.perf_counter()
+            func()
+            samples[index].append((time.perf_counter() - started) * 1000)
+    return [statistics.median(values) for values in samples]

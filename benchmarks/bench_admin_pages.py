@@ -1,0 +1,155 @@
+"""Whether the admin pages and the read endpoints stay flat as the run history grows.
+
+Run on demand: ``python benchmarks/bench_admin_pages.py [--jobs N] [--steps 100000,1000000]``.
+Uses DATABASE_URL or starts a throwaway PostgreSQL. Registers ``--jobs`` jobs and fills their
+history to each step in turn (one ``INSERT ... SELECT generate_series`` per step, older rows
+added below the newer ones, ``VACUUM ANALYZE`` after each, as autovacuum would leave it): one
+row every ``--spacing`` seconds, 7.776 s by default, so 1,000,000 rows are the default 90 days
+of ``HISTORY_DAYS``. The mix: 70 % succeeded, 5 % failed, 2.5 % each timed out, interrupted and
+lock lost, 15 % skips, 2.5 % manual runs without a tick; one tick per job and run, as the
+partial unique index on ``(job, tick)`` requires.
+
+At each step it times whole requests through Django's test client (rendering included,
+median of ``--repeat`` after a warm-up): the Job runs page plain, filtered by job, by status,
+drilled down to a month and to a day; a run's page; the Jobs page; Held locks; ``metrics/``;
+and ``cronstatus --json``, each as a ratio to the admin index page measured in the same run,
+and prints the growth from the first step to the last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.django_setup import setup
+from benchmarks.timing import median_ms
+
+FILL = """
+INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, status,
+                                         error, manual)
+SELECT 'bench.job' || (g %% %(jobs)s), CASE WHEN k = 39 THEN NULL ELSE date_trunc('minute', at) END,
+       'web-' || (g %% 3), g %% 30000, at, at + make_interval(secs => 1 + g %% 7),
+       CASE WHEN k < 28 OR k = 39 THEN 'succeeded' WHEN k < 30 THEN 'failed'
+            WHEN k = 30 THEN 'timed_out' WHEN k = 31 THEN 'interrupted'
+            WHEN k = 32 THEN 'lock_lost' WHEN k < 36 THEN 'skipped_tick'
+            WHEN k < 38 THEN 'skipped_locked' ELSE 'skipped_paused' END,
+       CASE WHEN k IN (28, 29) THEN E'Traceback (most recent call last):\\nRuntimeError: disk full'
+            ELSE '' END,
+       k = 39
+FROM (SELECT g, (g / %(jobs)s) %% 40 AS k,
+             %(anchor)s::timestamptz - make_interval(secs => g * %(spacing)s) AS at
+      FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g) AS rows
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--steps", default="100000,1000000", help="history sizes, ascending")
+    parser.add_argument("--spacing", type=float, default=7.776, help="seconds between rows")
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    steps = [int(step) for step in args.steps.split(",")]
+
+    server, _url = setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, override_settings
+    from django.utils import timezone
+
+    from django_advisory_cron import locked_task
+
+    try:
+        for number in range(args.jobs):
+            locked_task(name=f"bench.job{number}", schedule=f"{number % 60} * * * *")(lambda: None)
+        user = get_user_model().objects.create_superuser("bench", password="bench")
+        client = Client()
+        client.force_login(user)
+        anchor = timezone.now()
+        day = timezone.localtime(anchor - timedelta(days=2))
+        runs = "/admin/django_advisory_cron/jobrun/"
+        month = {"started__year": day.year, "started__month": day.month}
+
+        def cronstatus() -> None:
+            with contextlib.suppress(SystemExit):
+                call_command("cronstatus", "--json", stdout=io.StringIO())
+
+        pages: dict[str, tuple[str, dict[str, Any]]] = {
+            "admin index (baseline)": ("/admin/", {}),
+            "Job runs": (runs, {}),
+            "Job runs ?job=": (runs, {"job": "bench.job7"}),
+            "Job runs ?status__exact=failed": (runs, {"status__exact": "failed"}),
+            "Job runs, a month": (runs, month),
+            "Job runs, a day": (runs, {**month, "started__day": day.day}),
+            "a run's page": ("", {}),
+            "Jobs": ("/admin/django_advisory_cron/registeredjob/", {}),
+            "Held locks": ("/admin/django_advisory_cron/heldlock/", {}),
+            "metrics/": ("/cron/metrics/", {}),
+        }
+        results: dict[int, dict[str, tuple[float, int]]] = {}
+        filled = 0
+        open_endpoints = {**settings.ADVISORY_CRON, "ENDPOINT_ACCESS": "open"}
+        for step in steps:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    FILL,
+                    {
+                        "jobs": args.jobs,
+                        "anchor": anchor,
+                        "spacing": args.spacing,
+                        "first": filled + 1,
+                        "last": step,
+                    },
+                )
+                cursor.execute("VACUUM ANALYZE django_advisory_cron_jobrun")
+                cursor.execute("SELECT count(*), max(id) FROM django_advisory_cron_jobrun")
+                rows, last_id = cursor.fetchone()
+            filled = step
+            pages["a run's page"] = (f"{runs}{last_id // 2}/change/", {})
+            measured: dict[str, tuple[float, int]] = {}
+            with override_settings(ADVISORY_CRON=open_endpoints):
+                for label, (path, query) in pages.items():
+                    response = client.get(path, query)
+                    assert response.status_code == 200, (label, response.status_code)
+                    with CaptureQueriesContext(connection) as captured:
+                        client.get(path, query)
+                    # Counted now: every request start clears the connection's query log.
+                    queries = len(captured.captured_queries)
+                    elapsed = median_ms(lambda: client.get(path, query), args.repeat)  # noqa: B023
+                    measured[label] = (elapsed, queries)
+                with CaptureQueriesContext(connection) as captured:
+                    cronstatus()
+                measured["cronstatus --json"] = (
+                    median_ms(cronstatus, args.repeat),
+                    len(captured.captured_queries),
+                )
+            results[rows] = measured
+            baseline = measured["admin index (baseline)"][0]
+            print(f"\nhistory rows: {rows:,}; jobs: {args.jobs}; median of {args.repeat}")
+            for label, (elapsed, queries) in measured.items():
+                print(
+                    f"{label:<34} {elapsed:9.1f} ms  {elapsed / baseline:7.1f}x index"
+                    f"  {queries:3d} queries"
+                )
+        first, last = min(results), max(results)
+        print(f"\ngrowth from {first:,} to {last:,} rows (ms at each, ratio):")
+        for label, (elapsed, _queries) in results[last].items():
+            before = results[first][label][0]
+            print(f"{label:<34} {before:9.1f} {elapsed:9.1f}  {elapsed / before:6.2f}x")
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

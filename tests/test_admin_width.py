@@ -1,35 +1,34 @@
 """The Jobs and Job runs pages fit a laptop's window: at 1400 and 1024 px, in a real Chromium.
 
 Realistic rows (long job names, a long error, task ids, a 10-second job with skips between its
-runs) on a live server that serves this app's CSS with the admin's. Each page must be no wider
-than the window and its table no wider than its box; times show seconds; skip rows are hidden
-until asked for. Screenshots go under pytest's base temp dir (``admin-width-*.png``).
+runs, a full 50-run chart) on a live server that serves this app's CSS with the admin's. Each
+page must be no wider than the window and its table no wider than its box; times show seconds;
+skip rows are hidden until asked for; a run chart stays readable. Screenshots go under
+pytest's base temp dir (``admin-width-*.png``).
 """
 
 from __future__ import annotations
 
-import shutil
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib import admin
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-import django_advisory_cron
 from django_advisory_cron import locked_task
 from django_advisory_cron.models import JobRun, RunStatus
-from tests.test_browser import Shooter, browser, login, operator, page, screenshots
+from tests.test_browser import Shooter, browser, login, operator, page, screenshots, server
 
 pytestmark = pytest.mark.browser
 
-__all__ = ["browser", "operator", "page", "screenshots"]  # fixtures, used by name
+__all__ = ["browser", "operator", "page", "screenshots", "server"]  # fixtures, used by name
 
 WIDTHS = (1400, 1024)
+PING = "monitoring.ping_upstream_payment_gateway"
+DIGEST = "reports.weekly_customer_activity_digest"
 HOST = "web-7f9c6d8b5-x2kqp.eu-west-1.compute.internal"
 ERROR = (
     "Traceback (most recent call last):\n  ...\n"
@@ -49,26 +48,6 @@ MEASURE = """() => {
         boxScroll: box.scrollWidth,
     };
 }"""
-
-
-@pytest.fixture(scope="module")
-def server(
-    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    """A live server serving the admin's static files and this app's, as collectstatic would."""
-    from django.test.utils import override_settings
-    from pytest_django.live_server_helper import LiveServer
-
-    root = tmp_path_factory.mktemp("static")
-    for app in (Path(admin.__file__), Path(django_advisory_cron.__file__)):
-        shutil.copytree(app.parent / "static", root, dirs_exist_ok=True)
-    with (
-        override_settings(STATIC_URL="/static/", STATIC_ROOT=str(root)),
-        django_db_blocker.unblock(),
-    ):
-        live = LiveServer("localhost")
-        yield live
-        live.stop()
 
 
 @pytest.fixture
@@ -138,6 +117,38 @@ def runs(fresh_registry: None, db_url: str) -> None:
     JobRun.objects.bulk_create(rows)
 
 
+@pytest.fixture
+def full_chart(runs: None) -> None:
+    """Fifty weekly runs of the digest job: the widest run chart, on the widest Jobs page."""
+    now = timezone.now().replace(microsecond=0)
+    JobRun.objects.bulk_create(
+        JobRun(
+            job=DIGEST,
+            tick=now - timedelta(weeks=50 - number),
+            started=now - timedelta(weeks=50 - number),
+            finished=now - timedelta(weeks=50 - number) + timedelta(seconds=5 + number % 7),
+            status=RunStatus.FAILED if number % 9 == 4 else RunStatus.SUCCEEDED,
+            host=HOST,
+            pid=20000 + number,
+        )
+        for number in range(50)
+    )
+
+
+def operating(
+    browser: Any, server: Any, operator: tuple[str, str], django_user_model: Any, width: int
+) -> Any:
+    """A page in a window ``width`` px wide, logged in as an operator who may pause and run
+    jobs (the widest Jobs page)."""
+    user = django_user_model.objects.get(username=operator[0])
+    user.user_permissions.add(Permission.objects.get(codename="operate_job"))
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    login(page, server.url, operator)
+    return page
+
+
 def measure(page: Any) -> dict[str, float]:
     sizes: dict[str, float] = page.evaluate(MEASURE)
     return sizes
@@ -156,14 +167,9 @@ def test_jobs_and_runs_fit_the_window_and_show_seconds(
 ) -> None:
     from playwright.sync_api import expect
 
-    user = django_user_model.objects.get(username=operator[0])
-    user.user_permissions.add(Permission.objects.get(codename="operate_job"))  # widest page
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.set_default_timeout(15_000)
-    page = context.new_page()
+    page = operating(browser, server, operator, django_user_model, width)
     shoot = Shooter(page, screenshots, capsys)
     base = server.url
-    login(page, base, operator)
 
     page.goto(f"{base}/admin/django_advisory_cron/registeredjob/")
     shoot(f"admin-width-jobs-{width}")
@@ -200,7 +206,38 @@ def test_jobs_and_runs_fit_the_window_and_show_seconds(
     expect(table).to_contain_text("14 min 02 s")
     for text in (HOST, "41235", "UniqueViolation"):
         expect(table).to_contain_text(text)
-    context.close()
+    page.context.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_full_run_chart_is_readable_and_the_jobs_page_still_fits(
+    width: int,
+    browser: Any,
+    server: Any,
+    operator: tuple[str, str],
+    django_user_model: Any,
+    full_chart: None,
+    screenshots: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from playwright.sync_api import expect
+
+    page = operating(browser, server, operator, django_user_model, width)
+    page.goto(f"{server.url}/admin/django_advisory_cron/registeredjob/")
+    chart = page.locator(f"tr[data-job='{DIGEST}'] svg.run-chart")
+    expect(chart.locator("rect")).to_have_count(50)
+    full = chart.bounding_box()
+    short = page.locator(f"tr[data-job='{PING}'] svg.run-chart").bounding_box()
+    jobs = measure(page)
+    Shooter(page, screenshots, capsys)(f"admin-width-chart-{width}")
+    with capsys.disabled():
+        print(f"\nchart at {width}: {full}; six runs: {short}; jobs: {jobs}")
+    assert jobs["page"] <= jobs["window"], jobs
+    assert jobs["table"] <= jobs["box"] and jobs["boxScroll"] <= jobs["box"], jobs
+    # Readable: 24 px high, at least 2 px per run; its bars narrow, never widen, with the page.
+    assert full is not None and full["height"] == 24 and 100 <= full["width"] <= 50 * 6 - 1
+    assert short is not None and short["height"] == 24 and short["width"] <= 6 * 6 - 1
+    page.context.close()
 
 
 def test_skips_are_hidden_until_asked_for(

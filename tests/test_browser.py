@@ -19,6 +19,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Permission
 
+import django_advisory_cron
 from django_advisory_cron import locked_task
 
 pytestmark = pytest.mark.browser
@@ -63,19 +64,24 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup: None, django_db_blocker: Any) -> Iterator[Any]:
-    """A live server that also serves the admin's CSS and JavaScript.
+def server(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A live server that also serves the admin's static files and this app's, as
+    ``collectstatic`` would gather them.
 
-    The test settings have no ``staticfiles`` app: the server's static handler serves the
-    admin app's static directory as ``STATIC_ROOT`` instead, so screenshots look like the
-    real admin.
+    The test settings have no ``staticfiles`` app: both apps' static directories are copied
+    into one ``STATIC_ROOT``, which the server's static handler serves, so the pages look (and
+    measure) as in a real deployment.
     """
     from django.test.utils import override_settings
     from pytest_django.live_server_helper import LiveServer
 
-    admin_static = Path(admin.__file__).parent / "static"
+    root = tmp_path_factory.mktemp("static")
+    for app in (Path(admin.__file__), Path(django_advisory_cron.__file__)):
+        shutil.copytree(app.parent / "static", root, dirs_exist_ok=True)
     with (
-        override_settings(STATIC_URL="/static/", STATIC_ROOT=str(admin_static)),
+        override_settings(STATIC_URL="/static/", STATIC_ROOT=str(root)),
         django_db_blocker.unblock(),
     ):
         live = LiveServer("localhost")

@@ -3,8 +3,10 @@
 One bar per run, oldest on the left: its height is the run's duration (relative to the
 longest run in the strip), its colour the run's status, and its ``<title>`` (the browser's
 hover text) the tick, host, status and duration. Rendered on the server as plain SVG, so the
-page needs no JavaScript and no chart library. The runs of every job on a page come from one
-statement (a short index walk per job), however long the history.
+page needs no JavaScript and no chart library. The strip does not keep its aspect ratio: where
+the admin's stylesheet narrows it to fit its column, the bars narrow and keep their height. The
+runs of every job on a page come from one statement (a short index walk per job), however long
+the history.
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ def run_strip(job: str, runs: Iterable[JobRun], now: datetime | None = None) -> 
     width = len(runs) * (BAR_WIDTH + GAP) - GAP
     return format_html(
         '<svg class="run-chart" xmlns="http://www.w3.org/2000/svg" role="img" width="{}" '
-        'height="{}" viewBox="0 0 {} {}" data-job="{}"><title>{}</title>{}</svg>',
+        'height="{}" viewBox="0 0 {} {}" preserveAspectRatio="none" data-job="{}">'
+        "<title>{}</title>{}</svg>",
         width,
         HEIGHT,
         width,

@@ -154,6 +154,10 @@ SETTINGS: dict[str, Setting] = {
     "HEARTBEAT": Setting(2, "E107", _seconds),
     # Seconds a running session-scoped run stays alive without a heartbeat renewing it.
     "LEASE": Setting(8, "E108", _seconds),
+    # Record a row for every replica that skips a tick (the lock was held, the tick had run,
+    # the job was paused). Off: a replica that loses a tick writes nothing, and the history
+    # holds one row per tick whatever the number of replicas.
+    "RECORD_SKIPS": Setting(False, "E116", _flag),
     # Seconds after which a held lock is called stale when its job sets no ``max_runtime``.
     "STALE_AFTER": Setting(3600, "E109", _seconds),
     # Seconds past a scheduled tick (plus MAX_SKEW) before a job with no success is overdue.
@@ -253,6 +257,10 @@ class AppSettings:
     @property
     def LEASE(self) -> float:
         return float(self._get("LEASE"))
+
+    @property
+    def RECORD_SKIPS(self) -> bool:
+        return bool(self._get("RECORD_SKIPS"))
 
     @property
     def STALE_AFTER(self) -> float:

@@ -1,4 +1,5 @@
-"""Run history: one row per run or recorded skip, with one run per (job, tick)."""
+"""Run history: one row per run (and per skip, with ``RECORD_SKIPS``), with one run per (job,
+tick)."""
 
 from __future__ import annotations
 

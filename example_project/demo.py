@@ -104,6 +104,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def setup_django() -> None:
     """Configure Django in this process; the settings start the throwaway server if needed."""
     os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    os.environ["DEMO"] = "1"  # every replica records its skips (RECORD_SKIPS), to show them
     import django
 
     django.setup()

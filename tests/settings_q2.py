@@ -2,7 +2,8 @@
 
 The pytest process keeps ``tests.settings``; the q2 tests run ``manage.py`` with
 ``--settings tests.settings_q2`` against the same test database. ``Q2_RETRY``, ``Q2_TIMEOUT``,
-``Q2_GUARD_CYCLE`` and ``Q2_SYNC_ON_MIGRATE`` in the environment let one test tune a cluster.
+``Q2_GUARD_CYCLE``, ``Q2_SYNC_ON_MIGRATE`` and ``Q2_RECORD_SKIPS`` in the environment let one
+test tune a cluster.
 """
 
 import os
@@ -28,4 +29,7 @@ Q_CLUSTER = {
     "log_level": "INFO",
 }
 
-ADVISORY_CRON = {"SYNC_ON_MIGRATE": os.environ.get("Q2_SYNC_ON_MIGRATE", "") == "1"}
+ADVISORY_CRON = {
+    "SYNC_ON_MIGRATE": os.environ.get("Q2_SYNC_ON_MIGRATE", "") == "1",
+    "RECORD_SKIPS": os.environ.get("Q2_RECORD_SKIPS", "") == "1",
+}

@@ -114,9 +114,11 @@ def backend_pid(claims: ClaimConnection) -> int:
         return int(cursor.fetchone()[0])
 
 
+@pytest.mark.parametrize("record_skips", [False, True])
 def test_one_statement_claims_every_job_and_one_connection_holds_the_locks(
-    jobs: list[Job[..., Any]], raw_connect: Any
+    jobs: list[Job[..., Any]], raw_connect: Any, record_skips: bool, settings: Any
 ) -> None:
+    settings.ADVISORY_CRON = {"RECORD_SKIPS": record_skips}
     observer = raw_connect()
     tick = tick_of(jobs[0])
     first, second, late = (ClaimConnection("default") for _ in range(3))
@@ -137,8 +139,8 @@ def test_one_statement_claims_every_job_and_one_connection_holds_the_locks(
             thread.join(10)
         assert [run.result.status for run in runs] == [RunStatus.SUCCEEDED] * 4
         assert all(holders(observer, job.key) == [] for job in jobs)
-        # A replica that comes after the runs ended: the ticks are taken; its skips are
-        # recorded and its locks released by the same statement.
+        # A replica that comes after the runs ended: the ticks are taken; its locks are
+        # released by the same statement (which records its skips with RECORD_SKIPS).
         none, done = claim_together([(job, tick) for job in jobs], late)
         assert none == [] and [r.status for r in done] == [RunStatus.SKIPPED_TICK] * 4
         assert all(holders(observer, job.key) == [] for job in jobs)
@@ -149,12 +151,14 @@ def test_one_statement_claims_every_job_and_one_connection_holds_the_locks(
         statuses = sorted(
             JobRun.objects.filter(job=name, tick=tick).values_list("status", flat=True)
         )
-        assert statuses == sorted(["succeeded", "skipped_locked", "skipped_tick"])
+        skips = ["skipped_locked", "skipped_tick"] if record_skips else []
+        assert statuses == sorted(["succeeded", *skips])
 
 
 def test_a_paused_job_is_skipped_and_recorded_while_the_others_run(
-    jobs: list[Job[..., Any]],
+    jobs: list[Job[..., Any]], settings: Any
 ) -> None:
+    settings.ADVISORY_CRON = {"RECORD_SKIPS": True}
     control.pause(NAMES[1], by="ops", reason="migrating")
     tick = tick_of(jobs[0])
     runs, skipped = claim_and_run(jobs, tick)

@@ -511,7 +511,8 @@ async_task({runner!r}, {job!r}, intended=intended)
 
 
 def test_duplicate_deliveries_run_once(q2_db: str, clusters: Callable[..., list[Cluster]]) -> None:
-    group = clusters(2)
+    """Each delivery's skip is recorded (``RECORD_SKIPS``), proving all three ran."""
+    group = clusters(2, Q2_RECORD_SKIPS="1")
     intended = _current_minute(q2_db)
     _enqueue(
         q2_db, ENQUEUE_TWICE.format(intended=intended.isoformat(), runner=q2.RUNNER, job=TICK_JOB)
@@ -527,7 +528,8 @@ def test_duplicate_deliveries_run_once(q2_db: str, clusters: Callable[..., list[
 
 
 def test_retry_while_running_is_skipped(q2_db: str, clusters: Callable[..., list[Cluster]]) -> None:
-    group = clusters(2, Q2_RETRY="1", Q2_TIMEOUT="10")  # the job runs 3 s, retry after 1 s
+    # The job runs 3 s, retry after 1 s; the retry's skip is recorded (RECORD_SKIPS).
+    group = clusters(2, Q2_RETRY="1", Q2_TIMEOUT="10", Q2_RECORD_SKIPS="1")
     intended = _current_minute(q2_db)
     code = (
         "from django_q.tasks import async_task\n"

@@ -126,7 +126,7 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
     tmp_path: Any,
 ) -> None:
     """5 threads and 5 ``runlocked`` processes race one job through the same PgBouncer; the
-    winner holds the lock until the other nine have recorded their skips."""
+    winner holds the lock until the other nine have skipped (writing nothing)."""
     pgbouncer_transaction = fresh_pgbouncer_transaction
     observer = raw_connect()
     name = "edge_hold_transaction"
@@ -156,8 +156,11 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
             thread.start()
         # While the winner runs, exactly one backend holds the job's lock.
         assert wait_for(lambda: holders(observer, job.key), 30)
-        skips = JobRun.objects.filter(job=name, status=RunStatus.SKIPPED_LOCKED)
-        assert wait_for(lambda: skips.count() >= 9, 150), list(skips.values_list("status"))
+
+        def skipped() -> int:
+            return len(outcomes) + len(errors) + sum(p.poll() is not None for p in processes)
+
+        assert wait_for(lambda: skipped() >= 9, 150), (outcomes, errors)
         assert len(holders(observer, job.key)) == 1
         Path(release).touch()
         for thread in threads:
@@ -168,8 +171,8 @@ def test_transaction_scope_through_transaction_pooling_runs_exactly_once(
     assert codes == [0] * 5, results
     assert Marker.objects.filter(job=name).count() == 1
     statuses = sorted(JobRun.objects.filter(job=name).values_list("status", flat=True))
-    assert statuses == [RunStatus.SKIPPED_LOCKED] * 9 + [RunStatus.SUCCEEDED]
-    assert len(outcomes) == 5
+    assert statuses == [RunStatus.SUCCEEDED]
+    assert len(outcomes) == 5 and outcomes.count(RunStatus.SKIPPED_LOCKED) >= 4, outcomes
     # The commit released it: nothing left on any server connection of the pool.
     assert holders(observer, job.key) == []
 

@@ -119,7 +119,8 @@ def test_three_schedulers_and_two_db_workers_run_each_tick_once(
     assert max(delays) < 5
 
     # The backend's retry: django-tasks-db has none of its own, so enqueue the failed task's
-    # arguments again, as a retry (or an operator) would. The tick is taken: a recorded skip.
+    # arguments again, as a retry (or an operator) would. The tick is taken: the retry's task
+    # ends without running the job, and writes no row.
     failed_run = failed.first()
     assert failed_run is not None
     retried_args = next(args for task_id, _s, args in results if task_id == failed_run.task_id)
@@ -132,10 +133,10 @@ def test_three_schedulers_and_two_db_workers_run_each_tick_once(
     )
     assert retry.returncode == 0, retry.stderr
     retry_id = retry.stdout.strip().splitlines()[-1]  # after the shell's own banner
-    wait_for(lambda: JobRun.objects.filter(task_id=retry_id).exists())
-    (skip,) = JobRun.objects.filter(task_id=retry_id)
-    assert skip.status == RunStatus.SKIPPED_TICK and skip.tick == failed_run.tick
-    assert JobRun.objects.filter(job="tasks_failing", tick=failed_run.tick).count() == 2
+    wait_for(lambda: retry_id in {task_id for task_id, _s, _args in _results(tasks_db)})
+    wait_for(lambda: _drained(tasks_db))
+    assert not JobRun.objects.filter(task_id=retry_id).exists()
+    assert JobRun.objects.filter(job="tasks_failing", tick=failed_run.tick).count() == 1
     assert Marker.objects.filter(job="tasks_failing").count() == failed.count()
     for worker in workers:
         worker.send_signal(signal.SIGTERM)
@@ -165,7 +166,7 @@ def test_runlocked_enqueue_to_the_immediate_backend_runs_inline_once(
     assert _results(tasks_db) == []  # nothing went through the database backend
 
 
-def test_a_duplicate_delivery_is_a_recorded_skip(fresh_registry: None) -> None:
+def test_a_duplicate_delivery_skips_and_writes_nothing(fresh_registry: None) -> None:
     calls: list[int] = []
 
     @locked_task(name="immediate_every_minute", schedule="* * * * *", deliver="tasks")
@@ -185,7 +186,7 @@ def test_a_duplicate_delivery_is_a_recorded_skip(fresh_registry: None) -> None:
     )
     assert calls == [7]
     runs = {run.task_id: run.status for run in JobRun.objects.filter(job="immediate_every_minute")}
-    assert runs == {first.task_id: RunStatus.SUCCEEDED, str(duplicate.id): RunStatus.SKIPPED_TICK}
+    assert runs == {first.task_id: RunStatus.SUCCEEDED}, duplicate.id
 
 
 def test_bad_input_is_refused_with_one_clear_line(

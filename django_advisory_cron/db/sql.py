@@ -82,6 +82,15 @@ def unlock_one(key: LockKey) -> Statement:
     return f"SELECT pg_advisory_unlock({key.sql})", key.params
 
 
+def release_lock(key: LockKey, scope: ResolvedScope, *, shared: bool = False) -> Statement | None:
+    """Release a taken lock with nothing to record: in session scope ``unlock`` (``unlock_one``
+    on a connection ``shared`` with other holders); in transaction scope nothing to send, the
+    commit ends the lock."""
+    if scope == "transaction":
+        return None
+    return unlock_one(key) if shared else unlock(key)
+
+
 def _keys(keys: Sequence[LockKey]) -> dict[str, list[Any]]:
     """The keys of a statement over ``unnest``: the two-int form's ints, or a ``hashtext``
     key's name (``KEY_COLUMNS``, ``LOCK_ARGS``)."""
@@ -204,6 +213,7 @@ def claim_runs(
     lease: float | None,
     final: bool,
     settle: bool,
+    record_skips: bool,
 ) -> Statement:
     """Take the locks and claim the ticks of one or several runs, in one round trip: the one
     claim algorithm (a single run is a batch of one). One tick per job.
@@ -212,9 +222,8 @@ def claim_runs(
     interrupted, live, paused)``:
 
     - ``paused``: NULL, or why the job is paused (an operator paused it, and the pause has not
-      expired): the lock is not tried, and the final attempt records a ``skipped_paused`` row
-      for the tick (a job waiting for its lock waits for a resume alike). A manual run ("run
-      now") ignores a pause.
+      expired): the lock is not tried (a job waiting for its lock waits for a resume alike). A
+      manual run ("run now") ignores a pause.
     - ``live``: rows of this job whose lease has not expired, whatever their status (a
       ``running`` row, or a ``lock_lost`` one whose body has not ended yet). A holder whose
       lock connection died may still be running its body, so while such a row exists the
@@ -223,11 +232,16 @@ def claim_runs(
       ``lock_lost`` row is never marked: its tick stays taken).
     - ``tick``: the tick of the ``(instant, tick)`` match nearest the reference time, within
       ``max_skew`` (a tick can be matched at two instants on the night the clocks go back).
-    - ``run_id`` is NULL when the tick is already taken (the caller records a skip).
-    - on the ``final`` attempt a process that did not get the lock records its skip.
-    - ``released``: with ``settle`` (session scope), a job whose tick already ran has its
-      skip recorded and its lock released here, so a batch that found every tick taken has
-      nothing more to send; without it that skip is the release's (``skip_tick``).
+    - ``run_id`` is NULL when the tick is already taken.
+    - ``released``: with ``settle`` (session scope), a job whose tick already ran has its lock
+      released here, so a replica that finds every tick taken has nothing more to send.
+
+    A replica that loses a tick writes nothing: its whole cost is this round trip. Skips are
+    written here, as rows, only with ``record_skips`` and for manual runs (an operator's
+    request, one per request, is told what became of it): on the ``final`` attempt for a lock
+    held elsewhere or a paused job (``skipped_locked``, ``skipped_paused``), and for a tick
+    found taken when it is ``settle``d (``skipped_tick``; otherwise that row is the
+    release's: ``skip_tick``).
 
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
     """
@@ -277,16 +291,7 @@ WITH i AS (
            %(settle)s AND t.got AND ins.id IS NULL AND d.interrupted = 0 AS settled
       FROM t LEFT JOIN ins USING (job)
      CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
-), skip AS (
-    INSERT INTO {{table}} (job, tick, host, pid, started, finished, status, error, manual,
-                         task_id)
-    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-           CASE WHEN o.got THEN {{s_skipped_tick}}
-                WHEN o.why IS NOT NULL THEN {{s_skipped_paused}} ELSE {{s_skipped_locked}} END,
-           COALESCE(o.why, CASE WHEN o.live > 0 THEN STILL_ALIVE ELSE '' END),
-           o.manual, o.task_id
-      FROM o WHERE (NOT o.got AND %(final)s) OR o.settled
-)
+)SKIPS
 SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE false END,
        o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
   FROM o ORDER BY o.n
@@ -308,8 +313,29 @@ SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE fal
         "lease": lease,
         "final": final,
         "settle": settle,
+        "record": record_skips,
     }
-    return _run_parts(sql).replace("LEASE", lease_sql), params
+    skips = _skip_rows() if record_skips or any(claim.manual for claim in claims) else ""
+    return _run_parts(sql).replace("LEASE", lease_sql).replace("SKIPS", skips), params
+
+
+@functools.cache
+def _skip_rows() -> str:
+    """The part of ``claim_runs`` that records skips, with ``record_skips`` only."""
+    return _run_parts(
+        _fill(
+            """, skip AS (
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, manual,
+                         task_id)
+    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           CASE WHEN o.got THEN {s_skipped_tick}
+                WHEN o.why IS NOT NULL THEN {s_skipped_paused} ELSE {s_skipped_locked} END,
+           COALESCE(o.why, CASE WHEN o.live > 0 THEN STILL_ALIVE ELSE '' END),
+           o.manual, o.task_id
+      FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
+)"""
+        )
+    )
 
 
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
@@ -640,10 +666,12 @@ def latest_recorded_ticks(jobs: list[str]) -> Statement:
     tick)``, one per job, ``tick`` NULL for a job with no recorded tick.
 
     Every recorded tick counts, skips included: a tick skipped because the previous run was
-    still going, or because the job was paused, was decided, not missed. Two index scans per
-    job, never the whole history: the greatest tick among the rows that take a tick (the
-    partial unique index on ``(job, tick)``), and the tick of the most recently started row
-    that has one (the ``(job, started)`` index), which is where a later skip would be.
+    still going was decided, not missed. Two index scans per job, never the whole history:
+    the greatest tick among the rows that take a tick (the partial unique index on ``(job,
+    tick)``), and the tick of the most recently started row that has one (the ``(job,
+    started)`` index), which is where a later skip would be. A pause decides every tick up to
+    its end (``now()`` while it lasts), though its skips leave no row: a job resumes with its
+    next tick.
 
     Pruning keeps both rows of every job (``JobRun.objects.prunable``): they are what the
     once-per-tick and catch-up rules read, so a worker's next start never finds a tick it
@@ -655,10 +683,12 @@ SELECT j.job, GREATEST(
     (SELECT tick FROM {table} WHERE job = j.job AND status IN ({taking}) AND tick IS NOT NULL
       ORDER BY tick DESC LIMIT 1),
     (SELECT tick FROM {table} WHERE job = j.job AND tick IS NOT NULL
-      ORDER BY started DESC, id DESC LIMIT 1))
+      ORDER BY started DESC, id DESC LIMIT 1),
+    (SELECT CASE WHEN PAUSED_NOW THEN now() ELSE paused_until END
+       FROM {state} WHERE job = j.job AND paused_at IS NOT NULL))
   FROM unnest(%(jobs)s::text[]) AS j(job)"""
     )
-    return sql, {"jobs": list(jobs)}
+    return _run_parts(sql), {"jobs": list(jobs)}
 
 
 def listen() -> Statement:

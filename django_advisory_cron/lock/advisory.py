@@ -82,6 +82,10 @@ class LockStatements(Protocol):
         first column is the unlock's result); in transaction scope, what to send before the
         commit, if anything."""
 
+    def settled(self) -> bool:
+        """Whether the last attempt, without the lock, settled the matter: trying again (for
+        ``wait``) could change nothing."""
+
     def beat(self, key: LockKey) -> Statement:
         """The heartbeat: one boolean column, true while the lock is held."""
 
@@ -98,7 +102,10 @@ class PlainStatements:
     def release(
         self, key: LockKey, scope: ResolvedScope, error: BaseException | None
     ) -> Statement | None:
-        return sql.unlock(key) if scope == "session" else None
+        return sql.release_lock(key, scope)
+
+    def settled(self) -> bool:
+        return False
 
     def beat(self, key: LockKey) -> Statement:
         return sql.lock_held(key)
@@ -291,7 +298,7 @@ class AdvisoryLock:
         self._checked_out = checkout(self.using)
         self.connection = self._checked_out.wrapper
         for final in self._attempts():
-            if self._try("session", final):
+            if self._try("session", final) or self.statements.settled():
                 return
 
     def _acquire_transaction(self) -> None:
@@ -499,8 +506,8 @@ class AdvisoryLock:
             if isinstance(failure, Exception):
                 self._after_failed_transaction(failure)
             raise
-        # A taken lock commits (its run is recorded); an untaken one commits its skip row,
-        # unless acquiring itself failed.
+        # A taken lock commits (its run is recorded); an untaken one commits too (its skip
+        # row, with RECORD_SKIPS), unless acquiring itself failed.
         committing = self.acquired or error is None
         cut = False
         try:

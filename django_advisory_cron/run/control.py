@@ -101,8 +101,9 @@ def pause(
     reason: str = "",
     using: str | None = None,
 ) -> JobState:
-    """Pause ``name``: its ticks are recorded ``skipped_paused`` instead of run, by
-    ``runlocked`` and ``cronworker`` alike, until resumed or until ``until``."""
+    """Pause ``name``: its ticks are skipped instead of run, by ``runlocked`` and
+    ``cronworker`` alike, until resumed or until ``until`` (recorded as ``skipped_paused``
+    rows only with ``RECORD_SKIPS``)."""
     row, _created = JobState.objects.using(lock_database(using)).update_or_create(
         job=name,
         defaults={
@@ -117,17 +118,17 @@ def pause(
 
 
 def resume(name: str, *, using: str | None = None) -> JobState | None:
-    """Resume ``name``; returns its state as it was, or ``None`` when it had none."""
+    """Resume ``name``; returns its state as it was, or ``None`` when it had none.
+
+    The pause's start and end stay on the state: the ticks between them were decided (see
+    [recorded_ticks][django_advisory_cron.run.catchup.recorded_ticks]), not missed."""
     alias = lock_database(using)
     before = state(name, alias)
     if before is not None:
+        now = timezone.now()
+        ended = before.paused_until if not is_paused(before, now) else now
         JobState.objects.using(alias).filter(job=name).update(
-            paused=False,
-            paused_at=None,
-            paused_until=None,
-            paused_by="",
-            reason="",
-            changed=timezone.now(),
+            paused=False, paused_until=ended, paused_by="", reason="", changed=now
         )
     return before
 

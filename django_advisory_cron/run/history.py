@@ -139,6 +139,7 @@ class RunRecord:
         self.max_skew = max_skew
         #: Read once: a run keeps the lease it started with.
         self.lease = app_settings.LEASE
+        self.record_skips = app_settings.RECORD_SKIPS
         self.using = using
         self.pid = os.getpid()
         #: Running rows of this job, still within their lease, seen by the last attempt.
@@ -153,7 +154,7 @@ class RunRecord:
     # -- statements for the lock ---------------------------------------------------------
 
     def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
-        return claim([(self, key)], scope, final=final, settle=False)
+        return claim([(self, key)], scope, final=final, settle=scope == "session")
 
     def claim(self, key: LockKey) -> sql.Claim:
         """What this run asks of [claim][django_advisory_cron.run.history.claim]."""
@@ -188,6 +189,10 @@ class RunRecord:
         self.tick_done = bool(got) and facts.run_id is None
         return bool(got) and not released
 
+    def settled(self) -> bool:
+        """The tick was found taken: waiting for the lock would change nothing."""
+        return self.tick_done
+
     def lease_in(self, scope: ResolvedScope) -> float | None:
         """The lease its row carries: only session-scoped rows have one (transaction-scoped
         ones are invisible to other replicas until they commit, finished)."""
@@ -196,6 +201,8 @@ class RunRecord:
     def release(
         self, key: LockKey, scope: ResolvedScope, error: BaseException | None
     ) -> Statement | None:
+        if self.tick_done and not self.record_skips:
+            return sql.release_lock(key, scope, shared=self.shared)
         if self.tick_done:
             return sql.skip_tick(
                 key,
@@ -273,6 +280,7 @@ def claim(
         lease=first.lease_in(scope),
         final=final,
         settle=settle,
+        record_skips=first.record_skips,
     )
 
 

@@ -82,6 +82,9 @@ STATIC_URL = "static/"
 ADVISORY_CRON = {
     "MAX_SKEW": 60,
     "HISTORY_DAYS": 90,
+    # A replica that loses a tick writes nothing (the default). The demo sets DEMO=1 for
+    # itself and every replica, to record each replica's skip and show its part.
+    "RECORD_SKIPS": os.environ.get("DEMO") == "1",
 }
 
 LOGGING = {

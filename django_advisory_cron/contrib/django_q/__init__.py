@@ -4,7 +4,7 @@ Every job with a ``schedule`` gets one django-q2 ``Schedule`` of CRON type, name
 ``advisory_cron:<job>``, that calls ``run_scheduled()`` with the job's name. django-q2 passes
 the time it *meant* to run the schedule through the row's ``intended_date_kwarg``, so every
 delivery of one tick claims the same ``(job, tick)`` record, and each delivery after the first
-is a recorded skip.
+skips.
 
 * ``delivery`` — ``run_scheduled()``, the function django-q2 calls;
 * ``schedules`` — ``sync()`` of the ``Schedule`` rows, and the ``post_migrate`` hook;

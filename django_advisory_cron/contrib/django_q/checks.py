@@ -55,7 +55,7 @@ def check_q_cluster(
                 f"Q_CLUSTER['retry'] ({retry}s) is not greater than Q_CLUSTER['timeout'] "
                 f"({timeout}s): a task still running is delivered again.",
                 hint="Set 'retry' greater than 'timeout'. The lock and the tick record "
-                "absorb the duplicates, but each costs a worker and a skipped run row.",
+                "absorb the duplicates, but each costs a worker and a round trip.",
                 id=check_id("W061"),
             )
         )

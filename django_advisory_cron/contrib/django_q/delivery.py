@@ -3,8 +3,8 @@
 django-q2 passes the time it *meant* to run the schedule (the row's ``next_run`` before the
 scheduler advances it) through the row's ``intended_date_kwarg``, so every delivery of one
 tick — several clusters, a retry while the first delivery still runs, a failed task
-redelivered — claims the same ``(job, tick)`` record, and each delivery after the first is a
-recorded skip. Which ticks a late delivery runs is decided by the job's ``catch_up`` and
+redelivered — claims the same ``(job, tick)`` record, and each delivery after the first
+skips. Which ticks a late delivery runs is decided by the job's ``catch_up`` and
 ``max_lateness``, in [catchup][django_advisory_cron.run.catchup].
 """
 

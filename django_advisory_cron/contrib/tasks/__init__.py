@@ -3,7 +3,7 @@ and runs once, through any ``django.tasks`` backend.
 
 The schedulers (``cronworker`` replicas, ``runlocked --enqueue``) claim a tick before they
 enqueue it, so one task is enqueued per tick; the task (``task.run_tick``) runs the job under
-its lock for that tick, so a duplicate delivery is a recorded ``skipped_tick``.
+its lock for that tick, so a duplicate delivery finds the tick taken and skips.
 
 * ``framework`` — ``django.tasks`` (Django 6.0+) or the ``django-tasks`` backport (5.2);
 * ``task`` — the one task registered with the framework;

@@ -5,7 +5,7 @@ Before enqueueing, a scheduler claims ``(job, tick)`` with one statement (an
 inserted once the tick has a run). Only the winner enqueues, so 20 schedulers waking at the
 same tick enqueue one task. A duplicate that gets through anyway (a backend's retry, a
 redelivery, a task re-enqueued by hand) is absorbed when it runs: the run claims the tick in
-the run history and every later delivery records ``skipped_tick``.
+the run history and every later delivery finds it taken and skips.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def _run_tick(context: Any, job_name: str, at: str, args: list[Any]) -> dict[str
     enqueued for), recording this task's result id on the run row.
 
     A tick delivered twice (two schedulers, a retry, a redelivery) runs once: the second
-    delivery finds the tick taken and records a skip. A job failure is recorded as a failed
+    delivery finds the tick taken and skips. A job failure is recorded as a failed
     run and re-raised, so the backend marks the task failed too; a retry of it then finds the
     tick taken and skips. What the job's code raised that is not an ``Exception``
     (``SystemExit``, ``KeyboardInterrupt``) is re-raised as a ``JobFailed`` chained to it, so

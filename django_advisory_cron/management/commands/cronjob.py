@@ -60,7 +60,7 @@ ACTIONS = {
     ),
     "pause": (
         "JOB",
-        "record JOB's ticks as skipped_paused instead of running them, in cronworker and "
+        "skip JOB's ticks instead of running them, in cronworker and "
         "runlocked alike, until resumed (or --until WHEN: a duration such as 30m, 2h, 1d, or "
         "an ISO 8601 date-time)",
     ),
@@ -363,8 +363,8 @@ class Command(AppCommand):
             job.name, until=until, by=control.operator(), reason=reason, using=alias
         )
         self.stdout.write(
-            f"{job.name}: {control.describe_pause(row)}. Its ticks are recorded as "
-            f"skipped_paused until it ends or 'manage.py cronjob resume {job.name}'."
+            f"{job.name}: {control.describe_pause(row)}. Its ticks are skipped until it "
+            f"ends or 'manage.py cronjob resume {job.name}'."
         )
 
     def _resume(self, job: Job[Any, Any], alias: str) -> None:

@@ -24,13 +24,14 @@ from ..runs import outcome
 
 EPILOG = """\
 Run the same command in every replica, next to the web process: each tick of each scheduled
-job runs once, whichever replicas are up. No leader, no cron daemon. A paused job's ticks are
-recorded as skipped_paused; "manage.py cronjob trigger JOB" makes one worker run it now.
+job runs once, whichever replicas are up (the others skip it and write nothing). No leader,
+no cron daemon. A paused job's ticks are skipped; "manage.py cronjob trigger JOB" makes one
+worker run it now.
 
 Runs go to threads, or with --isolation process to a fresh process each; a job with a
 timeout always runs in a process of its own, stopped and recorded as timed out when it runs
 too long. A job whose previous run is still going when its next tick comes skips that tick
-(recorded as skipped).
+(recorded once, as skipped_locked, by the worker running it).
 
 On SIGTERM or SIGINT it starts nothing new, gives running jobs --grace seconds (processes get
 SIGTERM shortly before it ends), records those still running as interrupted and exits.

@@ -25,7 +25,7 @@ from ..runs import outcome, signals_unwind
 EPILOG = """\
 exit codes:
   0    the job ran, or was skipped (locked elsewhere, this tick already ran, or the job is
-       paused: its tick is recorded as skipped_paused); with --enqueue: the tick was
+       paused; a skip writes nothing unless RECORD_SKIPS); with --enqueue: the tick was
        enqueued, or another scheduler had enqueued it
   1    the job raised; the run is recorded as failed and the traceback logged
   2    usage error: unknown job, bad arguments, invalid schedule

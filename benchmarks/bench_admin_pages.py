@@ -1,7 +1,8 @@
 """Whether the admin pages and the read endpoints stay flat as the run history grows.
 
 Run on demand: ``python benchmarks/bench_admin_pages.py [--jobs N] [--steps 100000,1000000]``.
-Uses DATABASE_URL or starts a throwaway PostgreSQL. Registers ``--jobs`` jobs and fills their
+Uses DATABASE_URL or starts a durable throwaway PostgreSQL (``fsync`` and
+``synchronous_commit`` on). Registers ``--jobs`` jobs and fills their
 history to each step in turn (one ``INSERT ... SELECT generate_series`` per step, older rows
 added below the newer ones, ``VACUUM ANALYZE`` after each, as autovacuum would leave it): one
 row every ``--spacing`` seconds, 7.776 s by default, so 1,000,000 rows are the default 90 days
@@ -9,11 +10,12 @@ of ``HISTORY_DAYS``. The mix: 70 % succeeded, 5 % failed, 2.5 % each timed out, 
 lock lost, 15 % skips, 2.5 % manual runs without a tick; one tick per job and run, as the
 partial unique index on ``(job, tick)`` requires.
 
-At each step it times whole requests through Django's test client (rendering included,
-median of ``--repeat`` after a warm-up): the Job runs page plain, filtered by job, by status,
-drilled down to a month and to a day; a run's page; the Jobs page; Held locks; ``metrics/``;
-and ``cronstatus --json``, each as a ratio to the admin index page measured in the same run,
-and prints the growth from the first step to the last.
+At each step it times whole requests through Django's test client (rendering included;
+the requests take turns, median of ``--repeat`` after a warm-up): the Job runs page plain,
+filtered by job, by status, drilled down to a month and to a day; a run's page; the Jobs
+page; Held locks; ``metrics/``; and ``cronstatus --json``, each as a ratio to the admin index
+page measured in the same run, and prints the growth from the first step to the last, in
+milliseconds and in that ratio.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import contextlib
 import io
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.django_setup import setup
-from benchmarks.timing import median_ms
+from benchmarks.measure import interleaved
 
 FILL = """
 INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, status,
@@ -80,6 +83,13 @@ def main() -> None:
         runs = "/admin/django_advisory_cron/jobrun/"
         month = {"started__year": day.year, "started__month": day.month}
 
+        def request(path: str, query: dict[str, Any]) -> Callable[[], None]:
+            def get() -> None:
+                response = client.get(path, query)
+                assert response.status_code == 200, (path, query, response.status_code)
+
+            return get
+
         def cronstatus() -> None:
             with contextlib.suppress(SystemExit):
                 call_command("cronstatus", "--json", stdout=io.StringIO())
@@ -116,36 +126,40 @@ def main() -> None:
                 rows, last_id = cursor.fetchone()
             filled = step
             pages["a run's page"] = (f"{runs}{last_id // 2}/change/", {})
-            measured: dict[str, tuple[float, int]] = {}
+            calls = {label: request(path, query) for label, (path, query) in pages.items()}
+            calls["cronstatus --json"] = cronstatus
             with override_settings(ADVISORY_CRON=open_endpoints):
-                for label, (path, query) in pages.items():
-                    response = client.get(path, query)
-                    assert response.status_code == 200, (label, response.status_code)
+                queries = {}
+                for label, call in calls.items():
                     with CaptureQueriesContext(connection) as captured:
-                        client.get(path, query)
-                    # Counted now: every request start clears the connection's query log.
-                    queries = len(captured.captured_queries)
-                    elapsed = median_ms(lambda: client.get(path, query), args.repeat)  # noqa: B023
-                    measured[label] = (elapsed, queries)
-                with CaptureQueriesContext(connection) as captured:
-                    cronstatus()
-                measured["cronstatus --json"] = (
-                    median_ms(cronstatus, args.repeat),
-                    len(captured.captured_queries),
-                )
+                        call()
+                    queries[label] = len(captured.captured_queries)
+                times = interleaved(list(calls.values()), args.repeat)
+            measured = {
+                label: (elapsed, queries[label])
+                for label, elapsed in zip(calls, times, strict=True)
+            }
             results[rows] = measured
             baseline = measured["admin index (baseline)"][0]
-            print(f"\nhistory rows: {rows:,}; jobs: {args.jobs}; median of {args.repeat}")
-            for label, (elapsed, queries) in measured.items():
+            print(
+                f"\nhistory rows: {rows:,}; jobs: {args.jobs}; median of {args.repeat}, "
+                "taking turns"
+            )
+            for label, (elapsed, sent) in measured.items():
                 print(
                     f"{label:<34} {elapsed:9.1f} ms  {elapsed / baseline:7.1f}x index"
-                    f"  {queries:3d} queries"
+                    f"  {sent:3d} queries"
                 )
         first, last = min(results), max(results)
-        print(f"\ngrowth from {first:,} to {last:,} rows (ms at each, ratio):")
+        print(f"\ngrowth from {first:,} to {last:,} rows: ms at each, ratio, ratio of x index")
+        index = "admin index (baseline)"
         for label, (elapsed, _queries) in results[last].items():
             before = results[first][label][0]
-            print(f"{label:<34} {before:9.1f} {elapsed:9.1f}  {elapsed / before:6.2f}x")
+            relative = (elapsed / results[last][index][0]) / (before / results[first][index][0])
+            print(
+                f"{label:<34} {before:9.1f} {elapsed:9.1f}  {elapsed / before:6.2f}x"
+                f"  {relative:6.2f}x"
+            )
     finally:
         if server is not None:
             server.stop()

@@ -138,7 +138,7 @@ def test_runlocked_says_that_its_options_go_before_the_job(manage: Any) -> None:
 @pytest.mark.parametrize(
     ("action", "says"),
     [
-        ("pause", "record JOB's ticks as skipped_paused instead of running them"),
+        ("pause", "skip JOB's ticks instead of running them"),
         ("resume", "run JOB's ticks again"),
         ("trigger", "ask the running cronworkers to run JOB now"),
         ("list", "every registered job: schedule, paused or not, pending run-now"),

@@ -132,9 +132,9 @@ def test_threads_never_run_one_job_twice_at_once() -> None:
         thread.join(120)
     assert errors == []
     assert overlaps == []
+    # One row per run; the skips wrote nothing.
     runs = JobRun.objects.filter(job__startswith="warm_")
-    assert runs.count() == THREADS * RUNS
-    assert runs.filter(status=RunStatus.SUCCEEDED).count() == sum(ran.values())
+    assert runs.count() == runs.filter(status=RunStatus.SUCCEEDED).count() == sum(ran.values())
     # Reuse happened: the connections kept are bounded by the pool size.
     assert 1 <= idle_lock_connections() <= 8
 

@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -69,6 +69,11 @@ Send = Callable[[Statement], "Row | None"]
 class LockStatements(Protocol):
     """The statements a lock sends; the run history supplies its own."""
 
+    #: Its statements write what must not be cut in half (the run history): signals are held
+    #: while a session lock's statement runs. A bare lock's statement may be cut: its
+    #: connection is then closed, which releases whatever it held.
+    whole_statements: bool
+
     def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
         """Try the lock (first column: taken?); ``final`` on the last attempt."""
 
@@ -92,6 +97,8 @@ class LockStatements(Protocol):
 
 class PlainStatements:
     """The lock alone: try, unlock, and ask the server's lock table."""
+
+    whole_statements = False
 
     def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
         return sql.try_lock(key, scope)
@@ -238,8 +245,14 @@ class AdvisoryLock:
         self._settled = True
         return rows[0] if rows else None
 
+    def _held_signals(self, scope: ResolvedScope) -> AbstractContextManager[object]:
+        """Signals held while one of the lock's statements runs (see ``whole_statements``)."""
+        if scope == "transaction" or self.statements.whole_statements:
+            return deferred_signals()
+        return nullcontext()
+
     def _try(self, scope: ResolvedScope, final: bool) -> bool:
-        with deferred_signals():
+        with self._held_signals(scope):
             self._trying = True
             statement = self.statements.acquire(self.key, scope, final)
             if scope == "transaction":
@@ -415,7 +428,7 @@ class AdvisoryLock:
             if self.acquired and not self.lost:
                 statement = self.statements.release(self.key, "session", error)
                 assert statement is not None
-                with deferred_signals():
+                with self._held_signals("session"):
                     row = self._send_release(statement)
                 reusable = self._check_unlocked(row)
             else:

@@ -118,6 +118,8 @@ class RunRecord:
     [LockStatements][django_advisory_cron.lock.advisory.LockStatements]); what the claim finds
     is written on ``facts``."""
 
+    whole_statements = True
+
     def __init__(
         self,
         facts: RunFacts,

@@ -1,10 +1,12 @@
 from django.db import migrations
 
-# The run list's two orders: newest first over the whole history, and within one status. Built
-# CONCURRENTLY, so a large history goes on taking runs while they build.
+# Newest first over the whole history and within one status (the run list), and within one
+# job and status (each job's last success, however long ago). Built CONCURRENTLY, so a large
+# history goes on taking runs while they build.
 INDEXES = {
     "advisory_cron_started": "(started, id)",
     "advisory_cron_status_started": "(status, started)",
+    "advisory_cron_job_status_started": "(job, status, started, id)",
 }
 
 
@@ -24,9 +26,10 @@ def drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    """Indexes for the admin's run list, so its pages cost the same whatever the history's
-    size: newest first (the list's order, and the date drill-down's first and last run) and
-    newest first within one status (the status filter)."""
+    """Indexes for the read side, so the admin's pages cost the same whatever the history's
+    size: newest first (the run list's order, and the date drill-down's first and last run),
+    newest first within one status (the status filter), and each job's last success (the Jobs
+    page, ``cronstatus`` and the metrics), found at once for a job that has failed for weeks."""
 
     atomic = False
 

@@ -4,7 +4,7 @@ statement in all. ``RECORD_SKIPS`` brings the per-replica skip rows back."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -33,22 +33,26 @@ def at(seconds: float) -> datetime:
 
 @contextmanager
 def statements_on_lock_connections() -> Iterator[list[str]]:
-    """The statements sent on every connection opened meanwhile (a session lock's connection
-    is one: with ``LOCK_POOL_SIZE`` 0 each lock opens its own)."""
+    """The statements the driver sends on every connection opened meanwhile (a session lock's
+    connection is one: with ``LOCK_POOL_SIZE`` 0 each lock opens its own; the lock sends its
+    statements on the driver's cursor, past Django's execute wrappers)."""
     sent: list[str] = []
 
-    def count(execute: Callable[..., Any], sql: str, *args: Any) -> Any:
-        sent.append(sql)
-        return execute(sql, *args)
+    def count(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
+        factory = connection.connection.cursor_factory
 
-    def wrap(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
-        connection.execute_wrappers.append(count)
+        class Counting(factory):  # type: ignore[misc, valid-type]
+            def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+                sent.append(str(query))
+                return super().execute(query, params, **options)
 
-    connection_created.connect(wrap, weak=False)
+        connection.connection.cursor_factory = Counting
+
+    connection_created.connect(count, weak=False)
     try:
         yield sent
     finally:
-        connection_created.disconnect(wrap)
+        connection_created.disconnect(count)
 
 
 def hold_lock_elsewhere(raw_connect: Any, name: str) -> None:

@@ -142,18 +142,22 @@ def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
 PREPARE_THRESHOLD = 1
 
 
-def open_lock_connection(alias: str = DEFAULT_DB_ALIAS) -> BaseDatabaseWrapper:
-    """Open a dedicated, unpooled autocommit connection for holding session locks.
+def open_lock_connection(
+    alias: str = DEFAULT_DB_ALIAS, *, prepared: bool = True, **options: object
+) -> BaseDatabaseWrapper:
+    """Open a dedicated, unpooled autocommit connection for holding session locks (``options``
+    add connection parameters, such as a ``cronworker``'s ``application_name``).
 
     With psycopg 3 it binds parameters on the server and prepares a statement the second time
     it runs (Django turns psycopg's preparing off for every connection), so the statements a
     warm connection repeats are planned once: planning the run's acquiring statement costs
-    twice its execution. Not where a transaction pooler is declared (prepared statements need
-    the same server connection; session locks are wrong there anyway), nor where the alias's
-    OPTIONS choose otherwise."""
+    twice its execution. Not where a transaction pooler is declared or ``prepared`` is false
+    (prepared statements need the same server connection), nor where the alias's OPTIONS
+    choose otherwise."""
     pooled = app_settings.POOLING in ("transaction", "statement")
-    prepared = {"server_side_binding": True, "prepare_threshold": PREPARE_THRESHOLD}
-    connection = unpooled_connection(alias, **({} if pooled or not is_psycopg3 else prepared))
+    if prepared and not pooled and is_psycopg3:
+        options = {"server_side_binding": True, "prepare_threshold": PREPARE_THRESHOLD, **options}
+    connection = unpooled_connection(alias, **options)
     # The heartbeat thread checks this connection while the job runs elsewhere.
     connection.inc_thread_sharing()
     ensure_connected(connection)

@@ -11,21 +11,32 @@ rows), each lock is a session lock released by its own run's finishing statement
 unlocks that key only: the other runs still hold theirs), and one heartbeat renews every
 run's lease in one round trip. When the connection dies, every run it held learns it lost
 its lock, as a run holding its own connection would.
+
+A ``cronworker``'s claim connection is also its presence: named after the worker, it reads
+the clock, the live workers and "run now" requests, and LISTENs for them, so an idle worker
+holds one server connection and a busy one no more, whatever ``--max-concurrency`` is.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 
 from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..db import sql
-from ..db.connections import LockConnection, checkout, close_connection, still_open
+from ..db.connections import (
+    LockConnection,
+    checkout,
+    close_connection,
+    open_lock_connection,
+    still_open,
+)
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import DatabaseUnavailable, LockLost
@@ -64,6 +75,8 @@ class SharedLock(AdvisoryLock):
         self.scope = "session"
         self.claims = claims
         self.record = record
+        #: The connection its claim was sent on: its release goes on no other one.
+        self.holder: LockConnection | None = None
         record.shared = True
 
     def send(self, statement: Statement) -> Row | None:
@@ -82,23 +95,68 @@ class SharedLock(AdvisoryLock):
 
 
 class ClaimConnection:
-    """One worker's connection for claiming several runs at once, and the locks it holds.
+    """One worker's connection for claiming runs, and the locks it holds.
 
-    Statements from the worker's thread (claims), the run threads (finishes) and the heartbeat
-    take turns on it. It is opened at the first claim and replaced, between claims, when it
-    closed or aged; ``close()`` ends it (and any lock still on it).
+    Statements from the worker's thread (claims, and a presence's own statements through
+    [turn][django_advisory_cron.run.claims.ClaimConnection.turn]), the run threads (claims of
+    one run, finishes) and the heartbeat take turns on it, one short statement at a time; no
+    job body runs on it. It is opened at the first claim and replaced, between claims, when it
+    closed or aged. A worker's presence (``presence``: its ``application_name``) is opened by
+    [open][django_advisory_cron.run.claims.ClaimConnection.open] instead, and once lost only
+    by ``open()`` again, so that the worker learns of the loss and listens again. ``close()``
+    ends it (and any lock still on it).
     """
 
-    def __init__(self, alias: str) -> None:
+    def __init__(self, alias: str, *, presence: str | None = None) -> None:
         self.alias = alias
+        self.presence = presence
+        #: Called after a statement sent from a run or heartbeat thread: notifications that
+        #: arrived meanwhile wait in the driver, and the worker's sleep must look at them.
+        self.nudge: Callable[[], None] | None = None
         self._connection: LockConnection | None = None
-        self._turn = threading.Lock()
+        self._turn = threading.RLock()
         self._held: dict[int, SharedLock] = {}
         self._closed = threading.Event()
         self._heartbeat: Heartbeat | None = None
 
     def __repr__(self) -> str:
         return f"<ClaimConnection {self.alias} holding {len(self._held)}>"
+
+    # -- a worker's presence --------------------------------------------------------------
+
+    def open(self) -> BaseDatabaseWrapper:
+        """Connect a presence, unless connected; raises ``DatabaseUnavailable``. Its
+        parameters are bound on the client, as on Django's connections: the worker's own
+        statements are written for that (a parameter used twice may be typed twice)."""
+        assert self.presence is not None
+        with self._turn:
+            if self._connection is None:
+                wrapper = open_lock_connection(
+                    self.alias, prepared=False, application_name=self.presence
+                )
+                self._connection = LockConnection(wrapper, self.alias)
+            return self._connection.wrapper
+
+    @property
+    def connected(self) -> bool:
+        """Whether it has a connection (a failure that left it unusable ended it)."""
+        return self._connection is not None
+
+    @contextmanager
+    def turn(self) -> Iterator[BaseDatabaseWrapper]:
+        """The connection for the block's statements alone (keep them short: runs' finishes
+        and the heartbeat wait meanwhile). Raises ``DatabaseUnavailable`` when it is closed;
+        a failure that leaves it unusable ends every lock it held."""
+        with self._turn:
+            if self._connection is None:
+                raise DatabaseUnavailable(f"the connection to {self.alias!r} was lost")
+            wrapper = self._connection.wrapper
+            try:
+                yield wrapper
+            except (DatabaseError, DatabaseUnavailable) as error:
+                if self._connection is not None and not _answers(wrapper):
+                    self._lose_all(error)
+                raise
 
     # -- claiming ------------------------------------------------------------------------
 
@@ -115,6 +173,9 @@ class ClaimConnection:
                 raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
             self._fresh_connection()
             rows = self._fetch_all(statement)
+            for lock in locks:
+                lock.holder = self._connection
+        self._nudge()
         for lock, row in zip(locks, rows, strict=True):
             lock.acquired = lock.record.accept(row, "session", self.send)
             if lock.acquired and lock.record.facts.run_id is not None:
@@ -123,7 +184,12 @@ class ClaimConnection:
         self._start_heartbeat()
 
     def _fresh_connection(self) -> None:
-        """With nothing held, give up a connection that closed or aged (no round trip)."""
+        """With nothing held, give up a connection that closed or aged (no round trip). A
+        presence is reopened by the worker only."""
+        if self.presence is not None:
+            if self._connection is None:
+                raise DatabaseUnavailable(f"the connection to {self.alias!r} was lost")
+            return
         current = self._connection
         stale = current is not None and (
             current.age >= app_settings.LOCK_CONNECTION_MAX_AGE or not still_open(current)
@@ -139,6 +205,7 @@ class ClaimConnection:
         """Run one statement on the claim connection, in turn; its first row."""
         with self._turn:
             rows = self._fetch_all(statement)
+        self._nudge()
         return rows[0] if rows else None
 
     def release(self, lock: SharedLock, statement: Statement) -> Row | None:
@@ -146,9 +213,12 @@ class ClaimConnection:
         beat between the two would find the lock gone and report it lost)."""
         with self._turn:
             try:
+                if lock.holder is None or lock.holder is not self._connection:
+                    raise DatabaseUnavailable(f"the connection that held {lock} was lost")
                 rows = self._fetch_all(statement)
             finally:
                 self._drop(lock)
+        self._nudge()
         return rows[0] if rows else None
 
     def forget(self, lock: SharedLock) -> None:
@@ -209,6 +279,7 @@ class ClaimConnection:
                 if not held:
                     lost.append(lock)
                     del self._held[run_id]
+        self._nudge()
         for lock in lost:
             report_lost(lock.mark_lost, LockLost("the lock is no longer held by its connection"))
         return True
@@ -247,6 +318,18 @@ class ClaimConnection:
         connection, self._connection = self._connection, None
         if connection is not None:
             close_connection(connection)
+
+    def _nudge(self) -> None:
+        if self.nudge is not None:
+            self.nudge()
+
+
+def _answers(wrapper: BaseDatabaseWrapper) -> bool:
+    """Whether ``wrapper`` is open and answers a statement."""
+    try:
+        return wrapper.connection is not None and wrapper.is_usable()
+    except Exception:
+        return False
 
 
 def _report_lost(locks: list[SharedLock], error: BaseException) -> None:

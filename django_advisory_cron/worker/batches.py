@@ -11,13 +11,11 @@ import threading
 from datetime import datetime
 
 from django.db import DatabaseError
-from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.statuses import RunStatus
-from ..db import pooler
 from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
-from ..run.claims import ClaimConnection, can_claim_together
+from ..run.claims import ClaimConnection
 from ..run.jobs import Job
 from ..run.runner import claim_together
 from .dispatch import Dispatcher
@@ -37,31 +35,27 @@ class Batches:
     """Claims the ticks due together of one worker's jobs, and starts the winners through
     ``dispatcher``."""
 
-    def __init__(self, dispatcher: Dispatcher, presence_name: str, stop: threading.Event) -> None:
+    def __init__(self, dispatcher: Dispatcher, stop: threading.Event) -> None:
         self.dispatcher = dispatcher
-        self.presence_name = presence_name
+        self.presence = dispatcher.claims
+        assert self.presence.presence is not None
+        self.presence_name = self.presence.presence
         self._stop = stop
-        self._peers = Peers(presence_name)
-        #: Per database alias: the connection that claims several ticks at once.
-        self._claims: dict[str, ClaimConnection] = {}
+        self._peers = Peers(self.presence_name)
+        #: Per database alias: the connection that claims several ticks at once (the
+        #: worker's presence for its own database).
+        self._claims: dict[str, ClaimConnection] = {self.presence.alias: self.presence}
 
     def claimable(self, job: Job[..., object]) -> bool:
-        """Whether ``job``'s tick can be claimed in a batch with others': it runs in a thread
-        here, takes a session lock (two-int key, no waiting) and its previous run here is
-        over. Others are claimed one by one."""
-        if self.dispatcher.in_process(job) or job.deliver is not None or job.wait:
-            return False
-        if not can_claim_together(job.key):
-            return False
-        using = lock_database(job.using, self.dispatcher.using)
-        if pooler.resolve_scope(job.scope, using) != "session":
+        """Whether ``job``'s tick can be claimed in a batch with others' (see
+        [claimable][django_advisory_cron.worker.dispatch.Dispatcher.claimable]) and its
+        previous run here is over. Others are claimed one by one."""
+        if not self.dispatcher.claimable(job):
             return False
         with self.dispatcher.lock:
             return not self.dispatcher.going(job.name)
 
-    def claim(
-        self, presence: BaseDatabaseWrapper, due: list[tuple[Job[..., object], datetime]]
-    ) -> None:
+    def claim(self, due: list[tuple[Job[..., object], datetime]]) -> None:
         """Claim the ticks of ``due`` in as few statements as possible, then start the
         winners. The jobs dealt to this worker (``share_out``, among the live workers) are
         claimed at once, the others ``SPREAD_DELAY`` seconds later, so the runs are shared
@@ -71,7 +65,7 @@ class Batches:
         One statement per database (per ``CLAIM_BATCH`` jobs; a database with one job due
         claims it alone). Winners beyond ``--max-concurrency`` wait for a free slot holding
         their locks, so the other replicas skip them at once instead of each trying later."""
-        peers = self._peers.read(presence)
+        peers = self._peers.read(self.presence)
         first, later = due, []
         if peers is not None:
             shares = share_out([job.name for job, _tick in due], peers, min(t for _j, t in due))

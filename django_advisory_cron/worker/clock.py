@@ -4,7 +4,7 @@ Ticks are judged on the database's clock, as the runner does. The worker reads i
 wake and advances it on the monotonic clock in between, so a suspended VM, an NTP step or a
 long pause can neither skip the tick it wakes up for nor run one twice. It sleeps on a
 [Wakeup][django_advisory_cron.worker.clock.Wakeup], which a notification or ``stop()`` ends
-early.
+early. Both use the worker's one connection, in turn with its runs and its heartbeat.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.backends.base.base import BaseDatabaseWrapper
-
 from ..conf import app_settings
 from ..db import pooler, sql
 from ..db.connections import answer_within
 from ..db.execute import fetch_one
+from ..run.claims import ClaimConnection
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -34,13 +33,14 @@ CLOCK_REFRESH = 30.0
 class DatabaseClock:
     """The database server's clock, read once per wake and advanced by the monotonic clock."""
 
-    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+    def __init__(self, connection: ClaimConnection) -> None:
         self.connection = connection
         self._base: datetime | None = None
         self._at = 0.0
 
     def read(self) -> datetime:
-        row = fetch_one(self.connection, sql.database_now())
+        with self.connection.turn() as wrapper:
+            row = fetch_one(wrapper, sql.database_now())
         assert row is not None
         self._base, self._at = row[0], time.monotonic()
         return self._base
@@ -51,42 +51,64 @@ class DatabaseClock:
         return self._base + timedelta(seconds=time.monotonic() - self._at)
 
 
+#: What [poke][django_advisory_cron.worker.clock.Wakeup.poke] and
+#: [nudge][django_advisory_cron.worker.clock.Wakeup.nudge] write to end or check a sleep.
+POKE, NUDGE = b"\0", b"\1"
+
+
 class Wakeup:
     """Ends a worker's sleep early: on a notification on its (direct) connection, or when
     [poke][django_advisory_cron.worker.clock.Wakeup.poke] is called (``stop()``, even from a
-    signal handler). Without a listening connection it only wakes on ``poke``."""
+    signal handler). Without a listening connection it only wakes on ``poke``.
+
+    The connection is shared with the worker's runs and heartbeat: a notification that
+    arrives during their statements waits in the driver, and their
+    [nudge][django_advisory_cron.worker.clock.Wakeup.nudge] makes the sleep look."""
 
     def __init__(self) -> None:
         self._reader, self._writer = socket.socketpair()
         self._reader.setblocking(False)
         self._writer.setblocking(False)
         self.raw: Any = None
+        self._connection: ClaimConnection | None = None
 
-    def listen(self, connection: BaseDatabaseWrapper) -> bool:
+    def listen(self, connection: ClaimConnection) -> bool:
         """LISTEN for "run now" requests on ``connection``; ``False`` when it cannot be used
         (a pooler in the path, or a driver without ``notifies(timeout=...)``)."""
+        self.raw = None
         if pooler.resolve_scope("auto", connection.alias) == "transaction":
             return False
-        raw = connection.connection
-        if raw is None or not hasattr(raw, "notifies"):
-            return False
-        text, params = sql.listen()
-        with (
-            answer_within(connection, app_settings.STATEMENT_TIMEOUT),
-            connection.cursor() as cursor,
-        ):
-            cursor.execute(text, params)
-        self.raw = raw
+        with connection.turn() as wrapper:
+            raw = wrapper.connection
+            if raw is None or not hasattr(raw, "notifies"):
+                return False
+            text, params = sql.listen()
+            with (
+                answer_within(wrapper, app_settings.STATEMENT_TIMEOUT),
+                wrapper.cursor() as cursor,
+            ):
+                cursor.execute(text, params)
+        self.raw, self._connection = raw, connection
         return self._drain() is not None
 
     def poke(self) -> None:
-        with contextlib.suppress(OSError):  # already closed, or the buffer is full of pokes
-            self._writer.send(b"\0")
+        self._send(POKE)
+
+    def nudge(self) -> None:
+        """Make a sleep look for notifications the driver received meanwhile, and sleep on."""
+        if self.raw is not None:
+            self._send(NUDGE)
+
+    def _send(self, byte: bytes) -> None:
+        with contextlib.suppress(OSError):  # already closed, or the buffer is full
+            self._writer.send(byte)
 
     def _drain(self) -> bool | None:
         """Whether notifications arrived (``None``: the connection cannot be listened on)."""
+        assert self._connection is not None
         try:
-            return bool(list(self.raw.notifies(timeout=0)))
+            with self._connection.turn():
+                return bool(list(self.raw.notifies(timeout=0)))
         except Exception as error:  # a driver too old for timeout=, or a broken connection
             logger.warning("cronworker: stopped listening for run-now requests: %s", error)
             self.raw = None
@@ -104,12 +126,18 @@ class Wakeup:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            ready = select.select(waiting, [], [], remaining)[0]
-            if self._reader in ready:
-                with contextlib.suppress(BlockingIOError):
-                    while self._reader.recv(64):
-                        pass
+            try:
+                ready = select.select(waiting, [], [], remaining)[0]
+            except (OSError, ValueError):  # the connection was closed under the sleep
                 return False
+            if self._reader in ready:
+                received = b""
+                with contextlib.suppress(BlockingIOError):
+                    while chunk := self._reader.recv(64):
+                        received += chunk
+                if POKE in received or self.raw is None:
+                    return False
+                continue  # nudged: look at the driver's notifications, and sleep on
             if not ready:
                 return False
 

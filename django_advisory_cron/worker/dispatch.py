@@ -2,10 +2,14 @@
 
 A run goes to a pool thread (at most ``--max-concurrency`` at once, in threads and child
 processes together), which runs it in place or waits for its child process (see
-[children][django_advisory_cron.worker.children]). A job whose previous run here is still going
-when its next tick comes is not started again; the tick is recorded as skipped (Kubernetes'
-``concurrencyPolicy: Forbid``). A job with ``deliver=`` is handed to its deliverer instead
-(see [delivery][django_advisory_cron.run.delivery]). At shutdown running jobs get the grace.
+[children][django_advisory_cron.worker.children]). A session lock of the worker's database is
+taken on the worker's one connection, its presence (see
+[claims][django_advisory_cron.run.claims]), whether the run was claimed with others or alone:
+the pool threads' own connections are the job bodies'. A job whose previous run here is still
+going when its next tick comes is not started again; the tick is recorded as skipped
+(Kubernetes' ``concurrencyPolicy: Forbid``). A job with ``deliver=`` is handed to its
+deliverer instead (see [delivery][django_advisory_cron.run.delivery]). At shutdown running
+jobs get the grace.
 """
 
 from __future__ import annotations
@@ -23,19 +27,18 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, connections
-from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import signals
-from ..conf import app_settings
 from ..core.statuses import FAILING, RunStatus
-from ..db import sql
+from ..db import pooler, sql
 from ..db.aliases import lock_database
-from ..db.connections import answer_within
+from ..db.execute import fetch_one
 from ..exceptions import DatabaseUnavailable, first_line
 from ..run import delivery
+from ..run.claims import ClaimConnection, can_claim_together
 from ..run.history import HOST
 from ..run.jobs import Job
-from ..run.runner import ClaimedRun, RunResult, execute
+from ..run.runner import ClaimedRun, RunResult, claim_together, execute
 from .children import STOP_GRACE, Children, Isolation, in_process
 
 logger = logging.getLogger("django_advisory_cron")
@@ -88,6 +91,7 @@ class Dispatcher:
         jobs: dict[str, Job[..., object]],
         *,
         using: str,
+        claims: ClaimConnection,
         identity: str,
         max_concurrency: int,
         isolation: Isolation,
@@ -103,8 +107,9 @@ class Dispatcher:
         self.stats = WorkerStats()
         #: Guards ``stats`` and the runs below.
         self.lock = threading.Lock()
-        #: The worker's presence connection, where skipped overlapping ticks are recorded.
-        self.connection: BaseDatabaseWrapper
+        #: The worker's presence connection: it claims the runs of its database and holds
+        #: their locks, and records skipped overlapping ticks.
+        self.claims = claims
         self._stop = stop
         self._uid = f"{identity}:{id(self)}"  # several workers may share one process
         self._pool: ThreadPoolExecutor
@@ -128,6 +133,16 @@ class Dispatcher:
 
     def in_process(self, job: Job[..., object]) -> bool:
         return in_process(job, self.isolation)
+
+    def claimable(self, job: Job[..., object]) -> bool:
+        """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
+        here and takes a session lock (two-int key, no waiting). Other runs take their own."""
+        if self.in_process(job) or job.deliver is not None or job.wait:
+            return False
+        if not can_claim_together(job.key):
+            return False
+        using = lock_database(job.using, self.using)
+        return pooler.resolve_scope(job.scope, using) == "session"
 
     @property
     def latest(self) -> dict[str, Future[Any]]:
@@ -260,12 +275,8 @@ class Dispatcher:
             job=job.name, host=HOST, pid=os.getpid(), tick=tick, otherwise=otherwise
         )
         try:
-            with (
-                answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
-                self.connection.cursor() as cursor,
-            ):
-                cursor.execute(text, params)
-                row = cursor.fetchone()
+            with self.claims.turn() as connection:
+                row = fetch_one(connection, (text, params))
         except (DatabaseError, DatabaseUnavailable) as error:
             logger.error(
                 "cronworker: %s: could not record tick %s as skipped: %s", job.name, tick, error
@@ -333,6 +344,8 @@ class Dispatcher:
                     with self._tracking():
                         if claimed is not None:
                             result = claimed.run()
+                        elif tick is not None and using == self.using and self.claimable(job):
+                            result = self._claim_alone(job, tick)
                         else:
                             result = execute(job, now=tick, using=using, manual=tick is None)
                 finally:
@@ -354,6 +367,12 @@ class Dispatcher:
             if result.status in NOT_COMPLETED:
                 self.stats.failed += 1
         return result
+
+    def _claim_alone(self, job: Job[..., object], tick: datetime) -> RunResult:
+        """Claim one tick on the worker's connection (one statement, like a batch's), and run
+        it if won."""
+        runs, skipped = claim_together([(job, tick)], self.claims)
+        return runs[0].run() if runs else skipped[0]
 
     def _deliver_one(
         self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import DatabaseError, connections
-from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import fetch_all
 from ..exceptions import DatabaseUnavailable
+from ..run.claims import ClaimConnection
 from ..run.history import HOST
 
 logger = logging.getLogger("django_advisory_cron")
@@ -128,7 +128,7 @@ class Peers:
         self._names: tuple[str, ...] = ()
         self._read = -math.inf  # time.monotonic()
 
-    def read(self, connection: BaseDatabaseWrapper) -> tuple[str, ...] | None:
+    def read(self, presence: ClaimConnection) -> tuple[str, ...] | None:
         """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds, and
         at every tick while this worker saw itself alone, so the workers of a fleet that
         starts together learn of each other at once), or ``None`` when this worker is alone or
@@ -136,10 +136,11 @@ class Peers:
         alone = len(self._names) < 2
         if alone or time.monotonic() - self._read >= PEERS_REFRESH:
             try:
-                rows = fetch_all(connection, sql.live_workers(PRESENCE_NAME))
+                with presence.turn() as connection:
+                    rows = fetch_all(connection, sql.live_workers(PRESENCE_NAME))
                 names = tuple(sorted(str(row[0]) for row in rows))
             except (DatabaseError, DatabaseUnavailable) as error:
-                if connection.connection is None or not connection.is_usable():
+                if not presence.connected:
                     raise  # the connection is gone: the loop reconnects
                 logger.error("cronworker: could not read the live workers: %s", error)
                 names = ()

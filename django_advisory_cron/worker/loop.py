@@ -8,8 +8,8 @@ The loop ties the worker's parts together, each in a module of its own:
 
 - [clock][django_advisory_cron.worker.clock]: the database's clock, and the sleep between
   wakes;
-- [presence][django_advisory_cron.worker.presence]: the worker's own connection, reconnected
-  after a loss;
+- [presence][django_advisory_cron.worker.presence]: the worker's one connection, which also
+  claims its runs and holds their locks, reconnected after a loss;
 - [timetable][django_advisory_cron.worker.timetable]: which ticks are due, and which missed
   ones run (catch-up);
 - [batches][django_advisory_cron.worker.batches]: jobs due together, claimed in one statement
@@ -38,6 +38,7 @@ from ..conf import app_settings
 from ..db.connections import warm_while_scheduling
 from ..exceptions import DatabaseUnavailable, first_line
 from ..run import history
+from ..run.claims import ClaimConnection
 from ..run.jobs import Job, registry
 from ..run.runner import RunResult
 from .batches import Batches
@@ -45,7 +46,7 @@ from .children import ISOLATIONS, Isolation, child_environment
 from .clock import CLOCK_REFRESH, DatabaseClock, Wakeup
 from .dispatch import Dispatcher
 from .fleet import presence_name, worker_identity
-from .presence import Attendance, answers
+from .presence import Attendance
 from .requests import RunRequests
 from .timetable import Timetable
 
@@ -85,9 +86,13 @@ class Worker:
         self.thread: threading.Thread | None = None
         self.identity = worker_identity()
         self._stop = threading.Event()
+        #: The worker's one connection (its presence): the clock, the live workers, "run now"
+        #: requests, and the claims and locks of its runs.
+        self._presence = ClaimConnection(self.using, presence=presence_name(self.identity))
         self._dispatcher = Dispatcher(
             self.manual_jobs,
             using=self.using,
+            claims=self._presence,
             identity=self.identity,
             max_concurrency=max_concurrency,
             isolation=isolation,
@@ -97,9 +102,10 @@ class Worker:
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
         self.abandoned: list[RunResult] = []
         self._timetable = Timetable(self.jobs, self.identity)
-        self._batches = Batches(self._dispatcher, self.presence_name, self._stop)
-        self._attendance = Attendance(self.using, self.identity, self._stop)
+        self._batches = Batches(self._dispatcher, self._stop)
+        self._attendance = Attendance(self._presence, self.identity, self._stop)
         self._wakeup = Wakeup()
+        self._presence.nudge = self._wakeup.nudge
         self._requests = RunRequests(
             self.manual_jobs,
             identity=self.identity,
@@ -107,9 +113,6 @@ class Worker:
             stop=self._stop,
             start=self._dispatcher.start_manual,
         )
-        #: The worker's own connection (its presence), for the clock, the run history and
-        #: "run now" requests.
-        self._presence: BaseDatabaseWrapper
 
     @property
     def _running(self) -> dict[str, Future[Any]]:
@@ -183,16 +186,18 @@ class Worker:
 
     def _schedule(self) -> None:
         self._dispatcher.open()
-        presence: BaseDatabaseWrapper | None = None
+        presence = self._presence
         try:
             attendance = self._attendance
-            presence = attendance.attend() if not self.persistent else attendance.reattend(None)
-            clock: DatabaseClock | None = None
-            while presence is not None and not self._stop.is_set():
+            present = attendance.attend() if not self.persistent else attendance.reattend(None)
+            clock = DatabaseClock(presence)
+            listened_on: BaseDatabaseWrapper | None = None
+            while present and not self._stop.is_set():
                 try:
-                    if clock is None or clock.connection is not presence:
+                    with presence.turn() as connection:
+                        reconnected = connection is not listened_on
+                    if reconnected:
                         # A (re)connected presence: listen again; the first pass plans.
-                        self._presence = self._dispatcher.connection = presence
                         clock = DatabaseClock(presence)
                         if self._timetable.upcoming is None:
                             # First, so a database without the app's tables is the first
@@ -203,23 +208,23 @@ class Worker:
                                 "cronworker %s: %s", self.identity, _first_ticks_said(upcoming, now)
                             )
                         self._requests.listen(presence)
+                        listened_on = connection
                     wait = self._wake(clock)
                     attendance.losses = 0  # a whole pass: the connection works again
                     self._sleep(wait)
                 except (DatabaseError, DatabaseUnavailable) as error:
-                    if isinstance(error, ProgrammingError) and answers(presence):
+                    if isinstance(error, ProgrammingError) and presence.connected:
                         # The database answered, and refused the statement (a missing table:
                         # migrate has not run): reconnecting cannot fix that.
                         raise
-                    presence.close()
-                    presence = attendance.reattend(error)
+                    # A connection that no longer answers was closed, and the runs whose
+                    # locks it held were told they lost them; reattending opens another.
+                    present = attendance.reattend(error)
         finally:
             self._shut_down()
-            self._batches.close()
+            self._batches.close()  # the presence too, once the last run on it has ended
             self._dispatcher.close()
             self._wakeup.close()
-            if presence is not None:
-                presence.close()
             # This thread's own Django connections (a pooler probe may have opened one): a
             # scheduler in a background thread must not leave them behind when it stops.
             connections.close_all()
@@ -235,13 +240,14 @@ class Worker:
         if due:
             now = clock.read()  # the wake's one reading, before deciding
             together: list[tuple[Job[..., object], datetime]] = []
-            for job, ticks in self._timetable.due(self._presence, due, now):
-                if len(ticks) == 1 and self._batches.claimable(job):
-                    together.append((job, ticks[0]))
-                else:
-                    self._dispatcher.dispatch(job, ticks)
+            with self._presence.turn() as connection:
+                for job, ticks in self._timetable.due(connection, due, now):
+                    if len(ticks) == 1 and self._batches.claimable(job):
+                        together.append((job, ticks[0]))
+                    else:
+                        self._dispatcher.dispatch(job, ticks)
             if together:
-                self._batches.claim(self._presence, together)
+                self._batches.claim(together)
         if not upcoming:
             return CLOCK_REFRESH
         wait = (min(upcoming.values()) - clock.now()).total_seconds()
@@ -249,7 +255,8 @@ class Worker:
 
     def _first_ticks(self, now: datetime) -> dict[str, datetime]:
         """Plan the first tick to wake for, per job, from the database time ``now``."""
-        return self._timetable.plan(self._presence, now)
+        with self._presence.turn() as connection:
+            return self._timetable.plan(connection, now)
 
     def _sleep(self, seconds: float) -> None:
         """Wait until the next tick is due, until stopped, or until a "run now" request is

@@ -1,6 +1,8 @@
 """The worker's own connection, its presence: it names the worker (see
 [fleet][django_advisory_cron.worker.fleet]), reads the clock, the run history and "run now"
-requests.
+requests, and claims the worker's runs and holds their locks (a
+[ClaimConnection][django_advisory_cron.run.claims.ClaimConnection]): one server connection
+per worker.
 
 A database restart or failover does not stop a worker: it logs the loss once, reconnects with
 a growing pause, and carries on from the database's clock.
@@ -11,12 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 
-from django.db import DatabaseError
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import DatabaseError, connections
 
-from ..db.connections import ensure_connected, unpooled_connection
+from ..db import pooler
 from ..exceptions import DatabaseUnavailable, first_line
-from .fleet import presence_name
+from ..run.claims import ClaimConnection
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -29,39 +30,33 @@ def reconnect_pause(attempt: int) -> float:
     return RECONNECT_PAUSES[min(attempt, len(RECONNECT_PAUSES) - 1)]
 
 
-def answers(connection: BaseDatabaseWrapper) -> bool:
-    """Whether ``connection`` is open and answers a statement."""
-    try:
-        return connection.connection is not None and connection.is_usable()
-    except Exception:
-        return False
-
-
 class Attendance:
-    """Opens the presence connection of the worker ``identity``, and opens it again after a
-    loss until the worker stops."""
+    """Opens the presence connection ``presence`` of the worker ``identity``, and opens it
+    again after a loss until the worker stops."""
 
-    def __init__(self, using: str, identity: str, stop: threading.Event) -> None:
-        self.using = using
+    def __init__(self, presence: ClaimConnection, identity: str, stop: threading.Event) -> None:
+        self.presence = presence
         self.identity = identity
         self._stop = stop
         #: Connections lost in a row, without a whole pass of the loop in between: how long
         #: to pause before reconnecting (``RECONNECT_PAUSES``).
         self.losses = 0
 
-    def attend(self) -> BaseDatabaseWrapper:
-        """Open the presence connection: it names this worker, and it reads the clock."""
-        presence = unpooled_connection(self.using, application_name=presence_name(self.identity))
+    def attend(self) -> bool:
+        """Open the presence connection (unless open): it names this worker, reads the clock
+        and holds its runs' locks. Whether a pooler is in the path is found first, by a probe
+        on this thread's own connection, closed at once: the worker keeps no other."""
+        alias = self.presence.alias
         try:
-            ensure_connected(presence)
-        except BaseException:
-            presence.close()
-            raise
-        return presence
+            pooler.resolve_scope("auto", alias)
+        finally:
+            connections[alias].close()
+        self.presence.open()
+        return True
 
-    def reattend(self, error: BaseException | None) -> BaseDatabaseWrapper | None:
+    def reattend(self, error: BaseException | None) -> bool:
         """Reach the database again after ``error`` (or at a persistent start), pausing longer
-        each time; ``None`` when stopped meanwhile."""
+        each time; ``False`` when stopped meanwhile."""
         if error is not None:
             # Pause before the first attempt too, longer after each loss in a row: a database
             # that accepts connections and then fails every pass must not be spun on.
@@ -74,11 +69,11 @@ class Attendance:
                 pause,
             )
             if self._stop.wait(pause):
-                return None
+                return False
         attempt = self.losses
         while not self._stop.is_set():
             try:
-                presence = self.attend()
+                self.attend()
             except (DatabaseError, DatabaseUnavailable) as failure:
                 if attempt == 0 and error is None:
                     logger.warning(
@@ -91,5 +86,5 @@ class Attendance:
                 continue
             if error is not None or attempt:
                 logger.warning("cronworker %s: database reachable again", self.identity)
-            return presence
-        return None
+            return True
+        return False

@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable, Iterable
 
 from django.db import DatabaseError, ProgrammingError
-from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..db import sql
 from ..db.execute import fetch_all
+from ..run.claims import ClaimConnection
 from .clock import CLOCK_REFRESH, Wakeup
 
 logger = logging.getLogger("django_advisory_cron")
@@ -48,7 +48,7 @@ class RunRequests:
         self._notified = True  # look for requests made while no worker ran
         self._seen = 0.0
 
-    def listen(self, presence: BaseDatabaseWrapper) -> None:
+    def listen(self, presence: ClaimConnection) -> None:
         """LISTEN for "run now" requests on the presence connection, where it can."""
         self.listening = self._wakeup.listen(presence)
         self._notified = True  # requests made while this worker was not listening
@@ -75,7 +75,7 @@ class RunRequests:
     def _interval(self) -> float:
         return CLOCK_REFRESH if self.listening else REQUEST_POLL
 
-    def take(self, connection: BaseDatabaseWrapper) -> None:
+    def take(self, presence: ClaimConnection) -> None:
         """Claim and start the pending "run now" requests of this worker's jobs. Only one
         worker gets each request. Listening, it looks when notified (and every
         ``CLOCK_REFRESH`` seconds in case a notification was missed); else every
@@ -85,9 +85,10 @@ class RunRequests:
             return
         self._notified, self._seen = False, time.monotonic()
         try:
-            claimed = fetch_all(connection, sql.claim_run_requests(self.jobs))
+            with presence.turn() as connection:
+                claimed = fetch_all(connection, sql.claim_run_requests(self.jobs))
         except DatabaseError as error:
-            if connection.connection is None or not connection.is_usable():
+            if not presence.connected:
                 raise  # the connection is gone: the loop reconnects
             if isinstance(error, ProgrammingError):
                 raise  # a missing table: the worker cannot work here (see the loop)

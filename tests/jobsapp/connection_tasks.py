@@ -1,0 +1,55 @@
+"""Jobs for the connection-count tests (test_worker_connections.py), loaded with
+``ADVISORY_CRON_JSON='{"JOBS_MODULE": "connection_tasks", ...}'`` in the worker processes.
+
+Their bodies are pure Python, so every server connection the worker holds is its own."""
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from django_advisory_cron import locked_task
+
+#: The folder where the holding jobs say they started and wait for their release file.
+SIGNALS = "CONNECTION_TEST_SIGNALS"
+
+
+@locked_task(name="conn_tick_every1", every=timedelta(seconds=1))
+def conn_tick_every1() -> None:
+    """Does nothing each second: alone at odd seconds, claimed with the next at even ones."""
+
+
+@locked_task(name="conn_tick_every2", every=timedelta(seconds=2))
+def conn_tick_every2() -> None:
+    """Does nothing every two seconds."""
+
+
+def _ticking(name: str) -> None:
+    def body() -> None:
+        """Does nothing every two seconds, with the others."""
+
+    locked_task(name=name, every=timedelta(seconds=2))(body)
+
+
+#: Jobs due together every two seconds, with ``conn_tick_every2``.
+TOGETHER = [f"conn_tick_together_{number}" for number in range(6)]
+for _name in TOGETHER:
+    _ticking(_name)
+
+
+def _holding(name: str, seconds: int) -> None:
+    def body() -> None:
+        folder = Path(os.environ[SIGNALS])
+        (folder / f"{name}.started").touch()
+        deadline = time.monotonic() + 120
+        while not (folder / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    locked_task(name=name, every=timedelta(seconds=seconds), scope="session")(body)
+
+
+#: Four jobs that run until the test releases them, due at different moments (some alone,
+#: some together).
+HOLDING = [f"conn_hold_every{seconds}" for seconds in (1, 2, 3, 5)]
+for _name, _seconds in zip(HOLDING, (1, 2, 3, 5), strict=True):
+    _holding(_name, _seconds)

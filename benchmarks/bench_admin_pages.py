@@ -7,8 +7,9 @@ history to each step in turn (one ``INSERT ... SELECT generate_series`` per step
 added below the newer ones, ``VACUUM ANALYZE`` after each, as autovacuum would leave it): one
 row every ``--spacing`` seconds, 7.776 s by default, so 1,000,000 rows are the default 90 days
 of ``HISTORY_DAYS``. The mix: 70 % succeeded, 5 % failed, 2.5 % each timed out, interrupted and
-lock lost, 15 % skips, 2.5 % manual runs without a tick; one tick per job and run, as the
-partial unique index on ``(job, tick)`` requires.
+lock lost, 15 % skips, 2.5 % manual runs without a tick, and one job in 50 that never
+succeeded (its runs all failed); one tick per job and run, as the partial unique index on
+``(job, tick)`` requires.
 
 At each step it times whole requests through Django's test client (rendering included;
 the requests take turns, median of ``--repeat`` after a warm-up): the Job runs page plain,
@@ -39,7 +40,8 @@ INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished
                                          error, manual)
 SELECT 'bench.job' || (g %% %(jobs)s), CASE WHEN k = 39 THEN NULL ELSE date_trunc('minute', at) END,
        'web-' || (g %% 3), g %% 30000, at, at + make_interval(secs => 1 + g %% 7),
-       CASE WHEN k < 28 OR k = 39 THEN 'succeeded' WHEN k < 30 THEN 'failed'
+       CASE WHEN (k < 28 OR k = 39) AND g %% %(jobs)s %% 50 = 0 THEN 'failed'
+            WHEN k < 28 OR k = 39 THEN 'succeeded' WHEN k < 30 THEN 'failed'
             WHEN k = 30 THEN 'timed_out' WHEN k = 31 THEN 'interrupted'
             WHEN k = 32 THEN 'lock_lost' WHEN k < 36 THEN 'skipped_tick'
             WHEN k < 38 THEN 'skipped_locked' ELSE 'skipped_paused' END,

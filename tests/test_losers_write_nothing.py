@@ -4,6 +4,8 @@ statement in all. ``RECORD_SKIPS`` brings the per-replica skip rows back."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -14,11 +16,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.test import override_settings
 
-from django_advisory_cron import control, registry
+from django_advisory_cron import control, exitcodes, registry
 from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, JobState, RunStatus
 from tests.test_catchup import HOUR, OnePass, hour_of, hourly, succeeded_ticks
+from tests.test_worker_fleet import FLEET, db_now, stop, wait_for_ticks
+from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db", "fresh_registry")
 
@@ -161,3 +165,26 @@ def test_a_manual_run_that_meets_a_held_lock_is_recorded(raw_connect: Any, manag
     assert done.returncode == 0 and "skipped, locked by another process" in done.stdout, done
     (row,) = JobRun.objects.all()
     assert (row.status, row.manual, row.tick) == (RunStatus.SKIPPED_LOCKED, True, None)
+
+
+def test_three_workers_write_one_row_per_job_and_tick(
+    spawn: Any, raw_connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3 ``cronworker`` processes, 5 two-second jobs, until each job has run two ticks: the
+    history holds exactly the runs, one per (job, tick); the workers that lost wrote
+    nothing."""
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(FLEET))
+    observer = raw_connect()
+    names = [f"every2_{number}" for number in range(5)]
+    workers = [spawn("cronworker", *names, "--grace", "5") for _ in range(3)]
+    wait_for(lambda: workers_present(observer) == 3)
+    started = db_now(observer)
+    wait_for_ticks(names, started + timedelta(seconds=4))
+    errors = stop(*workers)
+    assert [worker.returncode for worker in workers] == [exitcodes.SIGTERM] * 3, errors
+    rows = JobRun.objects.filter(job__in=names)
+    assert set(rows.values_list("status", flat=True)) == {RunStatus.SUCCEEDED}
+    per_tick = Counter(rows.values_list("job", "tick"))
+    assert set(per_tick.values()) == {1}, per_tick
+    # Every worker took part in the ticks it lost: it logged the skips it wrote nothing for.
+    assert all("skipped: tick" in error or "skipped: locked" in error for error in errors)

@@ -137,6 +137,14 @@ class ClaimConnection:
                 self._connection = LockConnection(wrapper, self.alias)
             return self._connection.wrapper
 
+    def retire(self) -> None:
+        """Close the connection unless a run's lock is on it (after a statement failed on it
+        and it still answers: reopened, it may reach another server, a failover's new
+        primary; the runs it holds would lose their locks)."""
+        with self._turn:
+            if not self._held:
+                self._end()
+
     @property
     def connected(self) -> bool:
         """Whether it has a connection (a failure that left it unusable ended it)."""

@@ -218,7 +218,9 @@ class Worker:
                         # migrate has not run): reconnecting cannot fix that.
                         raise
                     # A connection that no longer answers was closed, and the runs whose
-                    # locks it held were told they lost them; reattending opens another.
+                    # locks it held were told they lost them; one that answers is closed
+                    # unless it holds runs' locks. Reattending opens another.
+                    presence.retire()
                     present = attendance.reattend(error)
         finally:
             self._shut_down()

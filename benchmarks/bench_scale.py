@@ -111,6 +111,10 @@ class Figures:
     statements: float | None
     rows_per_tick: float
     runs_per_tick: float
+    #: Rows per tick that are not runs, by status (skips, runs interrupted at the stop).
+    other_rows: dict[str, float]
+    #: The statements sent most often over the window: calls per tick per replica, text.
+    busiest: list[tuple[float, str]]
     backends: int
     cpu_per_tick: float | None
 
@@ -122,6 +126,7 @@ def run_workers(
     size: tuple[int, int],
     every: float,
     seconds: float,
+    busiest: int = 0,
 ) -> Figures:
     """Start ``workers`` cronworkers with ``jobs`` jobs each for ``seconds``; measure."""
     workers, jobs = size
@@ -148,6 +153,7 @@ def run_workers(
     time.sleep(seconds)
     statements, cpu_after = observer.reading()[1], server_cpu(server)
     backends = sampler.stop()
+    top = observer.busiest(busiest)
     window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     stop_workers(processes)
     # Ticks wholly inside the window: after it began, and early enough to have finished.
@@ -157,6 +163,11 @@ def run_workers(
         "FILTER (WHERE status = ANY(%s)), count(*) FROM django_advisory_cron_jobrun "
         "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick",
         (list(RAN), list(RAN), window_start, window_end, every),
+    ).fetchall()
+    statuses = conn.execute(
+        "SELECT status, count(*) FROM django_advisory_cron_jobrun WHERE NOT status = ANY(%s) "
+        "AND tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY status",
+        (list(RAN), window_start, window_end, every),
     ).fetchall()
     tick_count = len({tick for _job, tick, *_rest in rows}) or 1
     per_job_tick = [int(runs) for _job, _tick, runs, *_rest in rows]
@@ -177,6 +188,8 @@ def run_workers(
         statements=None if statements is None else statements / window_ticks / workers,
         rows_per_tick=sum(int(written) for *_rest, written in rows) / tick_count,
         runs_per_tick=sum(per_job_tick) / tick_count,
+        other_rows={status: count / tick_count for status, count in statuses},
+        busiest=[(calls / window_ticks / workers, query) for calls, query in top],
         backends=max(backends, default=0),
         cpu_per_tick=None if cpu is None else cpu / window_ticks,
     )
@@ -252,6 +265,9 @@ def main() -> None:
     parser.add_argument("--racers", type=int, default=50, help="runlocked processes (0: skip)")
     parser.add_argument("--race-jobs", type=int, default=20)
     parser.add_argument("--no-doubling", action="store_true", help="only the base size")
+    parser.add_argument(
+        "--busiest", type=int, default=0, help="print the N statements sent most often"
+    )
     options = parser.parse_args()
     with migrated_database() as (url, server):
         observer = Observer(url)
@@ -259,7 +275,9 @@ def main() -> None:
         if not options.no_doubling:
             sizes += [(options.workers * 2, options.jobs), (options.workers, options.jobs * 2)]
         figures = [
-            run_workers(url, server, observer, size, options.every, options.seconds)
+            run_workers(
+                url, server, observer, size, options.every, options.seconds, options.busiest
+            )
             for size in sizes
         ]
         race = (
@@ -288,6 +306,13 @@ def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) ->
             f"{f.p50:>8.1f} {f.p99:>8.1f} {statements:>18} {f.rows_per_tick:>9.1f} "
             f"{f.runs_per_tick:>9.1f} {f.backends:>8} {cpu:>13}"
         )
+    for f in figures:
+        if f.other_rows:
+            others = ", ".join(f"{status} {count:.1f}" for status, count in f.other_rows.items())
+            print(f"{f.label}: rows per tick that are not runs: {others}")
+    for f in figures:
+        for calls, query in f.busiest:
+            print(f"{f.label}: {calls:6.2f} per tick per replica: {query[:110]}")
     if len(figures) == 3:
         print(f"\nN doubled: {growth(figures[0], figures[1])}")
         print(f"M doubled: {growth(figures[0], figures[2])}")

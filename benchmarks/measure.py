@@ -146,6 +146,18 @@ class Observer:
         assert row is not None
         return int(row[0]), None if row[1] is None else int(row[1])
 
+    def busiest(self, count: int) -> list[tuple[int, str]]:
+        """The ``count`` statements the server ran most often in this database since the last
+        reset: calls and the statement's first line, ours left out."""
+        if not self.server_side:
+            return []
+        rows = self.conn.execute(
+            "SELECT calls, query FROM pg_stat_statements WHERE dbid = %s AND toplevel "
+            "AND query NOT LIKE '%%pg_stat_statements%%' ORDER BY calls DESC LIMIT %s",
+            (self.dbid, count),
+        ).fetchall()
+        return [(int(calls), " ".join(query.split())) for calls, query in rows]
+
     def per_call(self, action: Callable[[], Any], calls: int) -> float:
         """Statements per call of ``action``: counted by the server after a reset, or
         client-side by Django's execute wrappers where the server does not count."""

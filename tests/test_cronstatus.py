@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from io import StringIO
@@ -20,6 +19,7 @@ from django_advisory_cron.management.commands.prune_jobruns import prune
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.ops.status import describe, job_statuses
 from tests.jobsapp.tasks import failing, quick_scheduled
+from tests.waiting import wait_for
 
 Manage = Callable[..., CompletedProcess[str]]
 
@@ -87,7 +87,7 @@ def test_stuck_job_with_a_stale_lock(
     (status,) = job_statuses(["status.stuck"])
     assert status.holder is not None and not status.stuck
     assert f"backend pid {holder.info.backend_pid}" in status.held_by
-    time.sleep(1.2)
+    wait_for(lambda: job_statuses(["status.stuck"])[0].stuck, timeout=10)  # held over 1 s
     out = StringIO()
     with pytest.raises(SystemExit) as exit_info:
         call_command("cronstatus", "--job", "status.stuck", stdout=out)

@@ -191,7 +191,7 @@ SETTINGS: dict[str, Setting] = {
     "METRICS_WINDOW": Setting(86400, "E148", _seconds),
     # Idle lock connections a process keeps per alias for the next session lock (0: none, a
     # connection is opened and closed per lock; None: 8 while a scheduler runs in the
-    # process, cronworker or start_worker(), else none).
+    # process, cronworker or start_worker(), else 1 that closes after 2 s unused).
     "LOCK_POOL_SIZE": Setting(None, "E130", _count_or_none),
     # Seconds after which a kept lock connection is closed instead of reused.
     "LOCK_CONNECTION_MAX_AGE": Setting(300, "E131", _seconds),

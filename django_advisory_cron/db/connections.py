@@ -40,7 +40,7 @@ from django.db.utils import load_backend
 
 from ..conf import app_settings
 from ..exceptions import DatabaseUnavailable, LockDatabaseError, first_line
-from .deadlines import watchdog
+from .deadlines import Deadline, watchdog
 
 APPLICATION_NAME = "django-advisory-cron"
 
@@ -243,6 +243,8 @@ class LockConnection:
     alias: str
     opened: float = field(default_factory=time.monotonic)
     pid: int = field(default_factory=os.getpid)
+    #: While it sits idle outside a scheduler: the deadline that closes it.
+    closing: Deadline | None = None
 
     @property
     def age(self) -> float:
@@ -328,6 +330,9 @@ def checkout(alias: str = DEFAULT_DB_ALIAS) -> LockConnection:
             _idle.server[alias] = server
         while idle:
             candidate = idle.pop()  # the most recently used: the likeliest to be alive
+            if candidate.closing is not None:
+                watchdog.disarm(candidate.closing)
+                candidate.closing = None
             if candidate.age < max_age and still_open(candidate):
                 chosen = candidate
                 break
@@ -336,12 +341,23 @@ def checkout(alias: str = DEFAULT_DB_ALIAS) -> LockConnection:
         close_connection(connection)
     if chosen is not None:
         return chosen
-    return LockConnection(open_lock_connection(alias), alias)
+    # A connection kept for a moment only prepares nothing: its few repeats would not repay
+    # it, and behind an undeclared transaction pooler two clients' prepared statements clash.
+    return LockConnection(open_lock_connection(alias, prepared=not closes_when_idle()), alias)
 
 
 #: Idle lock connections kept per alias while a scheduler runs here and ``LOCK_POOL_SIZE`` is
 #: ``None``.
 WARM_POOL_SIZE = 8
+
+#: Idle lock connections kept per alias by a process that runs no scheduler, with
+#: ``LOCK_POOL_SIZE`` ``None``: each closes after ``IDLE_CLOSE`` seconds unused.
+QUIET_POOL_SIZE = 1
+
+#: Seconds an idle lock connection of a process that runs no scheduler stays open: under the
+#: 5 s that ``DROP DATABASE`` waits for a database's sessions to end, so a test runner (or an
+#: operator) dropping the database right after a lock is not refused.
+IDLE_CLOSE = 2.0
 
 _schedulers = 0
 _schedulers_guard = threading.Lock()
@@ -350,13 +366,33 @@ _schedulers_guard = threading.Lock()
 def pool_size() -> int:
     """How many idle lock connections this process keeps per alias: ``LOCK_POOL_SIZE``, or
     when it is ``None``, [WARM_POOL_SIZE][django_advisory_cron.db.connections.WARM_POOL_SIZE] while
-    a scheduler runs in this process and none otherwise. Idle connections keep a database
-    busy (``DROP DATABASE`` refuses, a test suite cannot drop its database), so a process that
-    takes a lock now and then keeps none unless asked."""
+    a scheduler runs in this process and
+    [QUIET_POOL_SIZE][django_advisory_cron.db.connections.QUIET_POOL_SIZE] otherwise (closed
+    when idle: see [closes_when_idle][django_advisory_cron.db.connections.closes_when_idle])."""
     size = app_settings.LOCK_POOL_SIZE
     if size is not None:
         return size
-    return WARM_POOL_SIZE if _schedulers else 0
+    return WARM_POOL_SIZE if _schedulers else QUIET_POOL_SIZE
+
+
+def closes_when_idle() -> bool:
+    """Whether a kept connection closes after ``IDLE_CLOSE`` s unused: with the default
+    ``LOCK_POOL_SIZE`` in a process that runs no scheduler. An idle connection keeps its
+    database busy (``DROP DATABASE`` refuses after waiting 5 s): a process that takes a lock now
+    and then keeps one warm for the next lock, not for good."""
+    return app_settings.LOCK_POOL_SIZE is None and not _schedulers
+
+
+def _close_if_idle(connection: LockConnection) -> None:
+    """On the deadline thread: close ``connection`` if it is still idle (a holder that checked
+    it out meanwhile disarmed this, but may have won the race)."""
+    with _idle.guard:
+        idle = _idle.by_alias.get(connection.alias, [])
+        if connection.closing is None or connection not in idle:
+            return
+        idle.remove(connection)
+        connection.closing = None
+    close_connection(connection)
 
 
 @contextmanager
@@ -391,6 +427,10 @@ def checkin(connection: LockConnection, *, reusable: bool) -> None:
             idle = _idle.by_alias.setdefault(connection.alias, [])
             if len(idle) < size and _idle.server.get(connection.alias) == server:
                 idle.append(connection)
+                if closes_when_idle():
+                    connection.closing = watchdog.arm(
+                        IDLE_CLOSE, functools.partial(_close_if_idle, connection)
+                    )
                 return
     close_connection(connection)
 

@@ -123,6 +123,22 @@ def test_a_busy_worker_holds_at_most_two_backends(
     stopped(worker)
 
 
+def test_a_run_now_takes_its_lock_on_the_workers_connection(
+    spawn: Any, raw_connect: Any, connection_jobs: Path, manage: Any
+) -> None:
+    """A "run now" is claimed on the worker's one connection like a tick: afterwards the
+    worker still holds one backend (no lock connection of its own left idle)."""
+    observer = raw_connect()
+    worker = spawn("cronworker", "conn_yearly", "--grace", "5")
+    wait_for(lambda: workers_present(observer) == 1)
+    triggered = manage("cronjob", "trigger", "conn_yearly")
+    assert triggered.returncode == 0, triggered.stderr
+    ran = JobRun.objects.filter(job="conn_yearly", status=RunStatus.SUCCEEDED, manual=True)
+    wait_for(ran.exists, timeout=30)
+    assert most(lambda: backends_of(worker, observer), 1.0) == 1
+    stopped(worker)
+
+
 @pytest.fixture
 def pgbouncer(django_db_setup: None) -> Any:
     with start_pgbouncer(upstream(), pool_size=3) as bouncer:

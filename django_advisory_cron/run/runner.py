@@ -282,20 +282,21 @@ class ClaimedRun:
 
 
 def claim_together(
-    batch: Sequence[tuple[RunnableJob, datetime]], claims: ClaimConnection
+    batch: Sequence[tuple[RunnableJob, datetime | None]], claims: ClaimConnection
 ) -> tuple[list[ClaimedRun], list[RunResult]]:
     """Take the locks and claim the ticks of several jobs (``(job, tick)`` each: session
-    scope, no waiting) in one statement on ``claims``. Returns the runs to start, and the
-    results of the jobs skipped (recorded, logged and signalled like any skip).
+    scope, no waiting; a tick of ``None`` is a manual run, "run now") in one statement on
+    ``claims``. Returns the runs to start, and the results of the jobs skipped (logged and
+    signalled like any skip).
 
     Raises ``DatabaseError`` or ``DatabaseUnavailable`` when the claim failed.
     """
     entries = []
     for job, tick in batch:
-        result = RunResult(job.name, RunStatus.SKIPPED_LOCKED)
+        result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=tick is None)
         record = result.record = history.RunRecord(
             result,
-            matches=[(tick, tick)],
+            matches=[] if tick is None else [(tick, tick)],
             now=tick,
             max_skew=app_settings.MAX_SKEW,
             using=claims.alias,

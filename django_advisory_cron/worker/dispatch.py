@@ -344,7 +344,7 @@ class Dispatcher:
                     with self._tracking():
                         if claimed is not None:
                             result = claimed.run()
-                        elif tick is not None and using == self.using and self.claimable(job):
+                        elif using == self.using and self.claimable(job):
                             result = self._claim_alone(job, tick)
                         else:
                             result = execute(job, now=tick, using=using, manual=tick is None)
@@ -368,9 +368,9 @@ class Dispatcher:
                 self.stats.failed += 1
         return result
 
-    def _claim_alone(self, job: Job[..., object], tick: datetime) -> RunResult:
-        """Claim one tick on the worker's connection (one statement, like a batch's), and run
-        it if won."""
+    def _claim_alone(self, job: Job[..., object], tick: datetime | None) -> RunResult:
+        """Claim one tick (``None``: a manual run) on the worker's connection (one statement,
+        like a batch's), and run it if won."""
         runs, skipped = claim_together([(job, tick)], self.claims)
         return runs[0].run() if runs else skipped[0]
 

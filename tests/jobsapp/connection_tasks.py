@@ -53,3 +53,8 @@ def _holding(name: str, seconds: int) -> None:
 HOLDING = [f"conn_hold_every{seconds}" for seconds in (1, 2, 3, 5)]
 for _name, _seconds in zip(HOLDING, (1, 2, 3, 5), strict=True):
     _holding(_name, _seconds)
+
+
+@locked_task(name="conn_yearly", schedule="0 0 1 1 *")
+def conn_yearly() -> None:
+    """Ticks once a year: in the tests it runs only when someone asks for it ("run now")."""

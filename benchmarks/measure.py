@@ -52,7 +52,7 @@ _BACKENDS = (
     "SELECT count(*), NULL FROM pg_stat_activity WHERE datid = %(dbid)s AND pid <> pg_backend_pid()"
 )
 
-#: The floors' key: outside the range of the app's namespaced keys.
+#: The floors' key: a single bigint, which never meets the app's two-int keys.
 FLOOR_KEY = 4_242_424_242
 
 
@@ -62,10 +62,10 @@ def start_durable_postgres() -> PostgresServer:
     bindir = find_pg_bindir()
     libraries = [] if bindir is None else [bindir.parent / "lib", bindir.parent / "lib/postgresql"]
     counting = any(any(lib.glob("pg_stat_statements.*")) for lib in libraries)
-    if not counting:
+    if bindir is not None and not counting:
         print(
             f"pg_stat_statements is not part of the PostgreSQL in {bindir}: statements are "
-            "counted client-side",
+            "counted client-side in bench_runner.py, and not at all by the worker benchmarks",
             file=sys.stderr,
         )
     server = start_postgres(bindir, config={**DURABLE, **(COUNTING if counting else {})})
@@ -126,7 +126,7 @@ class Observer:
             "statements counted by the server (pg_stat_statements, top level, this database)"
             if self.server_side
             else "pg_stat_statements not installed there: statements counted client-side "
-            "(Django's execute wrappers, this process only)"
+            "(psycopg's Cursor.execute in this process; BEGIN and COMMIT not counted)"
         )
         return (
             f"PostgreSQL {settings['server_version']}: fsync {settings['fsync']}, "
@@ -160,13 +160,13 @@ class Observer:
 
     def per_call(self, action: Callable[[], Any], calls: int) -> float:
         """Statements per call of ``action``: counted by the server after a reset, or
-        client-side by Django's execute wrappers where the server does not count."""
+        client-side (psycopg's ``Cursor.execute``) where the server does not count."""
         if self.server_side:
             self.reset()
             for _ in range(calls):
                 action()
             return (self.reading()[1] or 0) / calls
-        with django_statements() as counted:
+        with client_statements() as counted:
             for _ in range(calls):
                 action()
         return counted[0] / calls
@@ -176,31 +176,24 @@ class Observer:
 
 
 @contextmanager
-def django_statements() -> Iterator[list[int]]:
-    """Counts the statements sent through Django's connections in this process meanwhile
-    (the connections opened meanwhile included): the client-side fallback."""
-    from django.db import connections
-    from django.db.backends.signals import connection_created
+def client_statements() -> Iterator[list[int]]:
+    """Counts the statements this process sends through psycopg's ``Cursor.execute``
+    meanwhile, Django's cursors and the lock statements included (``BEGIN`` and ``COMMIT``,
+    which psycopg sends by itself, are not): the fallback where the server does not count."""
+    import psycopg
 
     counted = [0]
+    execute = psycopg.Cursor.execute
 
-    def count(execute: Callable[..., Any], *args: Any) -> Any:
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
         counted[0] += 1
-        return execute(*args)
+        return execute(self, *args, **kwargs)
 
-    def wrap(sender: Any, connection: Any, **kwargs: Any) -> None:
-        connection.execute_wrappers.append(count)
-
-    wrapped = [connection for connection in connections.all() if connection.connection]
-    for connection in wrapped:
-        connection.execute_wrappers.append(count)
-    connection_created.connect(wrap, weak=False)
+    psycopg.Cursor.execute = counting  # type: ignore[method-assign]
     try:
         yield counted
     finally:
-        connection_created.disconnect(wrap)
-        for connection in wrapped:
-            connection.execute_wrappers.remove(count)
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
 
 
 class Floors:

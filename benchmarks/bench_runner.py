@@ -70,7 +70,6 @@ def main() -> None:
         observer.close()
         if server is not None:
             server.stop()
-    print(observer.header())
     print_table(rows, process_row, options)
 
 

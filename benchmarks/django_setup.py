@@ -9,12 +9,13 @@ from typing import Any
 import django
 from django.conf import settings
 
-from benchmarks.measure import start_durable_postgres
+from benchmarks.measure import Observer, start_durable_postgres
 from django_advisory_cron.testing import parse_database_url
 
 
 def setup() -> tuple[Any, str]:
-    """Configure and migrate; return the throwaway server (or None) and the database URL."""
+    """Configure and migrate, and print the server's header line; return the throwaway server
+    (or None) and the database URL."""
     server = None
     url = os.environ.get("DATABASE_URL")
     if not url:
@@ -61,4 +62,7 @@ def setup() -> tuple[Any, str]:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    observer = Observer(url)
+    print(observer.header())
+    observer.close()
     return server, url

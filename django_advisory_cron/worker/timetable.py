@@ -77,10 +77,11 @@ class Timetable:
         caller has started its ticks (asked for the next job, or for none)."""
         upcoming = self.upcoming
         assert upcoming is not None
+        recorded = self._recorded_if_behind(connection, names, now)
         for name in run_order(self.identity, names):
             job = self.jobs[name]
             try:
-                ticks = self._ticks_due(connection, job, upcoming[name], now)
+                ticks = self._ticks_due(job, upcoming[name], now, recorded.get(name))
                 following = next_tick(job, now)
             except (DatabaseError, DatabaseUnavailable):
                 raise
@@ -108,12 +109,32 @@ class Timetable:
             first_line(error),
         )
 
+    def _slept_through(self, name: str, now: datetime) -> bool:
+        """Whether ticks of ``name`` passed after the first one not yet started here, while
+        this worker was not looking (its schedule's failure is left to ``due``)."""
+        assert self.upcoming is not None
+        if name in self._missed_at_start or name not in self.upcoming:
+            return False
+        try:
+            return latest_tick(self.jobs[name], now) > self.upcoming[name]
+        except Exception:
+            return False
+
+    def _recorded_if_behind(
+        self, connection: BaseDatabaseWrapper, names: list[str], now: datetime
+    ) -> dict[str, datetime]:
+        """The latest recorded tick of each of ``names`` that this worker slept through ticks
+        of: other replicas may have run some meanwhile. One statement for all of them."""
+        behind = [name for name in names if self._slept_through(name, now)]
+        return catchup.recorded_ticks(connection, behind) if behind else {}
+
     def _ticks_due(
-        self, connection: BaseDatabaseWrapper, job: Job[..., object], first: datetime, now: datetime
+        self, job: Job[..., object], first: datetime, now: datetime, recorded: datetime | None
     ) -> list[datetime]:
         """The ticks of ``job`` to run now, oldest first: ``first`` is the earliest not yet
         started here. When ticks were missed (before this worker started, or slept through),
-        the job's catch-up policy decides from the run history."""
+        the job's catch-up policy decides from the run history (``recorded``: the job's latest
+        recorded tick, read when it slept through ticks)."""
         started = self._missed_at_start.pop(job.name, None)
         since: list[datetime] = []
         if started is not None:
@@ -124,13 +145,11 @@ class Timetable:
                 since.append(tick)
                 tick = next_tick(job, tick)
         else:
-            if latest_tick(job, now) > first:
-                # Slept through ticks: other replicas may have run some of them meanwhile.
-                recorded = catchup.recorded_ticks(connection, [job.name]).get(job.name)
-                if recorded is not None and recorded >= first:
-                    first = next_tick(job, recorded)
-                    if first > now:
-                        return []
+            # Slept through ticks: other replicas may have run some of them meanwhile.
+            if latest_tick(job, now) > first and recorded is not None and recorded >= first:
+                first = next_tick(job, recorded)
+                if first > now:
+                    return []
             plan = catchup.plan(job, first, now)
         if plan.noteworthy:
             logger.warning("cronworker %s: %s", self.identity, plan.describe())

@@ -76,6 +76,7 @@ def main() -> None:
 def in_process(
     url: str, floors: Floors, observer: Observer, options: argparse.Namespace
 ) -> list[Row]:
+    import pglock
     import psycopg
     from django.conf import settings
     from django.test import override_settings
@@ -115,6 +116,11 @@ def in_process(
         with advisory_lock("bench-lock", scope="session"):
             pass
 
+    def pglock_advisory() -> None:
+        """django-pglock's session lock, on Django's own connection: for reference."""
+        with pglock.advisory("bench-pglock", timeout=0, side_effect=pglock.Return):
+            pass
+
     rows = [
         Row(WRITE, floors.write),
         Row(LOCK, floors.lock, WRITE),
@@ -124,10 +130,10 @@ def in_process(
         Row("skip, locked elsewhere", locked_elsewhere, ROUND_TRIP, 2),
         Row("skip, tick already taken", tick_taken, ROUND_TRIP, 2),
         Row("advisory_lock() session, empty body, warm", session_lock, LOCK, 1.5),
+        Row("django-pglock advisory(), for reference", pglock_advisory, LOCK),
     ]
-    # A process that is not a scheduler keeps no idle lock connection (LOCK_POOL_SIZE unset,
-    # the default): each lock starts a server backend, and leaves one exiting behind it,
-    # which would slow whichever row came next, so it takes turns with (a) alone.
+    # A process that is not a scheduler (LOCK_POOL_SIZE unset, the default) keeps one lock
+    # connection, closed after 2 s unused; it takes turns with (a) alone, from a cold start.
     cold = Row("advisory_lock() session, not a scheduler", session_lock, LOCK, 1.5)
     cold_floor = Row(LOCK, floors.lock)
     not_a_scheduler = override_settings(

@@ -47,6 +47,7 @@ def demo_env(**extra: str) -> dict[str, str]:
 NOT_TOGETHER = "the replicas did not start together"
 
 
+@pytest.mark.slow  # the demo's part 3 runs two real ticks of a 5-second job
 def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> None:
     for _attempt in range(3):  # again while the demo says the host was too busy to overlap them
         result = run_demo("--replicas", "5", env=demo_env(DATABASE_URL=scratch_database_url))
@@ -115,6 +116,7 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
     assert "'run N' is the run's id in the history" in out
 
 
+@pytest.mark.slow
 def test_readme_command_starts_and_stops_its_own_postgres() -> None:
     result = run_demo(env=demo_env())
     out = result.stdout

@@ -89,6 +89,7 @@ def stop(*processes: subprocess.Popen[str]) -> list[str]:
     return [process.communicate(timeout=30)[1] for process in processes]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "names",
     [

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -141,22 +141,27 @@ def unpooled_connection(alias: str, **options: object) -> BaseDatabaseWrapper:
 #: ``prepare_threshold``): one sent only once is not kept on the server.
 PREPARE_THRESHOLD = 1
 
+#: How a lock connection sends parameters: bound on the server and prepared on a statement's
+#: second run; bound on the server, never prepared; or bound on the client, as Django does.
+Binding = Literal["prepared", "server", "client"]
+
 
 def open_lock_connection(
-    alias: str = DEFAULT_DB_ALIAS, *, prepared: bool = True, **options: object
+    alias: str = DEFAULT_DB_ALIAS, *, binding: Binding = "prepared", **options: object
 ) -> BaseDatabaseWrapper:
     """Open a dedicated, unpooled autocommit connection for holding session locks (``options``
     add connection parameters, such as a ``cronworker``'s ``application_name``).
 
-    With psycopg 3 it binds parameters on the server and prepares a statement the second time
-    it runs (Django turns psycopg's preparing off for every connection), so the statements a
-    warm connection repeats are planned once: planning the run's acquiring statement costs
-    twice its execution. Not where a transaction pooler is declared or ``prepared`` is false
-    (prepared statements need the same server connection), nor where the alias's OPTIONS
-    choose otherwise."""
+    With psycopg 3 it binds parameters on the server (its statements' text stays short, in
+    ``pg_stat_activity`` too) and, by default, prepares a statement the second time it runs
+    (Django turns psycopg's preparing off for every connection), so the statements a warm
+    connection repeats are planned once: planning the run's acquiring statement costs twice
+    its execution. Neither where a transaction pooler is declared (prepared statements need
+    the same server connection), nor where the alias's OPTIONS choose otherwise."""
     pooled = app_settings.POOLING in ("transaction", "statement")
-    if prepared and not pooled and is_psycopg3:
-        options = {"server_side_binding": True, "prepare_threshold": PREPARE_THRESHOLD, **options}
+    if binding != "client" and not pooled and is_psycopg3:
+        threshold = PREPARE_THRESHOLD if binding == "prepared" else None
+        options = {"server_side_binding": True, "prepare_threshold": threshold, **options}
     connection = unpooled_connection(alias, **options)
     # The heartbeat thread checks this connection while the job runs elsewhere.
     connection.inc_thread_sharing()
@@ -343,7 +348,8 @@ def checkout(alias: str = DEFAULT_DB_ALIAS) -> LockConnection:
         return chosen
     # A connection kept for a moment only prepares nothing: its few repeats would not repay
     # it, and behind an undeclared transaction pooler two clients' prepared statements clash.
-    return LockConnection(open_lock_connection(alias, prepared=not closes_when_idle()), alias)
+    binding: Binding = "server" if closes_when_idle() else "prepared"
+    return LockConnection(open_lock_connection(alias, binding=binding), alias)
 
 
 #: Idle lock connections kept per alias while a scheduler runs here and ``LOCK_POOL_SIZE`` is

@@ -132,7 +132,7 @@ class ClaimConnection:
         with self._turn:
             if self._connection is None:
                 wrapper = open_lock_connection(
-                    self.alias, prepared=False, application_name=self.presence
+                    self.alias, binding="client", application_name=self.presence
                 )
                 self._connection = LockConnection(wrapper, self.alias)
             return self._connection.wrapper

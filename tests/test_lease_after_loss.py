@@ -103,7 +103,8 @@ def test_cronworker_waits_for_the_lease_of_a_run_whose_lock_was_lost(
     """Two workers, a three-second job whose body runs five seconds of pure Python; its lock
     connection is terminated as it starts. The other worker skips the ticks while the lost
     run's lease lasts, and runs the job again only once that body has ended. ``alone``: the
-    job's run takes its lock on its own connection; ``claimed-together``: with three more
+    job is claimed as a batch of one on the worker's connection (terminating it ends the
+    worker's presence too, and the worker reconnects); ``claimed-together``: with three more
     jobs due at each tick, each worker claims its ticks in one statement on one connection."""
     observer = raw_connect()
     workers = [spawn("cronworker", *names, "--grace", "8") for _ in range(2)]

@@ -328,6 +328,9 @@ class HeldLockAdmin(ReadOnlyAdmin):
         job: str | None = getattr(obj, "job", None)
         if job:
             return job
+        lock_name: str | None = getattr(obj, "lock_name", None)
+        if lock_name:
+            return str(_("%(name)s (advisory_lock, not a job)") % {"name": lock_name})
         if getattr(obj, "ours", False):
             return str(_("unknown job (not registered here)"))
         return "—"

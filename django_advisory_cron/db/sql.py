@@ -61,9 +61,29 @@ TRY_LOCK: dict[ResolvedScope, str] = {
 }
 
 
+#: ``application_name`` of a connection while it holds a lock taken with ``advisory_lock()``,
+#: followed by the lock's name: ``pg_stat_activity`` and the held-locks page name a lock that
+#: is no job's by it.
+LOCK_APPLICATION_NAME = "django-advisory-cron lock: "
+
+
 def try_lock(key: LockKey, scope: ResolvedScope) -> Statement:
-    """Try the lock once; one boolean column."""
-    return f"SELECT {TRY_LOCK[scope]}({key.sql})", key.params
+    """Try the lock once; one boolean column. A taken lock names its connection after itself
+    (in transaction scope until the transaction ends; in session scope until ``unlock``)."""
+    local = "true" if scope == "transaction" else "false"
+    return (
+        f"SELECT got, CASE WHEN got THEN set_config('application_name', %(lock_label)s, {local}) "
+        f"END FROM (SELECT {TRY_LOCK[scope]}({key.sql}) AS got) AS t",
+        {**key.params, "lock_label": LOCK_APPLICATION_NAME + key.name},
+    )
+
+
+#: After an unlock, in the same statement: the connection takes back the name it was opened
+#: with (see ``try_lock``).
+RENAME_BACK = (
+    "set_config('application_name', "
+    "(SELECT reset_val FROM pg_settings WHERE name = 'application_name'), false)"
+)
 
 
 #: After the unlock, in the same statement: the connection goes back to the warm set holding
@@ -72,9 +92,10 @@ UNLOCK_ALL = "pg_advisory_unlock_all()"
 
 
 def unlock(key: LockKey) -> Statement:
-    """Release a session lock, then any other session lock of this backend; the first column
-    is false when this backend did not hold the key."""
-    return f"SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}", key.params
+    """Release a session lock, then any other session lock of this backend, and name the
+    connection as it was opened; the first column is false when this backend did not hold the
+    key."""
+    return f"SELECT pg_advisory_unlock({key.sql}), {UNLOCK_ALL}, {RENAME_BACK}", key.params
 
 
 def unlock_one(key: LockKey) -> Statement:

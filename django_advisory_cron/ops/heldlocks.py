@@ -35,7 +35,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Coalesce, Now
+from django.db.models.functions import Coalesce, Now, Substr
 
 from ..conf import app_settings
 from ..db import sql
@@ -100,9 +100,23 @@ def _running(column: str) -> Subquery:
     return Subquery(runs.order_by("-started", "-id").values(column)[:1])
 
 
+def _lock_name() -> Any:
+    """The name of a lock taken with ``advisory_lock()``, from its connection's
+    ``application_name`` (see [try_lock][django_advisory_cron.db.sql.try_lock]), else NULL."""
+    prefix = sql.LOCK_APPLICATION_NAME
+    return Case(
+        When(
+            application_name__startswith=prefix,
+            then=Substr("application_name", len(prefix) + 1),
+        ),
+        default=Value(None),
+        output_field=CharField(),
+    )
+
+
 def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
-    """Add ``job``, ``ours``, ``run_started/host/pid``, ``since``, ``held_for``, ``limit``,
-    ``stale``."""
+    """Add ``job``, ``lock_name``, ``ours``, ``run_started/host/pid``, ``since``,
+    ``held_for``, ``limit``, ``stale``."""
     jobs = registry.all()
     namespace = app_settings.NAMESPACE & 0xFFFFFFFF
     limited = [job for job in jobs if job.max_runtime is not None]
@@ -120,6 +134,7 @@ def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
     has_job = Q(job__isnull=False)
     return queryset.annotate(
         job=_job_name(jobs, namespace),
+        lock_name=_lock_name(),
         ours=ExpressionWrapper(
             has_job | Q(objsubid=2, classid=namespace), output_field=BooleanField()
         ),

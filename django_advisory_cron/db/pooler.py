@@ -329,6 +329,12 @@ def _run_probe(alias: str, timeout: float, window: float) -> ProbeResult:
             server_pid=server_pid,
             error="probe lock not granted",
         )
+    if not pooler:
+        # The start-up backend is the server's: a lock that outlives the client can only be a
+        # backend slow to exit (a loaded server), so it is watched until the deadline, not
+        # just for the window, before the alias is called pooled (leaving the last poll time
+        # to answer).
+        window = max(window, deadline - time.monotonic() - 0.5)
     held = _still_held(params, deadline, window, server_pid, (classid, objid, objsubid), counts)
     if held:
         mode: Pooling = "transaction"

@@ -22,7 +22,7 @@ import pytest
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
-from tests.jobsapp.lease_tasks import COMPANIONS
+from tests.jobsapp.job_names import LEASE_COMPANIONS as COMPANIONS
 from tests.pglocks import holders
 from tests.waiting import wait_for, workers_present
 

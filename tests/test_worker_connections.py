@@ -20,7 +20,9 @@ import pytest
 
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing import PgBouncer, start_pgbouncer
-from tests.jobsapp.connection_tasks import HOLDING, SIGNALS, TOGETHER
+from tests.jobsapp.job_names import CONNECTION_HOLDING as HOLDING
+from tests.jobsapp.job_names import CONNECTION_SIGNALS as SIGNALS
+from tests.jobsapp.job_names import CONNECTION_TOGETHER as TOGETHER
 from tests.pooling import bouncer_url, upstream
 from tests.waiting import wait_for, workers_present
 

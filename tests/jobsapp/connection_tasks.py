@@ -10,8 +10,15 @@ from pathlib import Path
 
 from django_advisory_cron import locked_task
 
+from .job_names import (
+    CONNECTION_HOLDING,
+    CONNECTION_HOLDING_EVERY,
+    CONNECTION_SIGNALS,
+    CONNECTION_TOGETHER,
+)
+
 #: The folder where the holding jobs say they started and wait for their release file.
-SIGNALS = "CONNECTION_TEST_SIGNALS"
+SIGNALS = CONNECTION_SIGNALS
 
 
 @locked_task(name="conn_tick_every1", every=timedelta(seconds=1))
@@ -32,7 +39,7 @@ def _ticking(name: str) -> None:
 
 
 #: Jobs due together every two seconds, with ``conn_tick_every2``.
-TOGETHER = [f"conn_tick_together_{number}" for number in range(6)]
+TOGETHER = CONNECTION_TOGETHER
 for _name in TOGETHER:
     _ticking(_name)
 
@@ -50,8 +57,8 @@ def _holding(name: str, seconds: int) -> None:
 
 #: Four jobs that run until the test releases them, due at different moments (some alone,
 #: some together).
-HOLDING = [f"conn_hold_every{seconds}" for seconds in (1, 2, 3, 5)]
-for _name, _seconds in zip(HOLDING, (1, 2, 3, 5), strict=True):
+HOLDING = CONNECTION_HOLDING
+for _name, _seconds in zip(HOLDING, CONNECTION_HOLDING_EVERY, strict=True):
     _holding(_name, _seconds)
 
 

@@ -13,13 +13,15 @@ from datetime import timedelta
 
 from django_advisory_cron import locked_task
 
+from .job_names import LEASE_COMPANIONS
+
 #: Seconds a lease body runs: well inside the lease the tests configure, so that a body
 #: whose lock was lost one second in ends before its lease would.
 BODY_SECONDS = 5.0
 #: The interval of the scheduled lease jobs.
 EVERY = timedelta(seconds=3)
 #: Jobs due with ``lease_body`` at each of its ticks (claimed together with it).
-COMPANIONS = 3
+COMPANIONS = LEASE_COMPANIONS
 
 
 def note(event: str, job: str) -> None:

@@ -1,0 +1,19 @@
+"""Names and numbers that tests share with the jobs modules their subprocesses load, kept
+apart so that a test reads them without importing a jobs module: importing one registers its
+jobs in the test process for good, where other tests' checks then see them."""
+
+#: Jobs due with ``lease_body`` at each of its ticks (claimed together with it), in
+#: ``lease_tasks``.
+LEASE_COMPANIONS = 3
+
+#: The environment variable naming the folder where ``connection_tasks``' holding jobs say
+#: they started and wait for their release file.
+CONNECTION_SIGNALS = "CONNECTION_TEST_SIGNALS"
+
+#: ``connection_tasks``' jobs due together every two seconds, with ``conn_tick_every2``.
+CONNECTION_TOGETHER = [f"conn_tick_together_{number}" for number in range(6)]
+
+#: ``connection_tasks``' four jobs that run until the test releases them, every so many
+#: seconds (due at different moments: some alone, some together).
+CONNECTION_HOLDING_EVERY = (1, 2, 3, 5)
+CONNECTION_HOLDING = [f"conn_hold_every{seconds}" for seconds in CONNECTION_HOLDING_EVERY]

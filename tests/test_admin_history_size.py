@@ -210,12 +210,6 @@ def test_jobs_page_reads_each_job_through_its_index(viewer: Client, history: dat
     assert "advisory_cron_job_status_started" in plan(summaries), plan(summaries)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sql.latest_recorded_ticks orders a job's rows by (started, id), which the run "
-    "list's (started, id) index serves exactly: with few jobs the planner walks that index "
-    "past other jobs' rows; ordering by started alone keeps it on (job, started)",
-)
 def test_catch_up_read_walks_each_jobs_index(history: datetime) -> None:
     """The catch-up's read of each job's latest tick does not walk the whole history by start
     time, past other jobs' rows, to find a job that ran long ago."""

@@ -704,7 +704,7 @@ SELECT j.job, GREATEST(
     (SELECT tick FROM {table} WHERE job = j.job AND status IN ({taking}) AND tick IS NOT NULL
       ORDER BY tick DESC LIMIT 1),
     (SELECT tick FROM {table} WHERE job = j.job AND tick IS NOT NULL
-      ORDER BY started DESC, id DESC LIMIT 1),
+      ORDER BY started DESC LIMIT 1),
     (SELECT CASE WHEN PAUSED_NOW THEN now() ELSE paused_until END
        FROM {state} WHERE job = j.job AND paused_at IS NOT NULL))
   FROM unnest(%(jobs)s::text[]) AS j(job)"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -86,7 +87,18 @@ def server(
     ):
         live = LiveServer("localhost")
         yield live
+        # A request thread still open (a browser's keep-alive connection) closes its database
+        # connections when it ends: before the server stops sharing the in-memory sqlite
+        # connection with its threads, or that close fails in the thread.
+        deadline = time.monotonic() + 10
+        while any(map(_serving, threading.enumerate())) and time.monotonic() < deadline:
+            time.sleep(0.05)
         live.stop()
+
+
+def _serving(thread: threading.Thread) -> bool:
+    """A live server's thread that is handling a request."""
+    return "process_request_thread" in thread.name and thread.is_alive()
 
 
 @pytest.fixture(scope="module")

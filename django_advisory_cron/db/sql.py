@@ -814,15 +814,18 @@ ORDER BY j.job"""
 
 
 def recent_runs(jobs: list[str], *, skips: list[str], limit: int) -> Statement:
-    """The last ``limit`` runs of each job that were not skips, newest first within a job;
-    ``RUN_COLUMNS`` without the error text."""
-    columns = ", ".join(f"r.{column}" for column in RUN_COLUMNS if column != "error")
+    """The last ``limit`` runs of each job that were not skips, newest first within a job:
+    ``(job, tick, host, pid, status, seconds)``, the seconds it ran (so far, for a running
+    one) computed here, so a page of run charts converts no start and end times."""
     sql = _fill(
-        f"""
-SELECT {columns}
+        """
+SELECT r.job, r.tick, r.host, r.pid, r.status,
+       extract(epoch FROM COALESCE(r.finished,
+                                   CASE WHEN r.status = {s_running} THEN now() ELSE r.started END)
+                          - r.started)::float8
 FROM unnest(%(jobs)s::text[]) AS j(job)
 CROSS JOIN LATERAL (
-    SELECT * FROM {{table}} AS t WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
+    SELECT * FROM {table} AS t WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
     ORDER BY t.started DESC, t.id DESC LIMIT %(limit)s
 ) AS r
 ORDER BY r.job, r.started DESC, r.id DESC"""

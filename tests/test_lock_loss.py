@@ -157,16 +157,27 @@ def test_failing_job_after_lock_loss_is_recorded_failed(
 def test_healthy_job_keeps_its_lock_and_the_heartbeat_stops(
     raw_connect: Any, fresh_registry: None
 ) -> None:
+    """The body runs until the heartbeat has beaten four times (a loaded machine may start
+    its thread late: the test waits for the beats, not for a fixed time)."""
     observer = raw_connect()
     key = job_key("loss-healthy")
+    started: list[Any] = []
 
     @locked_task(name="loss-healthy", scope="session")
     def healthy() -> int:
-        time.sleep(0.65)
+        lock = started[0].lock
+        wait_for(lambda: lock.heartbeat is not None and lock.heartbeat.beats >= 4, 30)
         return len(holders(observer, key))
 
-    with override_settings(ADVISORY_CRON={"HEARTBEAT": 0.1}):
-        result = healthy.run()
+    def remember(sender: Any, run: Any, **kwargs: Any) -> None:
+        started.append(run)
+
+    signals.job_started.connect(remember, weak=False)
+    try:
+        with override_settings(ADVISORY_CRON={"HEARTBEAT": 0.1}):
+            result = healthy.run()
+    finally:
+        signals.job_started.disconnect(remember)
     assert result.status == RunStatus.SUCCEEDED and result.value == 1
     assert result.lock is not None and not result.lock.lost
     heartbeat = result.lock.heartbeat

@@ -79,6 +79,12 @@ def observer(raw_connect: Any) -> Iterator[Any]:
     conn.execute(f"DROP TRIGGER IF EXISTS edge_slow ON {TABLE}")
 
 
+def latest_query(observer: Any, pid: int) -> str:
+    """The statement the backend ``pid`` runs, or ran last."""
+    row = observer.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return str(row[0]) if row else ""
+
+
 def in_statement(observer: Any, text: str) -> bool:
     """Some backend is running one of our statements containing ``text`` right now."""
     row = observer.execute(
@@ -213,6 +219,9 @@ def test_a_lost_transaction_is_recorded_and_exits_75(
     key = job_key("edge_sleep_transaction")
     wait_for(lambda: holders(observer, key), timeout=20)
     (pid,) = holders(observer, key)
+    # The body has begun: its own write is the backend's latest statement (the lock shows in
+    # pg_locks before the client has read the answer that took it; cut then, nothing started).
+    wait_for(lambda: Marker._meta.db_table in latest_query(observer, pid), timeout=20)
     observer.execute("SELECT pg_terminate_backend(%s)", (pid,))
     _out, err = process.communicate(timeout=30)
     assert process.returncode == exitcodes.LOCK_LOST, err

@@ -90,8 +90,9 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked ``slow`` (those waiting for real ticks, up to two minutes) first, so
-    that under xdist they start at once on every worker instead of ending the run alone.
-    Otherwise the order stays (pytest-django's included); every worker sorts alike."""
+    that under xdist (one test handed out at a time: ``--maxschedchunk 1``) they start at once
+    on every worker instead of ending the run alone. Otherwise the order stays (pytest-django's
+    included); every worker sorts alike."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

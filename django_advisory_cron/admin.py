@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ALL_VAR, PAGE_VAR, ChangeList
+from django.contrib.admin.views.main import ALL_VAR, PAGE_VAR, SEARCH_VAR, ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import InvalidPage, Page, Paginator
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, QuerySet, Window
@@ -652,6 +652,8 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
     """
 
     OPERATIONS = ("pause", "resume", "run")
+    #: Jobs shown on a page: each row draws a chart of its last 50 runs.
+    list_per_page = 50
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -722,12 +724,31 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        """A page of jobs, those with a problem first, then by name; ``?q=`` keeps those
+        whose name contains it. The summary counts every job; only the page's jobs get
+        their run charts drawn."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         runs_url = reverse("admin:django_advisory_cron_jobrun_changelist")
         locks_url = reverse("admin:django_advisory_cron_heldlock_changelist")
         statuses = status.job_statuses()
-        strips = charts.job_charts([item.name for item in statuses])
+        troubled = {item.name for item in statuses if item.problems}
+        search = request.GET.get(SEARCH_VAR, "").strip()
+        found = [item for item in statuses if search.casefold() in item.name.casefold()]
+        found.sort(key=lambda item: item.name not in troubled)  # stable: by name within
+        paginator = Paginator(found, self.list_per_page)
+        page = paginator.get_page(request.GET.get(PAGE_VAR))
+        kept = {SEARCH_VAR: search} if search else {}
+        page_links = [
+            (
+                number,
+                ""
+                if number in (page.number, paginator.ELLIPSIS)
+                else f"?{urlencode({**kept, PAGE_VAR: number})}",
+            )
+            for number in paginator.get_elided_page_range(page.number)
+        ]
+        strips = charts.job_charts([item.name for item in page])
         rows = [
             {
                 "status": item,
@@ -746,7 +767,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 "paused": item.paused,
                 "run_requested": item.run_requested,
             }
-            for item in statuses
+            for item in page
         ]
         workers = live_workers()
         context = {
@@ -759,7 +780,13 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             "subtitle": None,
             "opts": self.opts,
             "rows": rows,
-            "problems": sum(1 for item in statuses if item.problems),
+            "total": len(statuses),
+            "problems": len(troubled),
+            "paused": sum(1 for item in statuses if item.paused),
+            "search": search,
+            "found": paginator.count,
+            "page": page,
+            "page_links": page_links if paginator.num_pages > 1 else [],
             "can_operate": self.has_operate_permission(request),
             "operate_url": reverse("admin:django_advisory_cron_registeredjob_operate"),
             **(extra_context or {}),

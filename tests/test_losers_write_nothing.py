@@ -18,6 +18,7 @@ from django.test import override_settings
 
 from django_advisory_cron import control, exitcodes, registry
 from django_advisory_cron.core.keys import LockKey
+from django_advisory_cron.db.connections import close_lock_connections
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, JobState, RunStatus
 from tests.test_catchup import HOUR, OnePass, hour_of, hourly, succeeded_ticks
@@ -39,7 +40,9 @@ def at(seconds: float) -> datetime:
 def statements_on_lock_connections() -> Iterator[list[str]]:
     """The statements the driver sends on every connection opened meanwhile (a session lock's
     connection is one: with ``LOCK_POOL_SIZE`` 0 each lock opens its own; the lock sends its
-    statements on the driver's cursor, past Django's execute wrappers)."""
+    statements on the driver's cursor, past Django's execute wrappers). Idle lock connections
+    an earlier test left warm are closed first, so that the lock opens one."""
+    close_lock_connections()
     sent: list[str] = []
 
     def count(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:

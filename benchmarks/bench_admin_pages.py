@@ -14,9 +14,10 @@ succeeded (its runs all failed); one tick per job and run, as the partial unique
 At each step it times whole requests through Django's test client (rendering included;
 the requests take turns, median of ``--repeat`` after a warm-up): the Job runs page plain,
 filtered by job, by status, drilled down to a month and to a day; a run's page; the Jobs
-page; Held locks; ``metrics/``; and ``cronstatus --json``, each as a ratio to the admin index
-page measured in the same run, and prints the growth from the first step to the last, in
-milliseconds and in that ratio.
+page (its first page, its second, and searched: ``bench.job7`` matches 11 jobs); Held locks;
+``metrics/``; and ``cronstatus --json``, each as a ratio to the admin index page measured in
+the same run, and prints the growth from the first step to the last, in milliseconds and in
+that ratio.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def main() -> None:
         anchor = timezone.now()
         day = timezone.localtime(anchor - timedelta(days=2))
         runs = "/admin/django_advisory_cron/jobrun/"
+        jobs = "/admin/django_advisory_cron/registeredjob/"
         month = {"started__year": day.year, "started__month": day.month}
 
         def request(path: str, query: dict[str, Any]) -> Callable[[], None]:
@@ -104,7 +106,9 @@ def main() -> None:
             "Job runs, a month": (runs, month),
             "Job runs, a day": (runs, {**month, "started__day": day.day}),
             "a run's page": ("", {}),
-            "Jobs": ("/admin/django_advisory_cron/registeredjob/", {}),
+            "Jobs": (jobs, {}),
+            "Jobs, page 2": (jobs, {"p": 2}),
+            "Jobs ?q=": (jobs, {"q": "bench.job7"}),
             "Held locks": ("/admin/django_advisory_cron/heldlock/", {}),
             "metrics/": ("/cron/metrics/", {}),
         }

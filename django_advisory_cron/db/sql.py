@@ -235,6 +235,7 @@ def claim_runs(
     final: bool,
     settle: bool,
     record_skips: bool,
+    census: str | None = None,
 ) -> Statement:
     """Take the locks and claim the ticks of one or several runs, in one round trip: the one
     claim algorithm (a single run is a batch of one). One tick per job.
@@ -265,6 +266,11 @@ def claim_runs(
     release's: ``skip_tick``).
 
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
+
+    With ``census`` (a worker's claims), each row also carries the server's ``now()``, the
+    ``application_name`` of every live worker (those starting with ``census``) and whether a
+    "run now" request is pending: a worker's clock, its view of the fleet and its look for
+    missed requests come with its claims, not in statements of their own.
     """
     assert scope == "session" or not settle, "only a session lock is released on its own"
     lease_sql = "clock_timestamp() + make_interval(secs => %(lease)s)" if lease else "NULL"
@@ -314,7 +320,7 @@ WITH i AS (
      CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
 )SKIPS
 SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why CENSUS
   FROM o ORDER BY o.n
 """
     )
@@ -335,9 +341,12 @@ SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE fal
         "final": final,
         "settle": settle,
         "record": record_skips,
+        "prefix": census,
     }
     skips = _skip_rows() if record_skips or any(claim.manual for claim in claims) else ""
-    return _run_parts(sql).replace("LEASE", lease_sql).replace("SKIPS", skips), params
+    fleet = _fill(_SIGHTING) if census else ""
+    sql = _run_parts(sql).replace("LEASE", lease_sql)
+    return sql.replace("SKIPS", skips).replace("CENSUS", fleet), params
 
 
 @functools.cache
@@ -720,12 +729,26 @@ def listen() -> Statement:
 # -- the pooling probe and the admin --------------------------------------------------------
 
 
+#: The sessions of live ``cronworker`` processes: their ``application_name`` starts with
+#: ``%(prefix)s``.
+_LIVE_WORKERS = (
+    "FROM pg_stat_activity "
+    "WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)"
+)
+
+
+#: The columns a worker's claim adds to its rows (see ``claim_runs``).
+_SIGHTING = (
+    f", now(), (SELECT array_agg(application_name) {_LIVE_WORKERS}), "
+    "EXISTS (SELECT FROM {state} WHERE run_requested IS NOT NULL)"
+)
+
+
 def live_workers(prefix: str) -> Statement:
     """The sessions of live ``cronworker`` processes (their ``application_name`` starts with
     ``prefix``), oldest first: ``(application_name, backend_start, client_addr)``."""
     return (
-        "SELECT application_name, backend_start, client_addr FROM pg_stat_activity "
-        "WHERE datname = current_database() AND starts_with(application_name, %(prefix)s) "
+        f"SELECT application_name, backend_start, client_addr {_LIVE_WORKERS} "
         "ORDER BY backend_start",
         {"prefix": prefix},
     )

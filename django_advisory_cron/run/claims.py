@@ -14,15 +14,21 @@ its lock, as a run holding its own connection would.
 
 A ``cronworker``'s claim connection is also its presence: named after the worker, it reads
 the clock, the live workers and "run now" requests, and LISTENs for them, so an idle worker
-holds one server connection and a busy one no more, whatever ``--max-concurrency`` is.
+holds one server connection and a busy one no more, whatever ``--max-concurrency`` is. Its
+claims bring the server's clock and the live workers with them
+([Sighting][django_advisory_cron.run.claims.Sighting]), so a worker that claims at every tick
+sends no statement of its own to learn either.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -94,6 +100,20 @@ class SharedLock(AdvisoryLock):
         self.claims.forget(self)
 
 
+@dataclass(frozen=True)
+class Sighting:
+    """What a worker's claim saw besides its runs: the server's clock and the live workers."""
+
+    #: ``time.monotonic()`` when the claim was sent (``now()`` is its statement's start).
+    at: float
+    #: The server's ``now()``.
+    now: datetime
+    #: The ``application_name`` of each live worker, sorted.
+    workers: tuple[str, ...]
+    #: Whether a "run now" request (of any job) was pending.
+    requests: bool
+
+
 class ClaimConnection:
     """One worker's connection for claiming runs, and the locks it holds.
 
@@ -104,18 +124,27 @@ class ClaimConnection:
     closed or aged. A worker's presence (``presence``: its ``application_name``) is opened by
     [open][django_advisory_cron.run.claims.ClaimConnection.open] instead, and once lost only
     by ``open()`` again, so that the worker learns of the loss and listens again. ``close()``
-    ends it (and any lock still on it).
+    ends it (and any lock still on it). With ``census`` (the ``application_name`` prefix of
+    the workers), each claim also reports a
+    [Sighting][django_advisory_cron.run.claims.Sighting] in ``sighting``.
     """
 
-    def __init__(self, alias: str, *, presence: str | None = None) -> None:
+    def __init__(
+        self, alias: str, *, presence: str | None = None, census: str | None = None
+    ) -> None:
         self.alias = alias
         self.presence = presence
+        self.census = census
+        #: The server's clock and the live workers as the latest claim saw them.
+        self.sighting: Sighting | None = None
         #: Called after a statement sent from a run or heartbeat thread: notifications that
         #: arrived meanwhile wait in the driver, and the worker's sleep must look at them.
         self.nudge: Callable[[], None] | None = None
         self._connection: LockConnection | None = None
         self._turn = threading.RLock()
         self._held: dict[int, SharedLock] = {}
+        #: Per run held: ``time.monotonic()`` when its lease was last set (claimed, renewed).
+        self._leased: dict[int, float] = {}
         self._closed = threading.Event()
         self._heartbeat: Heartbeat | None = None
 
@@ -174,21 +203,30 @@ class ClaimConnection:
         recorded by its release). Raises ``DatabaseError`` or ``DatabaseUnavailable`` when
         the statement failed; locks it may have taken died with the connection."""
         statement = history.claim(
-            [(lock.record, lock.key) for lock in locks], "session", final=True, settle=True
+            [(lock.record, lock.key) for lock in locks],
+            "session",
+            final=True,
+            settle=True,
+            census=self.census,
         )
         with self._turn:
             if self._closed.is_set():
                 raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
             self._fresh_connection()
+            sent = time.monotonic()  # now() is the statement's start
             rows = self._fetch_all(statement)
             for lock in locks:
                 lock.holder = self._connection
+        if self.census is not None and rows:
+            now, workers, requests = rows[0][8:11]
+            self.sighting = Sighting(sent, now, tuple(sorted(workers or ())), bool(requests))
         self._nudge()
         for lock, row in zip(locks, rows, strict=True):
             lock.acquired = lock.record.accept(row, "session", self.send)
             if lock.acquired and lock.record.facts.run_id is not None:
                 with self._turn:
                     self._held[lock.record.facts.run_id] = lock
+                    self._leased[lock.record.facts.run_id] = sent
         self._start_heartbeat()
 
     def _fresh_connection(self) -> None:
@@ -238,6 +276,7 @@ class ClaimConnection:
         """(With the turn.) Once closed, the last run to end closes the connection."""
         if lock.record.facts.run_id is not None:
             self._held.pop(lock.record.facts.run_id, None)
+            self._leased.pop(lock.record.facts.run_id, None)
         if self._closed.is_set() and not self._held:
             self._end()
 
@@ -264,9 +303,12 @@ class ClaimConnection:
             ).start()
 
     def _beat(self) -> bool:
-        """One beat of the runs held here: renew all their leases where their locks are still
-        held, in one statement; a run whose lock is gone is told so. False once the connection
-        is closed and no run is held: the heartbeat ends."""
+        """One beat of the runs held here: renew their leases where their locks are still
+        held, in one statement; a run whose lock is gone is told so. A run whose lease was set
+        less than half a heartbeat ago waits for the next beat (as a lone run's first beat
+        comes one heartbeat after its claim): runs that end within a second, the most common,
+        cost no beat. False once the connection is closed and no run is held: the heartbeat
+        ends."""
         lost: list[SharedLock] = []
         with self._turn:
             if not self._held:
@@ -274,7 +316,11 @@ class ClaimConnection:
                     self._end()
                     return False
                 return True
-            runs = list(self._held.items())
+            now = time.monotonic()
+            young = now - app_settings.HEARTBEAT / 2
+            runs = [(run, lock) for run, lock in self._held.items() if self._leased[run] <= young]
+            if not runs:
+                return True
             statement = sql.renew_leases(
                 [(run_id, lock.key) for run_id, lock in runs], lease=app_settings.LEASE
             )
@@ -284,9 +330,12 @@ class ClaimConnection:
                 self._lose_all(error)
                 return True
             for (run_id, lock), (held,) in zip(runs, rows, strict=True):
-                if not held:
+                if held:
+                    self._leased[run_id] = now
+                else:
                     lost.append(lock)
                     del self._held[run_id]
+                    del self._leased[run_id]
         self._nudge()
         for lock in lost:
             report_lost(lock.mark_lost, LockLost("the lock is no longer held by its connection"))
@@ -299,7 +348,7 @@ class ClaimConnection:
     def _lose_all(self, error: BaseException) -> None:
         """The connection died (the caller has the turn): every lock on it is gone. Each run
         is told in a thread of its own, so that no report waits for this turn."""
-        held, self._held = list(self._held.values()), {}
+        held, self._held, self._leased = list(self._held.values()), {}, {}
         self._end()
         if held:
             logger.error(

@@ -168,7 +168,7 @@ class RunRecord:
         held now (a lock the claim already released, its tick found taken, is not)."""
         facts = self.facts
         released, got, run_id, facts.tick, reference, interrupted, self.live_runs, facts.paused = (
-            row
+            row[:8]
         )
         if facts.reference is None:
             facts.reference = reference
@@ -267,7 +267,12 @@ class RunRecord:
 
 
 def claim(
-    runs: Sequence[tuple[RunRecord, LockKey]], scope: ResolvedScope, *, final: bool, settle: bool
+    runs: Sequence[tuple[RunRecord, LockKey]],
+    scope: ResolvedScope,
+    *,
+    final: bool,
+    settle: bool,
+    census: str | None = None,
 ) -> Statement:
     """The statement taking the locks and claiming the ticks of ``runs`` (records of this
     process, with one lease and one ``max_skew``):
@@ -283,6 +288,7 @@ def claim(
         final=final,
         settle=settle,
         record_skips=first.record_skips,
+        census=census,
     )
 
 

@@ -1,8 +1,10 @@
 """The worker's sense of time: the database server's clock, and the sleep between wakes.
 
-Ticks are judged on the database's clock, as the runner does. The worker reads it once per
-wake and advances it on the monotonic clock in between, so a suspended VM, an NTP step or a
-long pause can neither skip the tick it wakes up for nor run one twice. It sleeps on a
+Ticks are judged on the database's clock, as the runner does. The worker learns it from the
+answers to its claims (each brings the server's ``now()``) and advances it on the monotonic
+clock in between; it reads the clock itself only after ``CLOCK_REFRESH`` seconds without a
+claim, or when the host's clock jumped against the monotonic one (a VM suspended and resumed,
+an NTP step), so that neither can skip the tick it wakes up for or run one twice. It sleeps on a
 [Wakeup][django_advisory_cron.worker.clock.Wakeup], which a notification or ``stop()`` ends
 early. Both use the worker's one connection, in turn with its runs and its heartbeat.
 """
@@ -25,30 +27,46 @@ from ..run.claims import ClaimConnection
 
 logger = logging.getLogger("django_advisory_cron")
 
-#: Seconds between database clock readings while nothing is due (the clock is read at every
-#: wake too). Keeps a long sleep from drifting when the host's clock is stepped.
+#: Seconds a reading of the database's clock (or a claim's answer) is advanced on the
+#: monotonic clock before the worker reads it again; also its longest sleep.
 CLOCK_REFRESH = 30.0
+
+#: Seconds the host's clock may move apart from the monotonic one between readings before
+#: the worker reads the database's clock again: a VM resumed after a suspension (its
+#: monotonic clock stood still), or an NTP step.
+CLOCK_JUMP = 1.0
 
 
 class DatabaseClock:
-    """The database server's clock, read once per wake and advanced by the monotonic clock."""
+    """The database server's clock, as the latest claim on ``connection`` or the latest
+    reading saw it, advanced by the monotonic clock."""
 
     def __init__(self, connection: ClaimConnection) -> None:
         self.connection = connection
         self._base: datetime | None = None
-        self._at = 0.0
+        self._at = 0.0  # time.monotonic() of _base
+        self._wall = 0.0  # time.time() then
 
     def read(self) -> datetime:
         with self.connection.turn() as wrapper:
             row = fetch_one(wrapper, sql.database_now())
         assert row is not None
-        self._base, self._at = row[0], time.monotonic()
+        self._base, self._at, self._wall = row[0], time.monotonic(), time.time()
         return self._base
 
     def now(self) -> datetime:
-        if self._base is None or time.monotonic() - self._at > CLOCK_REFRESH:
+        sighting = self.connection.sighting
+        if sighting is not None and sighting.at > self._at:
+            self._wall = time.time() - (time.monotonic() - sighting.at)
+            self._base, self._at = sighting.now, sighting.at
+        elapsed = time.monotonic() - self._at
+        if (
+            self._base is None
+            or elapsed > CLOCK_REFRESH
+            or abs(time.time() - self._wall - elapsed) > CLOCK_JUMP
+        ):
             return self.read()
-        return self._base + timedelta(seconds=time.monotonic() - self._at)
+        return self._base + timedelta(seconds=elapsed)
 
 
 #: What [poke][django_advisory_cron.worker.clock.Wakeup.poke] and

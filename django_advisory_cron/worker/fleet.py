@@ -121,7 +121,8 @@ def share_out(jobs: Iterable[str], workers: Iterable[str], tick: datetime) -> di
 
 
 class Peers:
-    """The live workers as one worker (presence name ``name``) last read them."""
+    """The live workers as one worker (presence name ``name``) last saw them: in the answer
+    to its latest claim ([Sighting][django_advisory_cron.run.claims.Sighting]), or read."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -129,12 +130,15 @@ class Peers:
         self._read = -math.inf  # time.monotonic()
 
     def read(self, presence: ClaimConnection) -> tuple[str, ...] | None:
-        """The presence names of the live workers (read every ``PEERS_REFRESH`` seconds, and
-        at every tick while this worker saw itself alone, so the workers of a fleet that
-        starts together learn of each other at once), or ``None`` when this worker is alone or
-        cannot tell (then it claims everything at once)."""
-        alone = len(self._names) < 2
-        if alone or time.monotonic() - self._read >= PEERS_REFRESH:
+        """The presence names of the live workers, or ``None`` when this worker is alone or
+        cannot tell (then it claims everything at once). A worker that claims at least every
+        ``PEERS_REFRESH`` seconds learns them from its claims (so the workers of a fleet that
+        starts together know each other from their second claim on); it reads them itself
+        when its view is older."""
+        sighting = presence.sighting
+        if sighting is not None and sighting.at > self._read:
+            self._read, self._names = sighting.at, sighting.workers
+        if time.monotonic() - self._read >= PEERS_REFRESH:
             try:
                 with presence.turn() as connection:
                     rows = fetch_all(connection, sql.live_workers(PRESENCE_NAME))

@@ -45,7 +45,7 @@ from .batches import Batches
 from .children import ISOLATIONS, Isolation, child_environment
 from .clock import CLOCK_REFRESH, DatabaseClock, Wakeup
 from .dispatch import Dispatcher
-from .fleet import presence_name, worker_identity
+from .fleet import PRESENCE_NAME, presence_name, worker_identity
 from .presence import Attendance
 from .requests import RunRequests
 from .timetable import Timetable
@@ -88,7 +88,9 @@ class Worker:
         self._stop = threading.Event()
         #: The worker's one connection (its presence): the clock, the live workers, "run now"
         #: requests, and the claims and locks of its runs.
-        self._presence = ClaimConnection(self.using, presence=presence_name(self.identity))
+        self._presence = ClaimConnection(
+            self.using, presence=presence_name(self.identity), census=PRESENCE_NAME
+        )
         self._dispatcher = Dispatcher(
             self.manual_jobs,
             using=self.using,
@@ -240,7 +242,6 @@ class Worker:
         now = clock.now()
         due = [name for name, tick in upcoming.items() if tick <= now]
         if due:
-            now = clock.read()  # the wake's one reading, before deciding
             together: list[tuple[Job[..., object], datetime]] = []
             with self._presence.turn() as connection:
                 for job, ticks in self._timetable.due(connection, due, now):

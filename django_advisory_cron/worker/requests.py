@@ -2,7 +2,10 @@
 
 A worker hears of them through ``LISTEN`` on its presence connection where it can (a direct
 connection), and looks every ``CLOCK_REFRESH`` seconds besides, in case a notification was
-missed; behind a transaction pooler it looks every ``REQUEST_POLL`` seconds instead.
+missed (a driver older than psycopg 3.2 drops those that arrive during another statement),
+unless a claim it made since its last look saw no request pending (its
+[Sighting][django_advisory_cron.run.claims.Sighting]); behind a transaction pooler it looks
+every ``REQUEST_POLL`` seconds instead.
 """
 
 from __future__ import annotations
@@ -78,11 +81,16 @@ class RunRequests:
     def take(self, presence: ClaimConnection) -> None:
         """Claim and start the pending "run now" requests of this worker's jobs. Only one
         worker gets each request. Listening, it looks when notified (and every
-        ``CLOCK_REFRESH`` seconds in case a notification was missed); else every
-        ``REQUEST_POLL`` seconds."""
-        waited = time.monotonic() - self._seen
-        if not self._notified and waited < self._interval - 0.01:
-            return
+        ``CLOCK_REFRESH`` seconds in case a notification was missed, unless a claim saw none
+        pending); else every ``REQUEST_POLL`` seconds."""
+        if not self._notified:
+            if time.monotonic() - self._seen < self._interval - 0.01:
+                return
+            # A claim since the last look that saw none pending: none was missed before it.
+            seen = presence.sighting
+            if self.listening and seen and seen.at > self._seen and not seen.requests:
+                self._seen = seen.at
+                return
         self._notified, self._seen = False, time.monotonic()
         try:
             with presence.turn() as connection:

@@ -20,6 +20,7 @@ import pytest
 
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing import PgBouncer, start_pgbouncer
+from tests.jobsapp.job_names import CONNECTION_HASHTEXT as HASHTEXT
 from tests.jobsapp.job_names import CONNECTION_HOLDING as HOLDING
 from tests.jobsapp.job_names import CONNECTION_SIGNALS as SIGNALS
 from tests.jobsapp.job_names import CONNECTION_TOGETHER as TOGETHER
@@ -122,6 +123,23 @@ def test_a_busy_worker_holds_at_most_two_backends(
     (connection_jobs / "release").touch()
     succeeded = JobRun.objects.filter(job__in=HOLDING, status=RunStatus.SUCCEEDED)
     wait_for(lambda: succeeded.values("job").distinct().count() == len(HOLDING), timeout=30)
+    stopped(worker)
+
+
+def test_runs_of_jobs_keyed_by_hashtext_hold_their_locks_on_the_workers_connection(
+    spawn: Any, raw_connect: Any, connection_jobs: Path
+) -> None:
+    """Jobs sharing their locks with SQL scripts (``key="hashtext"``) are claimed and held
+    like the others: three at once, still at most two backends."""
+    observer = raw_connect()
+    worker = spawn("cronworker", *HASHTEXT, "--grace", "5")
+    wait_for(lambda: workers_present(observer) == 1)
+    started = [connection_jobs / f"{name}.started" for name in HASHTEXT]
+    wait_for(lambda: all(path.exists() for path in started), timeout=60, interval=0.05)
+    assert most(lambda: backends_of(worker, observer), 1.0) <= 2
+    (connection_jobs / "release").touch()
+    succeeded = JobRun.objects.filter(job__in=HASHTEXT, status=RunStatus.SUCCEEDED)
+    wait_for(lambda: succeeded.values("job").distinct().count() == len(HASHTEXT), timeout=30)
     stopped(worker)
 
 

@@ -57,13 +57,6 @@ logger = logging.getLogger("django_advisory_cron")
 HEARTBEAT_THREAD = "advisory-cron-claims-heartbeat"
 
 
-def can_claim_together(key: LockKey) -> bool:
-    """Whether the worker claims a job together with others: keys in the two-int form. (The
-    claim and the lease renewal take a ``hashtext`` key as well; such jobs are still claimed
-    one at a time.)"""
-    return key.lock_ids is not None
-
-
 class SharedLock(AdvisoryLock):
     """A run's session lock, taken by a batch on a
     [ClaimConnection][django_advisory_cron.run.claims.ClaimConnection] and released by the run."""

@@ -35,7 +35,7 @@ from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..exceptions import DatabaseUnavailable, first_line
 from ..run import delivery
-from ..run.claims import ClaimConnection, can_claim_together
+from ..run.claims import ClaimConnection
 from ..run.history import HOST
 from ..run.jobs import Job
 from ..run.runner import ClaimedRun, RunResult, claim_together, execute
@@ -136,10 +136,9 @@ class Dispatcher:
 
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
-        here and takes a session lock (two-int key, no waiting). Other runs take their own."""
+        here and takes a session lock (either key form, no waiting). Other runs take their
+        own."""
         if self.in_process(job) or job.deliver is not None or job.wait:
-            return False
-        if not can_claim_together(job.key):
             return False
         using = lock_database(job.using, self.using)
         return pooler.resolve_scope(job.scope, using) == "session"

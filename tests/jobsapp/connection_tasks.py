@@ -9,8 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from django_advisory_cron import locked_task
+from django_advisory_cron.core.keys import KeyMode
 
 from .job_names import (
+    CONNECTION_HASHTEXT,
+    CONNECTION_HASHTEXT_EVERY,
     CONNECTION_HOLDING,
     CONNECTION_HOLDING_EVERY,
     CONNECTION_SIGNALS,
@@ -44,7 +47,7 @@ for _name in TOGETHER:
     _ticking(_name)
 
 
-def _holding(name: str, seconds: int) -> None:
+def _holding(name: str, seconds: int, key: KeyMode = "sha256") -> None:
     def body() -> None:
         folder = Path(os.environ[SIGNALS])
         (folder / f"{name}.started").touch()
@@ -52,7 +55,7 @@ def _holding(name: str, seconds: int) -> None:
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
 
-    locked_task(name=name, every=timedelta(seconds=seconds), scope="session")(body)
+    locked_task(name=name, every=timedelta(seconds=seconds), scope="session", key=key)(body)
 
 
 #: Four jobs that run until the test releases them, due at different moments (some alone,
@@ -60,6 +63,11 @@ def _holding(name: str, seconds: int) -> None:
 HOLDING = CONNECTION_HOLDING
 for _name, _seconds in zip(HOLDING, CONNECTION_HOLDING_EVERY, strict=True):
     _holding(_name, _seconds)
+
+
+#: The same, keyed ``hashtext(name)``.
+for _name, _seconds in zip(CONNECTION_HASHTEXT, CONNECTION_HASHTEXT_EVERY, strict=True):
+    _holding(_name, _seconds, key="hashtext")
 
 
 @locked_task(name="conn_yearly", schedule="0 0 1 1 *")

@@ -17,3 +17,8 @@ CONNECTION_TOGETHER = [f"conn_tick_together_{number}" for number in range(6)]
 #: seconds (due at different moments: some alone, some together).
 CONNECTION_HOLDING_EVERY = (1, 2, 3, 5)
 CONNECTION_HOLDING = [f"conn_hold_every{seconds}" for seconds in CONNECTION_HOLDING_EVERY]
+
+#: ``connection_tasks``' jobs keyed ``hashtext(name)`` (sharing their locks with SQL scripts)
+#: that run until the test releases them, every so many seconds.
+CONNECTION_HASHTEXT_EVERY = (1, 2, 3)
+CONNECTION_HASHTEXT = [f"conn_hashtext_every{seconds}" for seconds in CONNECTION_HASHTEXT_EVERY]

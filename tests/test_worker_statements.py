@@ -24,6 +24,7 @@ from django_advisory_cron.run.claims import ClaimConnection
 from django_advisory_cron.run.jobs import registry
 from django_advisory_cron.run.runner import claim_together
 from django_advisory_cron.worker.clock import DatabaseClock
+from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db", "fresh_registry")
@@ -130,7 +131,7 @@ def test_the_clock_is_read_again_when_the_hosts_clock_jumps(
 ) -> None:
     """A VM resumed after a suspension: its monotonic clock stood still while the host's clock
     (set again on resume) moved on, so the clock advanced since the last reading is behind."""
-    presence = ClaimConnection("default", presence="statements-clock-test")
+    presence = ClaimConnection("default", presence="statements-clock-test", census=PRESENCE_NAME)
     presence.open()
     clock = DatabaseClock(presence)
     reads: list[datetime] = []

@@ -267,7 +267,8 @@ def claim_runs(
 
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
 
-    With ``census`` (a worker's claims), each row also carries the server's ``now()``, the
+    With ``census`` (a worker's claims), each row also carries the server's clock (as late in
+    the statement as it can be read: a clock taken from it is never ahead), the
     ``application_name`` of every live worker (those starting with ``census``) and whether a
     "run now" request is pending: a worker's clock, its view of the fleet and its look for
     missed requests come with its claims, not in statements of their own.
@@ -344,7 +345,7 @@ SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE fal
         "prefix": census,
     }
     skips = _skip_rows() if record_skips or any(claim.manual for claim in claims) else ""
-    fleet = _fill(_SIGHTING) if census else ""
+    fleet = f", {_fill(_SIGHTING)}" if census else ""
     sql = _run_parts(sql).replace("LEASE", lease_sql)
     return sql.replace("SKIPS", skips).replace("CENSUS", fleet), params
 
@@ -737,11 +738,18 @@ _LIVE_WORKERS = (
 )
 
 
-#: The columns a worker's claim adds to its rows (see ``claim_runs``).
+#: What a worker's claim also reads (see ``claim_runs``): the server's clock, the live
+#: workers, whether a "run now" request is pending.
 _SIGHTING = (
-    f", now(), (SELECT array_agg(application_name) {_LIVE_WORKERS}), "
+    f"clock_timestamp(), (SELECT array_agg(application_name) {_LIVE_WORKERS}), "
     "EXISTS (SELECT FROM {state} WHERE run_requested IS NOT NULL)"
 )
+
+
+def sighting(prefix: str) -> Statement:
+    """What a worker's claim reads besides its runs (see ``claim_runs``), alone: for a
+    worker that has not claimed for a while."""
+    return f"SELECT {_fill(_SIGHTING)}", {"prefix": prefix}
 
 
 def live_workers(prefix: str) -> Statement:

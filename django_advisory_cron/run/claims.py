@@ -97,9 +97,11 @@ class SharedLock(AdvisoryLock):
 class Sighting:
     """What a worker's claim saw besides its runs: the server's clock and the live workers."""
 
-    #: ``time.monotonic()`` when the claim was sent (``now()`` is its statement's start).
+    #: ``time.monotonic()`` when the answer came: the server's clock, read before, is never
+    #: taken for later than it was (a loaded server that started the claim late must not make
+    #: the worker's clock run ahead, and its runs start before their ticks).
     at: float
-    #: The server's ``now()``.
+    #: The server's clock, read near the end of the claim's statement.
     now: datetime
     #: The ``application_name`` of each live worker, sorted.
     workers: tuple[str, ...]
@@ -206,13 +208,13 @@ class ClaimConnection:
             if self._closed.is_set():
                 raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
             self._fresh_connection()
-            sent = time.monotonic()  # now() is the statement's start
+            sent = time.monotonic()
             rows = self._fetch_all(statement)
+            answered = time.monotonic()
             for lock in locks:
                 lock.holder = self._connection
         if self.census is not None and rows:
-            now, workers, requests = rows[0][8:11]
-            self.sighting = Sighting(sent, now, tuple(sorted(workers or ())), bool(requests))
+            self._saw(answered, rows[0][8:11])
         self._nudge()
         for lock, row in zip(locks, rows, strict=True):
             lock.acquired = lock.record.accept(row, "session", self.send)
@@ -221,6 +223,19 @@ class ClaimConnection:
                     self._held[lock.record.facts.run_id] = lock
                     self._leased[lock.record.facts.run_id] = sent
         self._start_heartbeat()
+
+    def look(self) -> Sighting:
+        """Read what a claim would see besides its runs (needs ``census``): for a worker that
+        has not claimed for a while."""
+        assert self.census is not None
+        with self._turn:
+            rows = self._fetch_all(sql.sighting(self.census))
+            return self._saw(time.monotonic(), rows[0])
+
+    def _saw(self, answered: float, row: Row) -> Sighting:
+        now, workers, requests = row
+        self.sighting = Sighting(answered, now, tuple(sorted(workers or ())), bool(requests))
+        return self.sighting
 
     def _fresh_connection(self) -> None:
         """With nothing held, give up a connection that closed or aged (no round trip). A

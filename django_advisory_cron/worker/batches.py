@@ -19,7 +19,7 @@ from ..run.claims import ClaimConnection
 from ..run.jobs import Job
 from ..run.runner import claim_together
 from .dispatch import Dispatcher
-from .fleet import Peers, share_out
+from .fleet import peers, share_out
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -41,7 +41,6 @@ class Batches:
         assert self.presence.presence is not None
         self.presence_name = self.presence.presence
         self._stop = stop
-        self._peers = Peers(self.presence_name)
         #: Per database alias: the connection that claims several ticks at once (the
         #: worker's presence for its own database).
         self._claims: dict[str, ClaimConnection] = {self.presence.alias: self.presence}
@@ -65,10 +64,10 @@ class Batches:
         One statement per database (per ``CLAIM_BATCH`` jobs; a database with one job due
         claims it alone). Winners beyond ``--max-concurrency`` wait for a free slot holding
         their locks, so the other replicas skip them at once instead of each trying later."""
-        peers = self._peers.read(self.presence)
+        live = peers(self.presence)
         first, later = due, []
-        if peers is not None:
-            shares = share_out([job.name for job, _tick in due], peers, min(t for _j, t in due))
+        if live is not None:
+            shares = share_out([job.name for job, _tick in due], live, min(t for _j, t in due))
             first = [(job, tick) for job, tick in due if shares[job.name] == self.presence_name]
             later = [(job, tick) for job, tick in due if shares[job.name] != self.presence_name]
         self._claim_all(first)

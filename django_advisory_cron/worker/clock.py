@@ -1,10 +1,10 @@
 """The worker's sense of time: the database server's clock, and the sleep between wakes.
 
 Ticks are judged on the database's clock, as the runner does. The worker learns it from the
-answers to its claims (each brings the server's ``now()``) and advances it on the monotonic
-clock in between; it reads the clock itself only after ``CLOCK_REFRESH`` seconds without a
-claim, or when the host's clock jumped against the monotonic one (a VM suspended and resumed,
-an NTP step), so that neither can skip the tick it wakes up for or run one twice. It sleeps on a
+answers to its claims (each brings the server's clock) and advances it on the monotonic clock
+in between; it reads the clock itself only after ``CLOCK_TRUST`` seconds without a claim, or
+when the host's clock jumped against the monotonic one (a VM suspended and resumed, an NTP
+step), so that neither can skip the tick it wakes up for or run one twice. It sleeps on a
 [Wakeup][django_advisory_cron.worker.clock.Wakeup], which a notification or ``stop()`` ends
 early. Both use the worker's one connection, in turn with its runs and its heartbeat.
 """
@@ -22,14 +22,18 @@ from typing import Any
 from ..conf import app_settings
 from ..db import pooler, sql
 from ..db.connections import answer_within
-from ..db.execute import fetch_one
-from ..run.claims import ClaimConnection
+from ..run.claims import ClaimConnection, Sighting
 
 logger = logging.getLogger("django_advisory_cron")
 
-#: Seconds a reading of the database's clock (or a claim's answer) is advanced on the
-#: monotonic clock before the worker reads it again; also its longest sleep.
+#: A worker's longest sleep: it looks at its timetable (and its "run now" requests, when it
+#: cannot LISTEN for them) at least this often.
 CLOCK_REFRESH = 30.0
+
+#: Seconds a reading of the database's clock (or a claim's answer) is advanced on the
+#: monotonic clock before the worker reads it again: the two drift apart by milliseconds at
+#: most in that time (both follow NTP); a jump is caught by ``CLOCK_JUMP``.
+CLOCK_TRUST = 300.0
 
 #: Seconds the host's clock may move apart from the monotonic one between readings before
 #: the worker reads the database's clock again: a VM resumed after a suspension (its
@@ -48,21 +52,23 @@ class DatabaseClock:
         self._wall = 0.0  # time.time() then
 
     def read(self) -> datetime:
-        with self.connection.turn() as wrapper:
-            row = fetch_one(wrapper, sql.database_now())
-        assert row is not None
-        self._base, self._at, self._wall = row[0], time.monotonic(), time.time()
+        """Read the clock (with the live workers and pending requests: see
+        [look][django_advisory_cron.run.claims.ClaimConnection.look])."""
+        return self._rebase(self.connection.look())
+
+    def _rebase(self, seen: Sighting) -> datetime:
+        self._base, self._at = seen.now, seen.at
+        self._wall = time.time() - (time.monotonic() - seen.at)
         return self._base
 
     def now(self) -> datetime:
-        sighting = self.connection.sighting
-        if sighting is not None and sighting.at > self._at:
-            self._wall = time.time() - (time.monotonic() - sighting.at)
-            self._base, self._at = sighting.now, sighting.at
+        seen = self.connection.sighting
+        if seen is not None and seen.at > self._at:
+            self._rebase(seen)
         elapsed = time.monotonic() - self._at
         if (
             self._base is None
-            or elapsed > CLOCK_REFRESH
+            or elapsed > CLOCK_TRUST
             or abs(time.time() - self._wall - elapsed) > CLOCK_JUMP
         ):
             return self.read()

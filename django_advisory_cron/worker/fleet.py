@@ -15,9 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import math
 import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +24,6 @@ from django.db import DatabaseError, connections
 
 from ..db import sql
 from ..db.aliases import lock_database
-from ..db.execute import fetch_all
 from ..exceptions import DatabaseUnavailable
 from ..run.claims import ClaimConnection
 from ..run.history import HOST
@@ -36,9 +33,6 @@ logger = logging.getLogger("django_advisory_cron")
 #: ``application_name`` prefix of a worker's presence connection: a worker is visible in
 #: ``pg_stat_activity`` exactly as long as its process lives.
 PRESENCE_NAME = "django-advisory-cron worker"
-
-#: Seconds between readings of the live workers, for sharing the jobs due together.
-PEERS_REFRESH = 10.0
 
 
 def worker_identity() -> str:
@@ -120,34 +114,21 @@ def share_out(jobs: Iterable[str], workers: Iterable[str], tick: datetime) -> di
     return {job: dealers[(start + index) % len(dealers)] for index, job in enumerate(ordered)}
 
 
-class Peers:
-    """The live workers as one worker (presence name ``name``) last saw them: in the answer
-    to its latest claim ([Sighting][django_advisory_cron.run.claims.Sighting]), or read."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._names: tuple[str, ...] = ()
-        self._read = -math.inf  # time.monotonic()
-
-    def read(self, presence: ClaimConnection) -> tuple[str, ...] | None:
-        """The presence names of the live workers, or ``None`` when this worker is alone or
-        cannot tell (then it claims everything at once). A worker that claims at least every
-        ``PEERS_REFRESH`` seconds learns them from its claims (so the workers of a fleet that
-        starts together know each other from their second claim on); it reads them itself
-        when its view is older."""
-        sighting = presence.sighting
-        if sighting is not None and sighting.at > self._read:
-            self._read, self._names = sighting.at, sighting.workers
-        if time.monotonic() - self._read >= PEERS_REFRESH:
-            try:
-                with presence.turn() as connection:
-                    rows = fetch_all(connection, sql.live_workers(PRESENCE_NAME))
-                names = tuple(sorted(str(row[0]) for row in rows))
-            except (DatabaseError, DatabaseUnavailable) as error:
-                if not presence.connected:
-                    raise  # the connection is gone: the loop reconnects
-                logger.error("cronworker: could not read the live workers: %s", error)
-                names = ()
-            self._read, self._names = time.monotonic(), names
-        names = self._names
-        return names if len(names) > 1 and self.name in names else None
+def peers(presence: ClaimConnection) -> tuple[str, ...] | None:
+    """The presence names of the live workers, as the worker of the presence connection
+    ``presence`` last saw them (in the answer to its latest claim, or its start-up reading of
+    the clock), or ``None`` when it is alone or cannot tell (then it claims everything at
+    once). However old that answer, it only decides who claims which jobs first: a job dealt
+    to a worker that has gone since is claimed by the others a moment later
+    (``SPREAD_DELAY``)."""
+    sighting = presence.sighting
+    if sighting is None:
+        try:
+            sighting = presence.look()
+        except (DatabaseError, DatabaseUnavailable) as error:
+            if not presence.connected:
+                raise  # the connection is gone: the loop reconnects
+            logger.error("cronworker: could not read the live workers: %s", error)
+            return None
+    names = sighting.workers
+    return names if len(names) > 1 and presence.presence in names else None

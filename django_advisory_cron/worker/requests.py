@@ -1,11 +1,12 @@
 """ "Run now" requests (``manage.py cronjob trigger JOB``, the admin): one worker takes each.
 
 A worker hears of them through ``LISTEN`` on its presence connection where it can (a direct
-connection), and looks every ``CLOCK_REFRESH`` seconds besides, in case a notification was
-missed (a driver older than psycopg 3.2 drops those that arrive during another statement),
-unless a claim it made since its last look saw no request pending (its
-[Sighting][django_advisory_cron.run.claims.Sighting]); behind a transaction pooler it looks
-every ``REQUEST_POLL`` seconds instead.
+connection). In case a notification was missed (an older driver drops those that arrive
+during another statement), each of its claims also says whether a request is pending (its
+[Sighting][django_advisory_cron.run.claims.Sighting]): it looks when one is (at most every
+``CLOCK_REFRESH`` seconds: a request for a job no worker runs stays pending), and every
+``REQUEST_RECHECK`` seconds without a claim. Behind a transaction pooler it looks every
+``REQUEST_POLL`` seconds instead.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ from django.db import DatabaseError, ProgrammingError
 from ..db import sql
 from ..db.execute import fetch_all
 from ..run.claims import ClaimConnection
-from .clock import CLOCK_REFRESH, Wakeup
+from .clock import CLOCK_REFRESH, CLOCK_TRUST, Wakeup
 
 logger = logging.getLogger("django_advisory_cron")
 
 #: Seconds between looks for "run now" requests when the worker cannot LISTEN for them.
 REQUEST_POLL = 1.0
+
+#: Seconds between looks for "run now" requests, listening, while no claim says whether one
+#: is pending.
+REQUEST_RECHECK = CLOCK_TRUST
 
 
 class RunRequests:
@@ -76,20 +81,23 @@ class RunRequests:
 
     @property
     def _interval(self) -> float:
-        return CLOCK_REFRESH if self.listening else REQUEST_POLL
+        return REQUEST_RECHECK if self.listening else REQUEST_POLL
 
     def take(self, presence: ClaimConnection) -> None:
         """Claim and start the pending "run now" requests of this worker's jobs. Only one
-        worker gets each request. Listening, it looks when notified (and every
-        ``CLOCK_REFRESH`` seconds in case a notification was missed, unless a claim saw none
-        pending); else every ``REQUEST_POLL`` seconds."""
+        worker gets each request. Listening, it looks when notified, and in case a
+        notification was missed (see the module docstring); else every ``REQUEST_POLL``
+        seconds."""
         if not self._notified:
-            if time.monotonic() - self._seen < self._interval - 0.01:
-                return
-            # A claim since the last look that saw none pending: none was missed before it.
+            waited = time.monotonic() - self._seen
             seen = presence.sighting
-            if self.listening and seen and seen.at > self._seen and not seen.requests:
-                self._seen = seen.at
+            if self.listening and seen is not None and seen.at > self._seen:
+                if not seen.requests:
+                    self._seen = seen.at  # none pending then: none was missed before
+                    return
+                if waited < CLOCK_REFRESH:
+                    return
+            elif waited < self._interval - 0.01:
                 return
         self._notified, self._seen = False, time.monotonic()
         try:

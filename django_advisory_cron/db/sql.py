@@ -67,22 +67,34 @@ TRY_LOCK: dict[ResolvedScope, str] = {
 LOCK_APPLICATION_NAME = "django-advisory-cron lock: "
 
 
+#: Where a session lock's connection keeps the name it had before the lock named it (a custom
+#: setting of the session: reading ``pg_settings`` for the name it was opened with would cost
+#: more than the lock and its unlock together).
+HOME_NAME = "django_advisory_cron.home_name"
+
+
 def try_lock(key: LockKey, scope: ResolvedScope) -> Statement:
     """Try the lock once; one boolean column. A taken lock names its connection after itself
-    (in transaction scope until the transaction ends; in session scope until ``unlock``)."""
-    local = "true" if scope == "transaction" else "false"
+    (in transaction scope until the transaction ends; in session scope until ``unlock``, which
+    gives back the name kept in ``HOME_NAME``). A target list is evaluated left to right."""
+    if scope == "transaction":
+        rename = "set_config('application_name', %(lock_label)s, true)"
+    else:
+        rename = (
+            f"set_config('{HOME_NAME}', current_setting('application_name'), false), "
+            "set_config('application_name', %(lock_label)s, false)"
+        )
     return (
-        f"SELECT got, CASE WHEN got THEN set_config('application_name', %(lock_label)s, {local}) "
-        f"END FROM (SELECT {TRY_LOCK[scope]}({key.sql}) AS got) AS t",
+        f"SELECT got, CASE WHEN got THEN ARRAY[{rename}] END "
+        f"FROM (SELECT {TRY_LOCK[scope]}({key.sql}) AS got) AS t",
         {**key.params, "lock_label": LOCK_APPLICATION_NAME + key.name},
     )
 
 
-#: After an unlock, in the same statement: the connection takes back the name it was opened
-#: with (see ``try_lock``).
+#: After an unlock, in the same statement: the connection takes back the name it had before
+#: the lock named it (see ``try_lock``).
 RENAME_BACK = (
-    "set_config('application_name', "
-    "(SELECT reset_val FROM pg_settings WHERE name = 'application_name'), false)"
+    f"set_config('application_name', COALESCE(current_setting('{HOME_NAME}', true), ''), false)"
 )
 
 

@@ -27,6 +27,7 @@ from django.http import (
     HttpResponse,
     HttpResponseNotAllowed,
     HttpResponseRedirect,
+    QueryDict,
 )
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -674,7 +675,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             return HttpResponseNotAllowed(["POST"])
         if not self.has_operate_permission(request):
             raise PermissionDenied
-        back = HttpResponseRedirect(reverse("admin:django_advisory_cron_registeredjob_changelist"))
+        back = HttpResponseRedirect(self._jobs_page(QueryDict(request.POST.get("back", ""))))
         name = request.POST.get("job", "")
         operation = request.POST.get("operation", "")
         if name not in registry or operation not in self.OPERATIONS:
@@ -720,6 +721,13 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
         # "Job ..." first: the admin capitalises a message's first letter, not a job's name.
         self.message_user(request, f"Job {message}", messages.SUCCESS)
         return back
+
+    @staticmethod
+    def _jobs_page(query: QueryDict) -> str:
+        """The Jobs page at the page and search of ``query`` (whatever else it holds)."""
+        kept = {name: str(query.get(name)) for name in (SEARCH_VAR, PAGE_VAR) if query.get(name)}
+        url = reverse("admin:django_advisory_cron_registeredjob_changelist")
+        return f"{url}?{urlencode(kept)}" if kept else url
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -789,6 +797,8 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             "page_links": page_links if paginator.num_pages > 1 else [],
             "can_operate": self.has_operate_permission(request),
             "operate_url": reverse("admin:django_advisory_cron_registeredjob_operate"),
+            # Where an operation brings the operator back: this page, this search.
+            "back": urlencode(kept | ({PAGE_VAR: page.number} if page.number > 1 else {})),
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name

@@ -174,3 +174,34 @@ def test_run_list_says_more_than_its_count_limit_where_it_shows_a_count(
         assert f"more than {limit:,} job runs" in page, query
     exact = viewer.get(RUNS_URL, {"job": JOBS[1]}).content.decode()
     assert "1 result" in exact.split('id="toolbar"')[1] and "more than" not in exact
+
+
+@pytest.fixture
+def operator(db_url: str, django_user_model: Any) -> Client:
+    user = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="django_advisory_cron",
+            codename__in=["view_jobrun", "view_registeredjob", "operate_job"],
+        )
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_pause_and_resume_bring_the_operator_back_to_the_same_page(
+    operator: Client, history: list[str]
+) -> None:
+    """The operate form carries the page and the search it was sent from, and nothing else
+    comes back from it: the redirect stays on the Jobs page."""
+    page, _sent = get(operator, {"q": "pages.job1", "p": 2})
+    assert 'name="back" value="q=pages.job1&amp;p=2"' in page
+    name = job_rows(page)[0]
+    operate = reverse("admin:django_advisory_cron_registeredjob_operate")
+    back = "q=pages.job1&p=2&next=//elsewhere.example"
+    paused = operator.post(operate, {"job": name, "operation": "pause", "back": back})
+    assert paused.status_code == 302
+    assert paused["Location"] == f"{JOBS_URL}?q=pages.job1&p=2"
+    resumed = operator.post(operate, {"job": name, "operation": "resume"})
+    assert resumed["Location"] == JOBS_URL

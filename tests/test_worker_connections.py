@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
+from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing import PgBouncer, start_pgbouncer
 from tests.jobsapp.job_names import CONNECTION_HASHTEXT as HASHTEXT
 from tests.jobsapp.job_names import CONNECTION_HOLDING as HOLDING
 from tests.jobsapp.job_names import CONNECTION_SIGNALS as SIGNALS
 from tests.jobsapp.job_names import CONNECTION_TOGETHER as TOGETHER
+from tests.jobsapp.job_names import CONNECTION_WAITING as WAITING
 from tests.pooling import bouncer_url, upstream
 from tests.waiting import wait_for, workers_present
 
@@ -140,6 +142,31 @@ def test_runs_of_jobs_keyed_by_hashtext_hold_their_locks_on_the_workers_connecti
     (connection_jobs / "release").touch()
     succeeded = JobRun.objects.filter(job__in=HASHTEXT, status=RunStatus.SUCCEEDED)
     wait_for(lambda: succeeded.values("job").distinct().count() == len(HASHTEXT), timeout=30)
+    stopped(worker)
+
+
+def test_jobs_that_wait_for_their_locks_wait_and_hold_them_on_the_workers_connection(
+    spawn: Any, raw_connect: Any, connection_jobs: Path
+) -> None:
+    """Jobs with ``wait=`` try their locks again on the worker's one connection while
+    another process holds them, then run holding them there: still at most two backends."""
+    observer = raw_connect()
+    script = raw_connect()
+    script.execute("SELECT pg_advisory_lock(%(lock_ns)s, %(lock_id)s)", LockKey(WAITING[0]).params)
+    worker = spawn("cronworker", *WAITING, "--grace", "5")
+    wait_for(lambda: workers_present(observer) == 1)
+    started = [connection_jobs / f"{name}.started" for name in WAITING]
+    wait_for(lambda: all(path.exists() for path in started[1:]), timeout=60, interval=0.05)
+    assert not started[0].exists()  # waiting for the script's lock
+    assert most(lambda: backends_of(worker, observer), 1.0) <= 2
+    script.execute(
+        "SELECT pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)", LockKey(WAITING[0]).params
+    )
+    wait_for(started[0].exists, timeout=30, interval=0.05)
+    assert most(lambda: backends_of(worker, observer), 1.0) <= 2
+    (connection_jobs / "release").touch()
+    succeeded = JobRun.objects.filter(job__in=WAITING, status=RunStatus.SUCCEEDED)
+    wait_for(lambda: succeeded.values("job").distinct().count() == len(WAITING), timeout=30)
     stopped(worker)
 
 

@@ -59,7 +59,9 @@ from .heartbeat import Heartbeat, beat_deadline, lost_text
 
 logger = logging.getLogger("django_advisory_cron")
 
-# Polling for ``wait``: start fast, back off to this many seconds between attempts.
+#: Polling for ``wait``: the first pause between attempts, doubled after each, up to
+#: ``MAX_POLL_INTERVAL`` seconds.
+POLL_START = 0.02
 MAX_POLL_INTERVAL = 0.5
 
 Row = tuple[Any, ...]
@@ -239,7 +241,7 @@ class AdvisoryLock:
     def _attempts(self) -> Iterator[bool]:
         """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s."""
         deadline = time.monotonic() + self.wait
-        delay = 0.02
+        delay = POLL_START
         while True:
             remaining = deadline - time.monotonic()
             yield remaining <= 0

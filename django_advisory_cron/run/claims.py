@@ -192,15 +192,16 @@ class ClaimConnection:
 
     # -- claiming ------------------------------------------------------------------------
 
-    def claim(self, locks: Sequence[SharedLock]) -> None:
+    def claim(self, locks: Sequence[SharedLock], *, final: bool = True) -> None:
         """Try every lock and claim every record's tick in one statement; afterwards a lock
         is ``acquired`` when its run is to start (or, rarely, when its skip is still to be
-        recorded by its release). Raises ``DatabaseError`` or ``DatabaseUnavailable`` when
+        recorded by its release). Not ``final``: a lock held elsewhere is to be tried again,
+        so its skip is not written. Raises ``DatabaseError`` or ``DatabaseUnavailable`` when
         the statement failed; locks it may have taken died with the connection."""
         statement = history.claim(
             [(lock.record, lock.key) for lock in locks],
             "session",
-            final=True,
+            final=final,
             settle=True,
             census=self.census,
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from ..exceptions import (
     first_line,
     stopping_signal,
 )
-from ..lock.advisory import AdvisoryLock
+from ..lock.advisory import MAX_POLL_INTERVAL, POLL_START, AdvisoryLock
 from ..lock.heartbeat import lost_text
 from ..models import RunStatus
 from . import history
@@ -291,6 +292,50 @@ def claim_together(
 
     Raises ``DatabaseError`` or ``DatabaseUnavailable`` when the claim failed.
     """
+    runs, skipped = [], []
+    for job, lock, record, result in _claim_entries(batch, claims, final=True):
+        if _taken(job, lock, record, result):
+            runs.append(ClaimedRun(job, result, lock))
+        else:
+            skipped.append(result)
+    return runs, skipped
+
+
+def claim_waiting(
+    job: RunnableJob,
+    tick: datetime | None,
+    claims: ClaimConnection,
+    *,
+    wait: float,
+    stop: threading.Event,
+) -> ClaimedRun | RunResult:
+    """Claim one tick on ``claims`` like
+    [claim_together][django_advisory_cron.run.runner.claim_together], trying again for up to
+    ``wait`` seconds (or until ``stop``) while another process holds the job's lock: each try
+    one short statement on the shared connection, never a wait that would hold it. Returns the
+    run to start, or the skip's result."""
+    requested = time.monotonic()
+    deadline, delay = requested + wait, POLL_START
+    while True:
+        remaining = deadline - time.monotonic()
+        final = remaining <= 0 or stop.is_set()
+        ((_, lock, record, result),) = _claim_entries([(job, tick)], claims, final=final)
+        lock.requested_at = requested
+        if final or lock.acquired or record.settled() or result.paused is not None:
+            if _taken(job, lock, record, result):
+                lock.acquired_at = time.monotonic()
+                return ClaimedRun(job, result, lock)
+            return result
+        lock.release()  # nothing was taken
+        stop.wait(min(delay, remaining))
+        delay = min(delay * 2, MAX_POLL_INTERVAL)
+
+
+def _claim_entries(
+    batch: Sequence[tuple[RunnableJob, datetime | None]], claims: ClaimConnection, *, final: bool
+) -> list[tuple[RunnableJob, SharedLock, history.RunRecord, RunResult]]:
+    """One claiming statement for ``batch`` on ``claims``: each job's lock, record and
+    result, read from its row (a skip is written only on the ``final`` attempt)."""
     entries = []
     for job, tick in batch:
         result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=tick is None)
@@ -301,16 +346,10 @@ def claim_together(
             max_skew=app_settings.MAX_SKEW,
             using=claims.alias,
         )
-        result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))
-        entries.append((job, result.lock, record, result))
-    claims.claim([lock for _job, lock, _record, _result in entries])
-    runs, skipped = [], []
-    for job, lock, record, result in entries:
-        if _taken(job, lock, record, result):
-            runs.append(ClaimedRun(job, result, lock))
-        else:
-            skipped.append(result)
-    return runs, skipped
+        lock = result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))
+        entries.append((job, lock, record, result))
+    claims.claim([lock for _job, lock, _record, _result in entries], final=final)
+    return entries
 
 
 def _on_lost(job: RunnableJob, result: RunResult) -> Callable[[AdvisoryLock, BaseException], None]:

@@ -47,9 +47,9 @@ class Batches:
 
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s tick can be claimed in a batch with others' (see
-        [claimable][django_advisory_cron.worker.dispatch.Dispatcher.claimable]) and its
-        previous run here is over. Others are claimed one by one."""
-        if not self.dispatcher.claimable(job):
+        [claimable][django_advisory_cron.worker.dispatch.Dispatcher.claimable]), at once (no
+        ``wait``), and its previous run here is over. Others are claimed one by one."""
+        if job.wait or not self.dispatcher.claimable(job):
             return False
         with self.dispatcher.lock:
             return not self.dispatcher.going(job.name)

@@ -38,7 +38,7 @@ from ..run import delivery
 from ..run.claims import ClaimConnection
 from ..run.history import HOST
 from ..run.jobs import Job
-from ..run.runner import ClaimedRun, RunResult, claim_together, execute
+from ..run.runner import ClaimedRun, RunResult, claim_waiting, execute
 from .children import STOP_GRACE, Children, Isolation, in_process
 
 logger = logging.getLogger("django_advisory_cron")
@@ -136,9 +136,8 @@ class Dispatcher:
 
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
-        here and takes a session lock (either key form, no waiting). Other runs take their
-        own."""
-        if self.in_process(job) or job.deliver is not None or job.wait:
+        here and takes a session lock (either key form). Other runs take their own."""
+        if self.in_process(job) or job.deliver is not None:
             return False
         using = lock_database(job.using, self.using)
         return pooler.resolve_scope(job.scope, using) == "session"
@@ -369,9 +368,9 @@ class Dispatcher:
 
     def _claim_alone(self, job: Job[..., object], tick: datetime | None) -> RunResult:
         """Claim one tick (``None``: a manual run) on the worker's connection (one statement,
-        like a batch's), and run it if won."""
-        runs, skipped = claim_together([(job, tick)], self.claims)
-        return runs[0].run() if runs else skipped[0]
+        like a batch's; tried again for up to the job's ``wait``), and run it if won."""
+        claimed = claim_waiting(job, tick, self.claims, wait=job.wait, stop=self._stop)
+        return claimed.run() if isinstance(claimed, ClaimedRun) else claimed
 
     def _deliver_one(
         self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime

@@ -18,6 +18,7 @@ from .job_names import (
     CONNECTION_HOLDING_EVERY,
     CONNECTION_SIGNALS,
     CONNECTION_TOGETHER,
+    CONNECTION_WAITING,
 )
 
 #: The folder where the holding jobs say they started and wait for their release file.
@@ -47,7 +48,7 @@ for _name in TOGETHER:
     _ticking(_name)
 
 
-def _holding(name: str, seconds: int, key: KeyMode = "sha256") -> None:
+def _holding(name: str, seconds: int, key: KeyMode = "sha256", wait: float = 0) -> None:
     def body() -> None:
         folder = Path(os.environ[SIGNALS])
         (folder / f"{name}.started").touch()
@@ -55,7 +56,9 @@ def _holding(name: str, seconds: int, key: KeyMode = "sha256") -> None:
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
 
-    locked_task(name=name, every=timedelta(seconds=seconds), scope="session", key=key)(body)
+    locked_task(name=name, every=timedelta(seconds=seconds), scope="session", key=key, wait=wait)(
+        body
+    )
 
 
 #: Four jobs that run until the test releases them, due at different moments (some alone,
@@ -68,6 +71,11 @@ for _name, _seconds in zip(HOLDING, CONNECTION_HOLDING_EVERY, strict=True):
 #: The same, keyed ``hashtext(name)``.
 for _name, _seconds in zip(CONNECTION_HASHTEXT, CONNECTION_HASHTEXT_EVERY, strict=True):
     _holding(_name, _seconds, key="hashtext")
+
+
+#: The same with ``wait=``, every two seconds.
+for _name in CONNECTION_WAITING:
+    _holding(_name, 2, wait=30)
 
 
 @locked_task(name="conn_yearly", schedule="0 0 1 1 *")

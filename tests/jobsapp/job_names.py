@@ -22,3 +22,7 @@ CONNECTION_HOLDING = [f"conn_hold_every{seconds}" for seconds in CONNECTION_HOLD
 #: that run until the test releases them, every so many seconds.
 CONNECTION_HASHTEXT_EVERY = (1, 2, 3)
 CONNECTION_HASHTEXT = [f"conn_hashtext_every{seconds}" for seconds in CONNECTION_HASHTEXT_EVERY]
+
+#: ``connection_tasks``' jobs with ``wait=`` (they wait for their lock when another process
+#: holds it) that run until the test releases them.
+CONNECTION_WAITING = ["conn_wait_a", "conn_wait_b", "conn_wait_c"]

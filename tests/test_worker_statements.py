@@ -19,6 +19,7 @@ from django.db.backends.signals import connection_created
 
 from django_advisory_cron import locked_task, start_worker
 from django_advisory_cron.conf import app_settings
+from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run.claims import ClaimConnection
 from django_advisory_cron.run.jobs import registry
@@ -152,3 +153,30 @@ def test_the_clock_is_read_again_when_the_hosts_clock_jumps(
         assert len(reads) == 2
     finally:
         presence.close()
+
+
+def test_a_waiting_job_gives_up_after_its_wait_with_one_skip_per_tick(
+    raw_connect: Any, settings: Any
+) -> None:
+    """A ``wait=`` job whose lock another process holds is tried again on the worker's
+    connection until its wait is over; only then is its skip written, once per tick."""
+    settings.ADVISORY_CRON = {**settings.ADVISORY_CRON, "RECORD_SKIPS": True}
+    locked_task(name="statements_waiting", every=2, wait=0.6)(nothing)
+    script = raw_connect()
+    script.execute(
+        "SELECT pg_advisory_lock(%(lock_ns)s, %(lock_id)s)",
+        LockKey("statements_waiting").params,
+    )
+    skips = JobRun.objects.filter(job="statements_waiting", status=RunStatus.SKIPPED_LOCKED)
+    worker = start_worker(["statements_waiting"], grace=5)
+    try:
+        wait_for(lambda: skips.count() >= 2)
+    finally:
+        worker.close(timeout=15)
+    ticks = Counter(skips.values_list("tick", flat=True))
+    assert set(ticks.values()) == {1}, ticks
+    assert (
+        not JobRun.objects.filter(job="statements_waiting")
+        .exclude(status=RunStatus.SKIPPED_LOCKED)
+        .exists()
+    )

@@ -60,6 +60,10 @@ DATABASES = {
     "default": parse_database_url(os.environ["DATABASE_URL"]),
     "sqlite": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
 }
+if os.environ.get("TESTS_SECOND_ALIAS"):
+    # The subprocesses of tests with jobs on "another database": a second alias of the same
+    # one, so that its lock connections are told apart by alias.
+    DATABASES["second"] = parse_database_url(os.environ["DATABASE_URL"])
 
 INSTALLED_APPS = [
     "django.contrib.admin",

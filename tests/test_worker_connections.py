@@ -23,9 +23,11 @@ from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing import PgBouncer, start_pgbouncer
 from tests.jobsapp.job_names import CONNECTION_HASHTEXT as HASHTEXT
 from tests.jobsapp.job_names import CONNECTION_HOLDING as HOLDING
+from tests.jobsapp.job_names import CONNECTION_OTHER_DATABASE as OTHER_DATABASE
 from tests.jobsapp.job_names import CONNECTION_SIGNALS as SIGNALS
 from tests.jobsapp.job_names import CONNECTION_TOGETHER as TOGETHER
 from tests.jobsapp.job_names import CONNECTION_WAITING as WAITING
+from tests.jobsapp.job_names import SECOND_ALIAS
 from tests.pooling import bouncer_url, upstream
 from tests.waiting import wait_for, workers_present
 
@@ -41,6 +43,7 @@ TICKING = ["conn_tick_every1", "conn_tick_every2", *TOGETHER]
 def connection_jobs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(SETTINGS))
     monkeypatch.setenv(SIGNALS, str(tmp_path))
+    monkeypatch.setenv(SECOND_ALIAS, "1")
     return tmp_path
 
 
@@ -167,6 +170,23 @@ def test_jobs_that_wait_for_their_locks_wait_and_hold_them_on_the_workers_connec
     (connection_jobs / "release").touch()
     succeeded = JobRun.objects.filter(job__in=WAITING, status=RunStatus.SUCCEEDED)
     wait_for(lambda: succeeded.values("job").distinct().count() == len(WAITING), timeout=30)
+    stopped(worker)
+
+
+def test_runs_on_another_database_share_one_claim_connection_there(
+    spawn: Any, raw_connect: Any, connection_jobs: Path
+) -> None:
+    """Jobs whose ``using`` is another database alias are claimed on one claim connection
+    of that alias, which holds their locks: three at once, two backends in all."""
+    observer = raw_connect()
+    worker = spawn("cronworker", *OTHER_DATABASE, "--grace", "5")
+    wait_for(lambda: workers_present(observer) == 1)
+    started = [connection_jobs / f"{name}.started" for name in OTHER_DATABASE]
+    wait_for(lambda: all(path.exists() for path in started), timeout=60, interval=0.05)
+    assert most(lambda: backends_of(worker, observer), 1.0) <= 2
+    (connection_jobs / "release").touch()
+    done = JobRun.objects.filter(job__in=OTHER_DATABASE, status=RunStatus.SUCCEEDED)
+    wait_for(lambda: done.values("job").distinct().count() == len(OTHER_DATABASE), timeout=30)
     stopped(worker)
 
 

@@ -15,7 +15,6 @@ from django.db import DatabaseError
 from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
-from ..run.claims import ClaimConnection
 from ..run.jobs import Job
 from ..run.runner import claim_together
 from .dispatch import Dispatcher
@@ -41,9 +40,6 @@ class Batches:
         assert self.presence.presence is not None
         self.presence_name = self.presence.presence
         self._stop = stop
-        #: Per database alias: the connection that claims several ticks at once (the
-        #: worker's presence for its own database).
-        self._claims: dict[str, ClaimConnection] = {self.presence.alias: self.presence}
 
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s tick can be claimed in a batch with others' (see
@@ -74,10 +70,6 @@ class Batches:
         if later and not self._stop.wait(SPREAD_DELAY):
             self._claim_all(later)
 
-    def close(self) -> None:
-        for claims in self._claims.values():
-            claims.close()
-
     def _claim_all(self, due: list[tuple[Job[..., object], datetime]]) -> None:
         by_alias: dict[str, list[tuple[Job[..., object], datetime]]] = {}
         for job, tick in due:
@@ -93,9 +85,7 @@ class Batches:
             job, tick = batch[0]
             self.dispatcher.dispatch(job, [tick])
             return
-        claims = self._claims.get(alias)
-        if claims is None:
-            claims = self._claims[alias] = ClaimConnection(alias)
+        claims = self.dispatcher.claims_on(alias)
         try:
             runs, skipped = claim_together(batch, claims)
         except (DatabaseError, DatabaseUnavailable) as error:

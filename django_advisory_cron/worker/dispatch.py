@@ -110,6 +110,8 @@ class Dispatcher:
         #: The worker's presence connection: it claims the runs of its database and holds
         #: their locks, and records skipped overlapping ticks.
         self.claims = claims
+        #: Per database alias: the connection that claims its ticks (see ``claims_on``).
+        self._claims: dict[str, ClaimConnection] = {claims.alias: claims}
         self._stop = stop
         self._uid = f"{identity}:{id(self)}"  # several workers may share one process
         self._pool: ThreadPoolExecutor
@@ -129,7 +131,20 @@ class Dispatcher:
         signals.job_started.connect(self._track, weak=False, dispatch_uid=self._uid)
 
     def close(self) -> None:
+        """Stop tracking runs, and close the claim connections (each once the last run whose
+        lock it holds has ended; the worker's presence among them)."""
         signals.job_started.disconnect(dispatch_uid=self._uid)
+        for claims in self._claims.values():
+            claims.close()
+
+    def claims_on(self, alias: str) -> ClaimConnection:
+        """The connection that claims ticks and holds session locks on the database
+        ``alias``: the worker's presence for its own, one more per other database."""
+        with self.lock:
+            claims = self._claims.get(alias)
+            if claims is None:
+                claims = self._claims[alias] = ClaimConnection(alias)
+            return claims
 
     def in_process(self, job: Job[..., object]) -> bool:
         return in_process(job, self.isolation)
@@ -342,8 +357,8 @@ class Dispatcher:
                     with self._tracking():
                         if claimed is not None:
                             result = claimed.run()
-                        elif using == self.using and self.claimable(job):
-                            result = self._claim_alone(job, tick)
+                        elif self.claimable(job):
+                            result = self._claim_alone(job, tick, using)
                         else:
                             result = execute(job, now=tick, using=using, manual=tick is None)
                 finally:
@@ -366,10 +381,12 @@ class Dispatcher:
                 self.stats.failed += 1
         return result
 
-    def _claim_alone(self, job: Job[..., object], tick: datetime | None) -> RunResult:
-        """Claim one tick (``None``: a manual run) on the worker's connection (one statement,
-        like a batch's; tried again for up to the job's ``wait``), and run it if won."""
-        claimed = claim_waiting(job, tick, self.claims, wait=job.wait, stop=self._stop)
+    def _claim_alone(self, job: Job[..., object], tick: datetime | None, using: str) -> RunResult:
+        """Claim one tick (``None``: a manual run) on the claim connection of its database
+        (one statement, like a batch's; tried again for up to the job's ``wait``), and run it
+        if won."""
+        claims = self.claims_on(using)
+        claimed = claim_waiting(job, tick, claims, wait=job.wait, stop=self._stop)
         return claimed.run() if isinstance(claimed, ClaimedRun) else claimed
 
     def _deliver_one(

@@ -226,8 +226,7 @@ class Worker:
                     present = attendance.reattend(error)
         finally:
             self._shut_down()
-            self._batches.close()  # the presence too, once the last run on it has ended
-            self._dispatcher.close()
+            self._dispatcher.close()  # the presence too, once the last run on it has ended
             self._wakeup.close()
             # This thread's own Django connections (a pooler probe may have opened one): a
             # scheduler in a background thread must not leave them behind when it stops.

@@ -16,9 +16,11 @@ from .job_names import (
     CONNECTION_HASHTEXT_EVERY,
     CONNECTION_HOLDING,
     CONNECTION_HOLDING_EVERY,
+    CONNECTION_OTHER_DATABASE,
     CONNECTION_SIGNALS,
     CONNECTION_TOGETHER,
     CONNECTION_WAITING,
+    SECOND_ALIAS,
 )
 
 #: The folder where the holding jobs say they started and wait for their release file.
@@ -48,7 +50,9 @@ for _name in TOGETHER:
     _ticking(_name)
 
 
-def _holding(name: str, seconds: int, key: KeyMode = "sha256", wait: float = 0) -> None:
+def _holding(
+    name: str, seconds: int, key: KeyMode = "sha256", wait: float = 0, using: str | None = None
+) -> None:
     def body() -> None:
         folder = Path(os.environ[SIGNALS])
         (folder / f"{name}.started").touch()
@@ -56,9 +60,14 @@ def _holding(name: str, seconds: int, key: KeyMode = "sha256", wait: float = 0) 
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
 
-    locked_task(name=name, every=timedelta(seconds=seconds), scope="session", key=key, wait=wait)(
-        body
-    )
+    locked_task(
+        name=name,
+        every=timedelta(seconds=seconds),
+        scope="session",
+        key=key,
+        wait=wait,
+        using=using,
+    )(body)
 
 
 #: Four jobs that run until the test releases them, due at different moments (some alone,
@@ -76,6 +85,13 @@ for _name, _seconds in zip(CONNECTION_HASHTEXT, CONNECTION_HASHTEXT_EVERY, stric
 #: The same with ``wait=``, every two seconds.
 for _name in CONNECTION_WAITING:
     _holding(_name, 2, wait=30)
+
+
+#: The same on the ``second`` database alias (in the subprocesses that have it), due at
+#: different moments (some alone, some together).
+if SECOND_ALIAS in os.environ:
+    for _name, _seconds in zip(CONNECTION_OTHER_DATABASE, (1, 3, 7), strict=True):
+        _holding(_name, _seconds, using="second")
 
 
 @locked_task(name="conn_yearly", schedule="0 0 1 1 *")

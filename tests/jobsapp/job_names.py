@@ -26,3 +26,9 @@ CONNECTION_HASHTEXT = [f"conn_hashtext_every{seconds}" for seconds in CONNECTION
 #: ``connection_tasks``' jobs with ``wait=`` (they wait for their lock when another process
 #: holds it) that run until the test releases them.
 CONNECTION_WAITING = ["conn_wait_a", "conn_wait_b", "conn_wait_c"]
+
+#: ``connection_tasks``' jobs whose ``using`` is another database alias (``second``, set in
+#: the worker's settings by ``TESTS_SECOND_ALIAS``) that run until the test releases them.
+CONNECTION_OTHER_DATABASE = ["conn_second_a", "conn_second_b", "conn_second_c"]
+#: The environment variable that gives a test subprocess the ``second`` alias.
+SECOND_ALIAS = "TESTS_SECOND_ALIAS"

@@ -145,6 +145,9 @@ def in_process(
         with not_a_scheduler:
             close_lock_connections()
             cold_ms, floor_ms = interleaved([cold.action, cold_floor.action], options.runs)
+        # Its connection binds its parameters on the server and prepares nothing (see
+        # connections.checkout): the next repeat's rows must not inherit it.
+        close_lock_connections()
         cold.ms.append(cold_ms)
         cold_floor.ms.append(floor_ms)
     for row in rows:

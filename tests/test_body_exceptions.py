@@ -117,6 +117,18 @@ def test_runlocked_a_real_sigint_is_still_interrupted(body_exit_jobs: None, spaw
     assert "interrupted by SIGINT" in err
 
 
+def test_runlocked_a_sigint_between_the_row_and_the_body_is_interrupted(
+    body_exit_jobs: None, manage: Any
+) -> None:
+    """Ctrl-C after the run's row is written, before its body starts (while its start is
+    logged): recorded interrupted, exit 130, not a traceback."""
+    done = manage("runlocked", "sigint_at_start")
+    assert done.returncode == exitcodes.SIGINT, done.stderr
+    assert "Traceback" not in done.stderr
+    assert JobRun.objects.get(job="sigint_at_start").status == RunStatus.INTERRUPTED
+    assert not Marker.objects.filter(job="sigint_at_start").exists()
+
+
 def test_job_run_raise_keyboard_interrupt_in_the_body_is_failed(fresh_registry: None) -> None:
     @locked_task(name="raises_interrupt_here", schedule="0 * * * *")
     def raises_interrupt_here() -> None:

@@ -403,14 +403,16 @@ def _run(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
-    logger.info(
-        "job %s started (%s, run %s)",
-        job.name,
-        "run now" if result.manual else f"tick {result.tick}",
-        result.run_id,
-    )
     error: BaseException | None = None
     try:
+        # In the try: from here on the row says running, so a stop signal while the start is
+        # logged or announced ends the run like one in its body.
+        logger.info(
+            "job %s started (%s, run %s)",
+            job.name,
+            "run now" if result.manual else f"tick {result.tick}",
+            result.run_id,
+        )
         signals.job_started.send(sender=job, run=result)
         # Transaction scope: the lock runs this in a savepoint, so a failure rolls the job's
         # work back and its row still commits.

@@ -3,7 +3,9 @@ tests of runs that end that way; loaded with
 ``ADVISORY_CRON_JSON='{"JOBS_MODULE": "body_exit_tasks", ...}'`` in the worker processes (and
 in the child processes the workers start, which inherit the environment)."""
 
+import logging
 import os
+import signal
 import sys
 import time
 from datetime import timedelta
@@ -72,3 +74,23 @@ def exits_3_on_commit_once() -> None:
     """No schedule, for ``runlocked``: the run commits, then its callback exits."""
     _mark("exits_3_on_commit_once")
     transaction.on_commit(lambda: sys.exit(3))
+
+
+@locked_task(name="sigint_at_start", scope="session")
+def sigint_at_start() -> None:
+    """Never runs its body: a SIGINT comes while the run's start is logged (see below)."""
+    _mark("sigint_at_start")
+
+
+class _SigintWhileLogged(logging.Filter):
+    """A Ctrl-C between the run's row and its body: while "job sigint_at_start started" is
+    logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("job sigint_at_start started"):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises before this ends
+        return True
+
+
+logging.getLogger("django_advisory_cron").addFilter(_SigintWhileLogged())

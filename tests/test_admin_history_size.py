@@ -13,7 +13,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -25,6 +24,7 @@ from django_advisory_cron.admin import BoundedCountPaginator, RunQuerySet
 from django_advisory_cron.core.statuses import SKIPS
 from django_advisory_cron.db import sql
 from django_advisory_cron.models import JobRun
+from tests.admin_users import VIEWING, logged_in
 
 RUNS_URL = reverse("admin:django_advisory_cron_jobrun_changelist")
 JOBS_URL = reverse("admin:django_advisory_cron_registeredjob_changelist")
@@ -63,16 +63,7 @@ def history(db_url: str, jobs: list[str]) -> datetime:
 
 @pytest.fixture
 def viewer(db_url: str, django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_user("size", password="pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="django_advisory_cron",
-            codename__in=["view_jobrun", "view_registeredjob"],
-        )
-    )
-    client = Client()
-    client.force_login(user)
-    return client
+    return logged_in(django_user_model, "size", VIEWING)
 
 
 def history_queries(client: Client, url: str, query: dict[str, Any]) -> tuple[str, list[str]]:

@@ -9,7 +9,6 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -21,6 +20,7 @@ from django_advisory_cron.admin import BoundedCountPaginator, RegisteredJobAdmin
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run import control
 from django_advisory_cron.run.jobs import registry
+from tests.admin_users import VIEWING, logged_in
 
 JOBS_URL = reverse("admin:django_advisory_cron_registeredjob_changelist")
 RUNS_URL = reverse("admin:django_advisory_cron_jobrun_changelist")
@@ -56,16 +56,7 @@ def history(db_url: str, jobs: list[str]) -> list[str]:
 
 @pytest.fixture
 def viewer(db_url: str, django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_user("pages", password="pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="django_advisory_cron",
-            codename__in=["view_jobrun", "view_registeredjob"],
-        )
-    )
-    client = Client()
-    client.force_login(user)
-    return client
+    return logged_in(django_user_model, "pages", VIEWING)
 
 
 def job_rows(page: str) -> list[str]:
@@ -178,16 +169,7 @@ def test_run_list_says_more_than_its_count_limit_where_it_shows_a_count(
 
 @pytest.fixture
 def operator(db_url: str, django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="django_advisory_cron",
-            codename__in=["view_jobrun", "view_registeredjob", "operate_job"],
-        )
-    )
-    client = Client()
-    client.force_login(user)
-    return client
+    return logged_in(django_user_model, "operator", [*VIEWING, "operate_job"])
 
 
 def test_pause_and_resume_bring_the_operator_back_to_the_same_page(

@@ -12,8 +12,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.signals import connection_created
 from django.test import override_settings
 
 from django_advisory_cron import control, exitcodes, registry
@@ -21,6 +19,7 @@ from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.db.connections import close_lock_connections
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, JobState, RunStatus
+from tests.statements import statements_sent
 from tests.test_catchup import HOUR, OnePass, hour_of, hourly, succeeded_ticks
 from tests.test_worker_fleet import FLEET, db_now, stop, wait_for_ticks
 from tests.waiting import wait_for, workers_present
@@ -37,29 +36,13 @@ def at(seconds: float) -> datetime:
 
 
 @contextmanager
-def statements_on_lock_connections() -> Iterator[list[str]]:
-    """The statements the driver sends on every connection opened meanwhile (a session lock's
-    connection is one: with ``LOCK_POOL_SIZE`` 0 each lock opens its own; the lock sends its
-    statements on the driver's cursor, past Django's execute wrappers). Idle lock connections
-    an earlier test left warm are closed first, so that the lock opens one."""
+def statements_on_lock_connections() -> Iterator[list[tuple[str, str]]]:
+    """The statements sent on every connection opened meanwhile (a session lock's connection
+    is one: with ``LOCK_POOL_SIZE`` 0 each lock opens its own). Idle lock connections an
+    earlier test left warm are closed first, so that the lock opens one."""
     close_lock_connections()
-    sent: list[str] = []
-
-    def count(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
-        factory = connection.connection.cursor_factory
-
-        class Counting(factory):  # type: ignore[misc, valid-type]
-            def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-                sent.append(str(query))
-                return super().execute(query, params, **options)
-
-        connection.connection.cursor_factory = Counting
-
-    connection_created.connect(count, weak=False)
-    try:
+    with statements_sent() as sent:
         yield sent
-    finally:
-        connection_created.disconnect(count)
 
 
 def hold_lock_elsewhere(raw_connect: Any, name: str) -> None:

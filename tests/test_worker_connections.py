@@ -114,38 +114,54 @@ def test_an_idle_worker_holds_one_backend(
     stopped(worker)
 
 
+def holding_worker(
+    spawn: Any, observer: Any, folder: Path, names: list[str], *options: str
+) -> tuple[subprocess.Popen[str], list[Path]]:
+    """A cronworker running the holding jobs ``names``, once it is present; the files each
+    job's body writes when it starts."""
+    worker = spawn("cronworker", *names, *options, "--grace", "5")
+    wait_for(lambda: workers_present(observer) == 1)
+    return worker, [folder / f"{name}.started" for name in names]
+
+
+def all_exist(paths: list[Path]) -> None:
+    wait_for(lambda: all(path.exists() for path in paths), timeout=60, interval=0.05)
+
+
+def release_and_stop(folder: Path, worker: subprocess.Popen[str], names: list[str]) -> None:
+    """Let the holding jobs end, wait until each succeeded once, stop the worker."""
+    (folder / "release").touch()
+    done = JobRun.objects.filter(job__in=names, status=RunStatus.SUCCEEDED)
+    wait_for(lambda: done.values("job").distinct().count() == len(names), timeout=30)
+    stopped(worker)
+
+
 def test_a_busy_worker_holds_at_most_two_backends(
     spawn: Any, raw_connect: Any, connection_jobs: Path
 ) -> None:
     """Four session-scope runs at once (``--max-concurrency 4``), some claimed alone and some
     together: every lock on the worker's one claim connection, at most two backends."""
     observer = raw_connect()
-    worker = spawn("cronworker", *HOLDING, "--max-concurrency", "4", "--grace", "5")
-    wait_for(lambda: workers_present(observer) == 1)
-    started = [connection_jobs / f"{name}.started" for name in HOLDING]
-    wait_for(lambda: all(path.exists() for path in started), timeout=60, interval=0.05)
+    worker, started = holding_worker(
+        spawn, observer, connection_jobs, HOLDING, "--max-concurrency", "4"
+    )
+    all_exist(started)
     assert most(lambda: backends_of(worker, observer), 2.0) <= 2
-    (connection_jobs / "release").touch()
-    succeeded = JobRun.objects.filter(job__in=HOLDING, status=RunStatus.SUCCEEDED)
-    wait_for(lambda: succeeded.values("job").distinct().count() == len(HOLDING), timeout=30)
-    stopped(worker)
+    release_and_stop(connection_jobs, worker, HOLDING)
 
 
-def test_runs_of_jobs_keyed_by_hashtext_hold_their_locks_on_the_workers_connection(
-    spawn: Any, raw_connect: Any, connection_jobs: Path
+@pytest.mark.parametrize("names", [HASHTEXT, OTHER_DATABASE], ids=["hashtext", "other-database"])
+def test_runs_of_jobs_keyed_by_hashtext_or_on_another_database_share_a_claim_connection(
+    spawn: Any, raw_connect: Any, connection_jobs: Path, names: list[str]
 ) -> None:
-    """Jobs sharing their locks with SQL scripts (``key="hashtext"``) are claimed and held
-    like the others: three at once, still at most two backends."""
+    """Jobs sharing their locks with SQL scripts (``key="hashtext"``) are claimed and held on
+    the worker's connection like the others; jobs whose ``using`` is another database alias
+    on one claim connection of that alias. Three at once, at most two backends in all."""
     observer = raw_connect()
-    worker = spawn("cronworker", *HASHTEXT, "--grace", "5")
-    wait_for(lambda: workers_present(observer) == 1)
-    started = [connection_jobs / f"{name}.started" for name in HASHTEXT]
-    wait_for(lambda: all(path.exists() for path in started), timeout=60, interval=0.05)
+    worker, started = holding_worker(spawn, observer, connection_jobs, names)
+    all_exist(started)
     assert most(lambda: backends_of(worker, observer), 1.0) <= 2
-    (connection_jobs / "release").touch()
-    succeeded = JobRun.objects.filter(job__in=HASHTEXT, status=RunStatus.SUCCEEDED)
-    wait_for(lambda: succeeded.values("job").distinct().count() == len(HASHTEXT), timeout=30)
-    stopped(worker)
+    release_and_stop(connection_jobs, worker, names)
 
 
 def test_jobs_that_wait_for_their_locks_wait_and_hold_them_on_the_workers_connection(
@@ -155,39 +171,16 @@ def test_jobs_that_wait_for_their_locks_wait_and_hold_them_on_the_workers_connec
     another process holds them, then run holding them there: still at most two backends."""
     observer = raw_connect()
     script = raw_connect()
-    script.execute("SELECT pg_advisory_lock(%(lock_ns)s, %(lock_id)s)", LockKey(WAITING[0]).params)
-    worker = spawn("cronworker", *WAITING, "--grace", "5")
-    wait_for(lambda: workers_present(observer) == 1)
-    started = [connection_jobs / f"{name}.started" for name in WAITING]
-    wait_for(lambda: all(path.exists() for path in started[1:]), timeout=60, interval=0.05)
+    held = LockKey(WAITING[0]).params
+    script.execute("SELECT pg_advisory_lock(%(lock_ns)s, %(lock_id)s)", held)
+    worker, started = holding_worker(spawn, observer, connection_jobs, WAITING)
+    all_exist(started[1:])
     assert not started[0].exists()  # waiting for the script's lock
     assert most(lambda: backends_of(worker, observer), 1.0) <= 2
-    script.execute(
-        "SELECT pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)", LockKey(WAITING[0]).params
-    )
-    wait_for(started[0].exists, timeout=30, interval=0.05)
+    script.execute("SELECT pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)", held)
+    all_exist(started[:1])
     assert most(lambda: backends_of(worker, observer), 1.0) <= 2
-    (connection_jobs / "release").touch()
-    succeeded = JobRun.objects.filter(job__in=WAITING, status=RunStatus.SUCCEEDED)
-    wait_for(lambda: succeeded.values("job").distinct().count() == len(WAITING), timeout=30)
-    stopped(worker)
-
-
-def test_runs_on_another_database_share_one_claim_connection_there(
-    spawn: Any, raw_connect: Any, connection_jobs: Path
-) -> None:
-    """Jobs whose ``using`` is another database alias are claimed on one claim connection
-    of that alias, which holds their locks: three at once, two backends in all."""
-    observer = raw_connect()
-    worker = spawn("cronworker", *OTHER_DATABASE, "--grace", "5")
-    wait_for(lambda: workers_present(observer) == 1)
-    started = [connection_jobs / f"{name}.started" for name in OTHER_DATABASE]
-    wait_for(lambda: all(path.exists() for path in started), timeout=60, interval=0.05)
-    assert most(lambda: backends_of(worker, observer), 1.0) <= 2
-    (connection_jobs / "release").touch()
-    done = JobRun.objects.filter(job__in=OTHER_DATABASE, status=RunStatus.SUCCEEDED)
-    wait_for(lambda: done.values("job").distinct().count() == len(OTHER_DATABASE), timeout=30)
-    stopped(worker)
+    release_and_stop(connection_jobs, worker, WAITING)
 
 
 def test_a_run_now_takes_its_lock_on_the_workers_connection(

@@ -8,14 +8,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import pytest
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.signals import connection_created
 
 from django_advisory_cron import locked_task, start_worker
 from django_advisory_cron.conf import app_settings
@@ -26,6 +22,7 @@ from django_advisory_cron.run.jobs import registry
 from django_advisory_cron.run.runner import claim_together
 from django_advisory_cron.worker.clock import DatabaseClock
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
+from tests.statements import statements_sent
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db", "fresh_registry")
@@ -35,29 +32,6 @@ JOBS = ["statements_a", "statements_b", "statements_c"]
 
 def nothing() -> None:
     return None
-
-
-@contextmanager
-def statements_by_thread() -> Iterator[list[tuple[str, str]]]:
-    """``(thread name, statement)`` for each statement sent on the connections opened
-    meanwhile, counted at the driver (the worker's statements bypass Django's wrappers)."""
-    sent: list[tuple[str, str]] = []
-
-    def count(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
-        factory = connection.connection.cursor_factory
-
-        class Counting(factory):  # type: ignore[misc, valid-type]
-            def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-                sent.append((threading.current_thread().name, str(query)))
-                return super().execute(query, params, **options)
-
-        connection.connection.cursor_factory = Counting
-
-    connection_created.connect(count, weak=False)
-    try:
-        yield sent
-    finally:
-        connection_created.disconnect(count)
 
 
 def kind(statement: str) -> str:
@@ -76,7 +50,7 @@ def succeeded(name: str) -> int:
 def test_a_worker_sends_its_claims_and_finishes_and_nothing_else_per_tick() -> None:
     for name in JOBS:
         locked_task(name=name, every=1)(nothing)
-    with statements_by_thread() as sent:
+    with statements_sent() as sent:
         worker = start_worker(JOBS, grace=5)
         try:
             wait_for(lambda: all(succeeded(name) >= 2 for name in JOBS))

@@ -20,11 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError, connections
+from django.db import connections
 
 from ..db import sql
 from ..db.aliases import lock_database
-from ..exceptions import DatabaseUnavailable
 from ..run.claims import ClaimConnection
 from ..run.history import HOST
 
@@ -116,19 +115,10 @@ def share_out(jobs: Iterable[str], workers: Iterable[str], tick: datetime) -> di
 
 def peers(presence: ClaimConnection) -> tuple[str, ...] | None:
     """The presence names of the live workers, as the worker of the presence connection
-    ``presence`` last saw them (in the answer to its latest claim, or its start-up reading of
-    the clock), or ``None`` when it is alone or cannot tell (then it claims everything at
-    once). However old that answer, it only decides who claims which jobs first: a job dealt
-    to a worker that has gone since is claimed by the others a moment later
-    (``SPREAD_DELAY``)."""
-    sighting = presence.sighting
-    if sighting is None:
-        try:
-            sighting = presence.look()
-        except (DatabaseError, DatabaseUnavailable) as error:
-            if not presence.connected:
-                raise  # the connection is gone: the loop reconnects
-            logger.error("cronworker: could not read the live workers: %s", error)
-            return None
-    names = sighting.workers
+    ``presence`` last saw them (in the answer to its latest claim, or to its latest reading
+    of the clock, which comes before any claim), or ``None`` when it is alone or cannot tell
+    (then it claims everything at once). However old that answer, it only decides who claims
+    which jobs first: a job dealt to a worker that has gone since is claimed by the others a
+    moment later (``SPREAD_DELAY``)."""
+    names = presence.sighting.workers if presence.sighting is not None else ()
     return names if len(names) > 1 and presence.presence in names else None

@@ -308,3 +308,62 @@ class EnqueuedTick(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} @ {self.tick}: task {self.task_id or '(enqueuing)'}"
+
+
+class Schedule(models.Model):
+    """A schedule kept in the database: added and edited in the admin or with ``manage.py
+    cronjob``, no deploy. It calls a registered job with arguments, or a management command;
+    or, with ``override``, changes the schedule of the job of the same name defined in code.
+
+    Its ``name`` is the job name its runs, lock and ticks go by. ``changed`` is set by the
+    database on every write, on the database's clock (the clock ticks are judged on), and a
+    trigger tells the listening workers.
+    """
+
+    name = models.CharField(_("name"), max_length=200, unique=True)
+    #: Changes the job of this name defined in code, instead of adding one.
+    override = models.BooleanField(_("overrides a job defined in code"), default=False)
+    job = models.CharField(_("job"), max_length=200, blank=True, default="")
+    command = models.CharField(_("management command"), max_length=200, blank=True, default="")
+    args = models.JSONField(_("arguments"), default=list, blank=True)
+    kwargs = models.JSONField(_("keyword arguments"), default=dict, blank=True)
+    cron = models.CharField(_("cron schedule"), max_length=200, blank=True, default="")
+    #: An interval schedule, in seconds (exclusive with ``cron``).
+    every = models.FloatField(_("every (seconds)"), null=True, blank=True)
+    timezone = models.CharField(_("time zone"), max_length=64, blank=True, default="")
+    enabled = models.BooleanField(_("enabled"), default=True)
+    catch_up = models.CharField(
+        _("catch-up"),
+        max_length=10,
+        blank=True,
+        default="",
+        choices=[("latest", "latest"), ("all", "all"), ("none", "none")],
+    )
+    max_lateness = models.FloatField(_("max lateness (seconds)"), null=True, blank=True)
+    timeout = models.FloatField(_("timeout (seconds)"), null=True, blank=True)
+    deliver = models.CharField(_("deliver to"), max_length=200, blank=True, default="")
+    description = models.CharField(_("description"), max_length=500, blank=True, default="")
+    starts = models.DateTimeField(_("starts"), null=True, blank=True)
+    ends = models.DateTimeField(_("ends"), null=True, blank=True)
+    created = models.DateTimeField(_("created"), db_default=Now())
+    changed = models.DateTimeField(_("changed"), db_default=Now())
+    changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")
+
+    class Meta:
+        verbose_name = _("schedule")
+        verbose_name_plural = _("schedules")
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~(models.Q(cron="") & models.Q(every__isnull=True))
+                | models.Q(override=True),
+                name="advisory_cron_schedule_has_a_schedule",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(every__isnull=True) | models.Q(every__gt=0),
+                name="advisory_cron_schedule_every_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -30,7 +30,7 @@ ADVISORY_LOCKS = (
 @functools.cache
 def names() -> dict[str, str]:
     """The quoted history table and the status literals, for ``str.format``."""
-    from ..models import TICK_TAKING, EnqueuedTick, JobRun, JobState, RunStatus
+    from ..models import TICK_TAKING, EnqueuedTick, JobRun, JobState, RunStatus, Schedule
 
     def quote(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
@@ -41,6 +41,7 @@ def names() -> dict[str, str]:
         "table": quote(JobRun._meta.db_table),
         "state": quote(JobState._meta.db_table),
         "claims": quote(EnqueuedTick._meta.db_table),
+        "schedules": quote(Schedule._meta.db_table),
         "taking": taking,
         **values,
     }
@@ -734,9 +735,14 @@ SELECT j.job, GREATEST(
     return _run_parts(sql), {"jobs": list(jobs)}
 
 
-def listen() -> Statement:
-    """Subscribe this session to "run now" announcements (needs a direct connection)."""
-    return f"LISTEN {RUN_CHANNEL}", {}
+#: Where the database's schedules announce a change (their table's trigger, migration 0010).
+SCHEDULES_CHANNEL = "django_advisory_cron_schedules"
+
+
+def listen() -> list[Statement]:
+    """Subscribe this session to "run now" announcements and to changes of the database's
+    schedules (needs a direct connection)."""
+    return [(f"LISTEN {channel}", {}) for channel in (RUN_CHANNEL, SCHEDULES_CHANNEL)]
 
 
 # -- the pooling probe and the admin --------------------------------------------------------
@@ -750,12 +756,52 @@ _LIVE_WORKERS = (
 )
 
 
+#: The version of the schedules kept in the database: any write or delete changes it.
+_SCHEDULES_VERSION = "(SELECT count(*) || ' ' || COALESCE(max(changed)::text, '') FROM {schedules})"
+
 #: What a worker's claim also reads (see ``claim_runs``): the server's clock, the live
-#: workers, whether a "run now" request is pending.
+#: workers, whether a "run now" request is pending, the version of the database's schedules.
 _SIGHTING = (
     f"clock_timestamp(), (SELECT array_agg(application_name) {_LIVE_WORKERS}), "
-    "EXISTS (SELECT FROM {state} WHERE run_requested IS NOT NULL)"
+    "EXISTS (SELECT FROM {state} WHERE run_requested IS NOT NULL), "
+    f"{_SCHEDULES_VERSION}"
 )
+
+#: The columns of a schedule kept in the database, in the order ``schedule_rows`` reads them.
+SCHEDULE_COLUMNS = (
+    "name",
+    "override",
+    "job",
+    "command",
+    "args",
+    "kwargs",
+    "cron",
+    "every",
+    "timezone",
+    "enabled",
+    "catch_up",
+    "max_lateness",
+    "timeout",
+    "deliver",
+    "description",
+    "starts",
+    "ends",
+    "changed",
+)
+
+
+def schedule_rows() -> Statement:
+    """Every schedule kept in the database, and the version they make (the same as a
+    sighting's), read together: ``SCHEDULE_COLUMNS`` then the version, one row each; a
+    single row of ``NULL`` columns and the version when there is none."""
+    columns = ", ".join(f"s.{column}" for column in SCHEDULE_COLUMNS)
+    return (
+        _fill(
+            f"SELECT {columns}, v.version FROM (SELECT {_SCHEDULES_VERSION} AS version) v "
+            "LEFT JOIN {schedules} s ON true ORDER BY s.name"
+        ),
+        {},
+    )
 
 
 def sighting(prefix: str) -> Statement:

@@ -1,6 +1,6 @@
 """What this app's management commands share: an epilog printed as written (exit-code
-tables), leaving with one line and a documented exit code, and refusing to start while a
-system check of this app reports an error."""
+tables), leaving with one line and a documented exit code, refusing to start while a system
+check of this app reports an error, and reading the jobs with the database's schedules."""
 
 from __future__ import annotations
 
@@ -17,9 +17,14 @@ from django.core.management.base import (
     CommandParser,
     SystemCheckError,
 )
+from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
 from .. import exitcodes
 from ..conf import APP_LABEL, CHECK_TAG, check_id
+from ..db.connections import bound_connect, unavailable
+from ..exceptions import first_line
+from ..run import catalog
+from ..run.catalog import Catalog
 from ..run.jobs import registry
 
 #: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
@@ -99,6 +104,28 @@ class AppCommand(BaseCommand):
                 raise
             self.leave(error.returncode, str(error))
 
+    def catalog(self, alias: str) -> Catalog:
+        """Every job, as the database's schedules make them (see
+        [catalog][django_advisory_cron.run.catalog]); leaves with 69 when the database cannot
+        be reached and 78 when the app's tables are missing."""
+        bound_connect(alias)
+        opened = connections[alias].connection is None
+        try:
+            return catalog.current(alias)
+        except ProgrammingError as error:
+            self.leave(
+                exitcodes.CONFIG,
+                f"the database refused to list the schedules ({first_line(error)}): are the "
+                "app's tables missing? run manage.py migrate",
+            )
+        except (OperationalError, InterfaceError) as error:
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, str(unavailable(alias, error)))
+        finally:
+            if opened:
+                # Opened for this one statement: a job that does not query keeps no
+                # connection of Django's (a lock has its own).
+                connections[alias].close()
+
     def leave(self, code: int, message: str) -> NoReturn:
         """Print one line to stderr, named after the command, and exit with ``code``."""
         self.stderr.write(f"{self.command_name}: {message}")
@@ -112,9 +139,10 @@ def did_you_mean(name: str, candidates: Iterable[str], otherwise: str) -> str:
     return f"; did you mean {', '.join(close)}?" if close else f"; {otherwise}"
 
 
-def no_job_named(names: list[str], otherwise: str) -> str:
-    """``"no job named 'a'; did you mean b?"``: the line for names that no registered job has,
-    with the close matches of the first (see ``did_you_mean``)."""
-    known = [job.name for job in registry.all()]
+def no_job_named(names: list[str], otherwise: str, known: Iterable[str] | None = None) -> str:
+    """``"no job named 'a'; did you mean b?"``: the line for names that no job has (``known``:
+    default the registered jobs), with the close matches of the first (see
+    ``did_you_mean``)."""
+    known = [job.name for job in registry.all()] if known is None else list(known)
     hint = did_you_mean(names[0], known, otherwise)
     return f"no job named {', '.join(map(repr, names))}{hint}"

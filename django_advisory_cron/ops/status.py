@@ -35,8 +35,8 @@ from ..db.aliases import lock_database
 from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
 from ..models import HeldLock, JobRun, JobState
-from ..run import control
-from ..run.jobs import Job, registry
+from ..run import catalog, control
+from ..run.jobs import Job
 from ..worker.fleet import LiveWorker, live_workers
 from .heldlocks import held_locks
 
@@ -261,18 +261,20 @@ def job_statuses(
     window: float | None = None,
     using: str | None = None,
 ) -> list[JobStatus]:
-    """The status of every registered job (or of ``names``), in name order, read from the
-    lock database (or ``using``).
+    """The status of every job (or of ``names``), in name order: those defined in code and the
+    database's schedules ([catalog][django_advisory_cron.run.catalog]), read from the lock
+    database (or ``using``).
 
     With ``window`` (seconds), each status also counts the job's runs per status started in
     the last ``window`` seconds (``run_counts``), in the same history query.
     """
-    jobs = [job for job in registry.all() if names is None or job.name in names]
+    alias = lock_database(using)
+    found = catalog.current(alias)
+    jobs = [job for job in found.all() if names is None or job.name in names]
     now = now or timezone.now()
     statuses = {job.name: JobStatus(job, now) for job in jobs}
     if not statuses:
         return []
-    alias = lock_database(using)
     since = None if window is None else now - timedelta(seconds=window)
     rows = fetch_all(alias, sql.job_summaries(list(statuses), skips=list(SKIPS), since=since))
     width = len(sql.RUN_COLUMNS)

@@ -63,10 +63,14 @@ def policy_of(job: Job[Any, Any]) -> CatchUp:
 
 
 def first_missed(job: Job[Any, Any], recorded: datetime | None, now: datetime) -> datetime | None:
-    """The first tick after ``recorded`` when it has passed by ``now``, else ``None`` (nothing
-    missed, or no recorded tick: a job that never ran has missed nothing)."""
+    """The first tick after ``recorded`` (or after the job's schedule was last edited, when
+    later) when it has passed by ``now``, else ``None`` (nothing missed, or no recorded tick:
+    a job that never ran has missed nothing)."""
     if recorded is None:
         return None
+    if job.edited is not None and job.edited > recorded:
+        # Its schedule changed since: only the new schedule's ticks after the change count.
+        recorded = job.edited
     schedule = job.schedule
     assert schedule is not None
     tick = schedule.next_tick(recorded)

@@ -107,6 +107,8 @@ class Sighting:
     workers: tuple[str, ...]
     #: Whether a "run now" request (of any job) was pending.
     requests: bool
+    #: The version of the schedules kept in the database: it changes with any of them.
+    schedules: str
 
 
 class ClaimConnection:
@@ -215,7 +217,7 @@ class ClaimConnection:
             for lock in locks:
                 lock.holder = self._connection
         if self.census is not None and rows:
-            self._saw(answered, rows[0][8:11])
+            self._saw(answered, rows[0][8:12])
         self._nudge()
         for lock, row in zip(locks, rows, strict=True):
             lock.acquired = lock.record.accept(row, "session", self.send)
@@ -234,8 +236,10 @@ class ClaimConnection:
             return self._saw(time.monotonic(), rows[0])
 
     def _saw(self, answered: float, row: Row) -> Sighting:
-        now, workers, requests = row
-        self.sighting = Sighting(answered, now, tuple(sorted(workers or ())), bool(requests))
+        now, workers, requests, schedules = row
+        self.sighting = Sighting(
+            answered, now, tuple(sorted(workers or ())), bool(requests), schedules
+        )
         return self.sighting
 
     def _fresh_connection(self) -> None:

@@ -30,6 +30,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 OnLocked = Literal["skip", "raise"]
+Source = Literal["code", "settings", "database"]
 
 #: The longest job name the run history stores (``JobRun.job``'s ``max_length``).
 MAX_JOB_NAME = 200
@@ -86,6 +87,20 @@ class Job(Generic[P, R]):
     #: Django's Tasks framework.
     deliver: str | None = None
     description: str = field(default="")
+    #: Where the job is defined: ``"code"`` (``@locked_task``), ``"settings"``
+    #: (``ADVISORY_CRON["SCHEDULES"]``) or ``"database"`` (the admin, ``cronjob add``).
+    source: Source = "code"
+    #: What an operator changed of a job defined in code or settings (``cron``, ``every``,
+    #: ``timezone``, ``enabled``); ``()`` when nothing.
+    overridden: tuple[str, ...] = ()
+    #: When its schedule was last changed in the database, on the database's clock: ticks
+    #: before it are not caught up (``None``: never changed there).
+    edited: datetime | None = None
+    #: A disabled job has no ticks (it still runs when asked to run now).
+    enabled: bool = True
+    #: Its first and last possible tick (``None``: no bound).
+    starts: datetime | None = None
+    ends: datetime | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
@@ -115,6 +130,12 @@ class Job(Generic[P, R]):
         if self.every is not None:
             return describe_interval(self.every)
         return self.cron
+
+    def in_window(self, tick: datetime) -> bool:
+        """Whether ``tick`` lies between the job's ``starts`` and ``ends`` (inclusive)."""
+        return (self.starts is None or tick >= self.starts) and (
+            self.ends is None or tick <= self.ends
+        )
 
     @property
     def key(self) -> LockKey:

@@ -95,6 +95,8 @@ class Wakeup:
         self._writer.setblocking(False)
         self.raw: Any = None
         self._connection: ClaimConnection | None = None
+        #: The channels notified since each was last asked about (``heard``).
+        self._heard: set[str] = set()
 
     def listen(self, connection: ClaimConnection) -> bool:
         """LISTEN for "run now" requests on ``connection``; ``False`` when it cannot be used
@@ -106,14 +108,21 @@ class Wakeup:
             raw = wrapper.connection
             if raw is None or not hasattr(raw, "notifies"):
                 return False
-            text, params = sql.listen()
             with (
                 answer_within(wrapper, app_settings.STATEMENT_TIMEOUT),
                 wrapper.cursor() as cursor,
             ):
-                cursor.execute(text, params)
+                for text, params in sql.listen():
+                    cursor.execute(text, params)
         self.raw, self._connection = raw, connection
         return self._drain() is not None
+
+    def heard(self, channel: str) -> bool:
+        """Whether ``channel`` was notified since the last time this was asked."""
+        if channel in self._heard:
+            self._heard.discard(channel)
+            return True
+        return False
 
     def poke(self) -> None:
         self._send(POKE)
@@ -132,7 +141,9 @@ class Wakeup:
         assert self._connection is not None
         try:
             with self._connection.turn():
-                return bool(list(self.raw.notifies(timeout=0)))
+                channels = {notice.channel for notice in self.raw.notifies(timeout=0)}
+            self._heard |= channels
+            return bool(channels)
         except Exception as error:  # a driver too old for timeout=, or a broken connection
             logger.warning("cronworker: stopped listening for run-now requests: %s", error)
             self.raw = None

@@ -46,6 +46,7 @@ from .children import ISOLATIONS, Isolation, child_environment
 from .clock import CLOCK_REFRESH, DatabaseClock, Wakeup
 from .dispatch import Dispatcher
 from .fleet import PRESENCE_NAME, presence_name, worker_identity
+from .following import Following
 from .presence import Attendance
 from .requests import RunRequests
 from .timetable import Timetable
@@ -68,6 +69,7 @@ class Worker:
         grace: float = 25.0,
         isolation: Isolation = "thread",
         persistent: bool = False,
+        everything: bool = False,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be 'thread' or 'process', not {isolation!r}")
@@ -114,6 +116,18 @@ class Worker:
             wakeup=self._wakeup,
             stop=self._stop,
             start=self._dispatcher.start_manual,
+        )
+        #: The jobs given, as the database's schedules change them; with ``everything``,
+        #: every schedule kept there too.
+        self._following = Following(
+            {job.name: job for job in given},
+            everything=everything,
+            jobs=self.jobs,
+            manual=self.manual_jobs,
+            timetable=self._timetable,
+            wakeup=self._wakeup,
+            identity=self.identity,
+            requests=self._requests,
         )
 
     @property
@@ -205,10 +219,16 @@ class Worker:
                             # First, so a database without the app's tables is the first
                             # thing this worker says.
                             now = clock.read()
+                            with presence.turn() as wrapper:
+                                self._following.load(wrapper, None)
                             upcoming = self._first_ticks(now)
                             logger.info(
                                 "cronworker %s: %s", self.identity, _first_ticks_said(upcoming, now)
                             )
+                        else:
+                            # Changes made while it was away went unannounced.
+                            with presence.turn() as wrapper:
+                                self._following.load(wrapper, clock.now())
                         self._requests.listen(presence)
                         listened_on = connection
                     wait = self._wake(clock)
@@ -239,6 +259,7 @@ class Worker:
         upcoming = self._timetable.upcoming
         assert upcoming is not None
         now = clock.now()
+        self._following.follow(self._presence, now, listening=self._requests.listening)
         due = [name for name, tick in upcoming.items() if tick <= now]
         if due:
             together: list[tuple[Job[..., object], datetime]] = []
@@ -338,6 +359,7 @@ def start_worker(
         grace=grace,
         isolation=isolation,
         persistent=True,
+        everything=names is None,
     )
     worker.thread = threading.Thread(target=worker.run_logged, name=SCHEDULER_THREAD, daemon=True)
     worker.thread.start()

@@ -73,7 +73,8 @@ class RunRequests:
         announced (or, without LISTEN, until it is time to look for requests)."""
         seconds = min(seconds, self._seen + self._interval - time.monotonic())
         if self.listening:
-            if self._wakeup.sleep(max(0.0, seconds)):
+            self._wakeup.sleep(max(0.0, seconds))
+            if self._wakeup.heard(sql.RUN_CHANNEL):
                 self._notified = True
             self.listening = self._wakeup.raw is not None
         else:

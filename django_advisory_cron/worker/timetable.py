@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -23,10 +23,15 @@ from .fleet import run_order
 
 logger = logging.getLogger("django_advisory_cron")
 
+_MICROSECOND = timedelta(microseconds=1)
+
 
 def next_tick(job: Job[..., object], now: datetime) -> datetime:
+    """The job's first tick after ``now``, and not before its ``starts``."""
     schedule = job.schedule
     assert schedule is not None
+    if job.starts is not None and now < job.starts:
+        now = job.starts - _MICROSECOND
     return schedule.next_tick(now)
 
 
@@ -64,6 +69,9 @@ class Timetable:
             except Exception as error:  # the schedule's own failure: this job alone
                 self._unschedule(job, error)
                 continue
+            if job.ends is not None and first[name] > job.ends:
+                del first[name]  # its schedule has ended
+                continue
             if missed is not None:
                 self._missed_at_start[name] = now
         self.upcoming = first
@@ -89,9 +97,51 @@ class Timetable:
                 self._unschedule(job, error)
                 del upcoming[name]
                 continue
+            ticks = [tick for tick in ticks if job.in_window(tick)]
             if ticks:
                 yield job, ticks
-            upcoming[name] = following
+            if job.ends is not None and following > job.ends:
+                self.end(name)
+            else:
+                upcoming[name] = following
+
+    def end(self, name: str) -> None:
+        """Stop waking for ``name``, whose schedule has ended (its ``ends`` passed)."""
+        assert self.upcoming is not None
+        self.upcoming.pop(name, None)
+        logger.info(
+            "cronworker %s: job %s has no more ticks: its schedule ended at %s",
+            self.identity,
+            name,
+            self.jobs[name].ends,
+        )
+
+    def replan(self, name: str, now: datetime) -> None:
+        """Wake for ``name`` (added, or its schedule changed) at its first tick after the
+        change: a tick before it is never run for it (one of the old schedule may have run),
+        and one since then is run now, as the job's catch-up says."""
+        assert self.upcoming is not None
+        job = self.jobs[name]
+        self._missed_at_start.pop(name, None)
+        self._unschedulable.discard(name)
+        since = job.edited if job.edited is not None and job.edited < now else now
+        try:
+            first = next_tick(job, since)
+        except Exception as error:  # the schedule's own failure: this job alone
+            self._unschedule(job, error)
+            self.upcoming.pop(name, None)
+            return
+        if job.ends is not None and first > job.ends:
+            self.end(name)
+        else:
+            self.upcoming[name] = first
+
+    def drop(self, name: str) -> None:
+        """Stop waking for ``name`` (removed, or disabled)."""
+        assert self.upcoming is not None
+        self.upcoming.pop(name, None)
+        self._missed_at_start.pop(name, None)
+        self._unschedulable.discard(name)
 
     def _unschedule(self, job: Job[..., object], error: Exception) -> None:
         """Stop scheduling ``job``, whose schedule failed to give its ticks; log it once."""

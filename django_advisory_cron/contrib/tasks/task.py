@@ -16,7 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from ...models import RunStatus
-from ...run.jobs import registry
+from ...run import catalog
 from ...run.runner import execute
 from .framework import framework
 
@@ -35,7 +35,8 @@ def _run_tick(context: Any, job_name: str, at: str, args: list[Any]) -> dict[str
     (``SystemExit``, ``KeyboardInterrupt``) is re-raised as a ``JobFailed`` chained to it, so
     the task worker does not take it for a stop of its own.
     """
-    job = registry.get(job_name)  # UnknownJob: not registered in this worker process
+    # UnknownJob: neither registered in this worker process nor a schedule of the database.
+    job = catalog.find(job_name)
     moment = datetime.fromisoformat(at)
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)

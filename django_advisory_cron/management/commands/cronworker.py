@@ -16,7 +16,6 @@ from ...conf import app_settings
 from ...db.connections import bound_connect
 from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
 from ...run import delivery
-from ...run.jobs import registry
 from ...worker.children import ISOLATIONS
 from ...worker.loop import Worker
 from ..base import AppCommand, no_job_named
@@ -98,10 +97,12 @@ class Command(AppCommand):
                 exitcodes.USAGE,
                 f"--isolation must be thread or process, not {options['isolation']!r}",
             )
-        unknown = [name for name in options["jobs"] if name not in registry]
+        alias = options["database"] or app_settings.lock_database
+        found = self.catalog(alias)
+        unknown = [name for name in options["jobs"] if name not in found]
         if unknown:
-            self.leave(exitcodes.USAGE, no_job_named(unknown, "see cronjob list"))
-        jobs = [registry.get(name) for name in options["jobs"]] or registry.all()
+            self.leave(exitcodes.USAGE, no_job_named(unknown, "see cronjob list", found.jobs))
+        jobs = [found.get(name) for name in options["jobs"]] or found.all()
         scheduled = []
         for job in jobs:
             try:
@@ -109,8 +110,12 @@ class Command(AppCommand):
                     scheduled.append(job)
             except InvalidSchedule as error:
                 self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
-        if not scheduled:
-            self.leave(exitcodes.USAGE, "no scheduled job to run: give a job a schedule")
+        if not scheduled and (options["jobs"] or not found.definitions):
+            self.leave(
+                exitcodes.USAGE,
+                "no scheduled job to run: give a job a schedule (in code, or with "
+                "manage.py cronjob add)",
+            )
         for job in scheduled:
             try:
                 deliverer = delivery.deliverer_for(job)
@@ -119,9 +124,9 @@ class Command(AppCommand):
             problems = deliverer.problems(job) if deliverer is not None else []
             if problems:
                 self.leave(exitcodes.CONFIG, problems[0])
-        alias = options["database"] or app_settings.lock_database
         worker = Worker(
             jobs,
+            everything=not options["jobs"],
             using=alias,
             max_concurrency=options["max_concurrency"],
             grace=options["grace"],
@@ -149,7 +154,7 @@ class Command(AppCommand):
         except ProgrammingError as error:
             # The database refused the worker's statements (its tables are missing): the line
             # runlocked prints for the same cause.
-            self.leave(*outcome(scheduled[0].name, error, None))
+            self.leave(*outcome(scheduled[0].name if scheduled else "cronworker", error, None))
         stats = worker.stats
         self.stdout.write(
             f"cronworker {worker.identity}: stopped; started {stats.started} run(s) "

@@ -17,6 +17,7 @@ from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
 from ...exceptions import DatabaseUnavailable, InvalidSchedule
 from ...run import delivery
+from ...run.catalog import Catalog
 from ...run.jobs import Job, registry
 from ...run.runner import RunResult, execute
 from ..base import AppCommand, did_you_mean
@@ -144,7 +145,15 @@ class Command(AppCommand):
         if options["wait"] is not None and options["wait"] < 0:
             self.leave(exitcodes.USAGE, "--wait must be >= 0 seconds")
         tick = self._tick(options["tick"])
-        job, arguments = self._find(name, options["job_args"])
+        found = self.catalog(options["database"] or app_settings.lock_database)
+        job, arguments = self._find(found, name, options["job_args"])
+        if not job.enabled and not options["manual"]:
+            if options["verbosity"] >= 1:
+                self.stdout.write(
+                    f"{job.name}: skipped, its schedule is disabled (enable it in the admin or "
+                    "with manage.py cronjob edit; --manual runs it anyway)"
+                )
+            return
         alias = options["database"] or job.using or app_settings.lock_database
         if options["enqueue"]:
             self._enqueue(job, arguments, alias, options)
@@ -204,7 +213,7 @@ class Command(AppCommand):
         self, job: Job[Any, Any], arguments: list[str], alias: str, options: dict[str, Any]
     ) -> None:
         """Hand the tick nearest the database's clock to the job's Tasks backend."""
-        if job.name not in registry:
+        if job.source == "code" and job.name not in registry:
             self.leave(
                 exitcodes.USAGE,
                 f"--enqueue needs a registered job; {job.name!r} is a management command "
@@ -239,7 +248,7 @@ class Command(AppCommand):
             self.stdout.write(hint)
 
     def _list(self) -> None:
-        jobs = registry.all()
+        jobs = self.catalog(app_settings.lock_database).all()
         if not jobs:
             self.stdout.write("No jobs are registered.")
             return
@@ -251,9 +260,11 @@ class Command(AppCommand):
                 f"scope={job.scope:<11}  max_runtime={runtime:<6}  key={job.key}"
             )
 
-    def _find(self, name: str, arguments: list[str]) -> tuple[Job[Any, Any], list[str]]:
-        if name in registry:
-            job = registry.get(name)
+    def _find(
+        self, found: Catalog, name: str, arguments: list[str]
+    ) -> tuple[Job[Any, Any], list[str]]:
+        if name in found:
+            job = found.get(name)
             try:
                 inspect.signature(job.func).bind(*arguments)
             except TypeError as error:
@@ -265,6 +276,6 @@ class Command(AppCommand):
             return job, arguments
         if name in get_commands():
             return _command_job(name, arguments), []
-        candidates = [job.name for job in registry.all()] + sorted(get_commands())
+        candidates = list(found.jobs) + sorted(get_commands())
         hint = did_you_mean(name, candidates, "see runlocked --list")
         self.leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")

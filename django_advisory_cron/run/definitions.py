@@ -1,0 +1,302 @@
+"""What a schedule kept as data says, checked where it is typed, and the job it makes.
+
+A [Definition][django_advisory_cron.run.definitions.Definition] comes from a row of the
+database's schedules, from ``ADVISORY_CRON["SCHEDULES"]``, from the admin's form or from
+``manage.py cronjob add``; all of them are checked by
+[problems][django_advisory_cron.run.definitions.Definition.problems], so a bad schedule is
+refused where it is typed, in one line, and a worker never meets one. A schedule can only
+call a registered job or an installed management command: never a dotted path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.management import call_command, get_commands, load_command_class
+from django.core.management.base import CommandError
+
+from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core.keys import job_key
+from ..core.schedule import describe_interval, zone_problem
+from ..exceptions import InvalidSchedule, UnknownJob
+from .delivery import parse as parse_deliver
+from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
+
+#: The fields of a job defined in code (or settings) that an override can change.
+OVERRIDABLE = ("cron", "every", "timezone", "enabled")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One schedule kept as data: it calls ``job`` (a registered job, with ``args`` and
+    ``kwargs``) or ``command`` (a management command), or, with ``override``, changes the
+    schedule of the job named ``name`` defined in code."""
+
+    name: str
+    job: str = ""
+    command: str = ""
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    cron: str = ""
+    #: An interval schedule, in seconds.
+    every: float | None = None
+    timezone: str = ""
+    enabled: bool = True
+    override: bool = False
+    catch_up: str = ""
+    max_lateness: float | None = None
+    timeout: float | None = None
+    deliver: str = ""
+    description: str = ""
+    starts: datetime | None = None
+    ends: datetime | None = None
+    #: When it was last written, on the database's clock (``None``: not kept there).
+    changed: datetime | None = None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> Definition:
+        """A definition from a row's (or a form's) values; ``None`` and missing text fields
+        read as empty, unknown keys are ignored."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        given: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in known:
+                continue
+            if value is None and known[key].default == "":
+                value = ""
+            given[key] = value
+        if given.get("args") is None:
+            given["args"] = []
+        if given.get("kwargs") is None:
+            given["kwargs"] = {}
+        return cls(**given)
+
+    @property
+    def calls(self) -> str:
+        """What it runs, for people: ``job NAME`` or ``manage.py COMMAND ARGS``."""
+        if self.override:
+            return "its code"
+        if self.command:
+            return " ".join(["manage.py", self.command, *map(str, self.args)])
+        return f"job {self.job}"
+
+    def problems(self, known: Iterable[Job[Any, Any]] | None = None) -> list[str]:
+        """Why this definition cannot be scheduled, one line each (``[]``: it can).
+
+        ``known`` are the other jobs it must not clash with by name or lock key (default:
+        the registered jobs)."""
+        others = {job.name: job for job in (registry.all() if known is None else known)}
+        return [
+            *self._name_problems(others),
+            *self._target_problems(),
+            *self._schedule_problems(),
+            *self._option_problems(),
+        ]
+
+    def _name_problems(self, others: dict[str, Job[Any, Any]]) -> list[str]:
+        name = self.name
+        if not name or name != name.strip():
+            return ["a schedule needs a name, without spaces around it"]
+        if len(name) > MAX_JOB_NAME:
+            return [f"the name is {len(name)} characters long; at most {MAX_JOB_NAME}"]
+        if self.override:
+            if name not in registry:
+                return [f"there is no job {name!r} defined in code to override"]
+            return []
+        if name in others:
+            return [
+                f"the name {name!r} is taken by a job defined in code; pick another name, or "
+                "override that job's schedule instead"
+            ]
+        key = job_key(name)
+        for other in others.values():
+            if other.key == key:
+                return [f"the name {name!r} has the same lock key as job {other.name!r}"]
+        return []
+
+    def _target_problems(self) -> list[str]:
+        if self.override:
+            if self.job or self.command or self.args or self.kwargs:
+                return ["an override changes a code job's schedule; it calls nothing else"]
+            return []
+        if bool(self.job) == bool(self.command):
+            return ["a schedule calls either a job or a management command (one of the two)"]
+        if not isinstance(self.args, list):
+            return [f"the arguments must be a JSON list, not {_text(self.args)}"]
+        if not isinstance(self.kwargs, dict):
+            return [f"the keyword arguments must be a JSON object, not {_text(self.kwargs)}"]
+        if self.job:
+            return _job_call_problems(self.job, self.args, self.kwargs)
+        return _command_call_problems(self.command, self.args, self.kwargs)
+
+    def _schedule_problems(self) -> list[str]:
+        if self.cron and self.every is not None:
+            return ["a schedule has either a cron expression or an interval, not both"]
+        if not self.cron and self.every is None:
+            if self.override:
+                return [] if not self.timezone else ["a time zone needs a cron expression"]
+            return ["a schedule needs a cron expression or an interval (every N seconds)"]
+        if self.every is not None:
+            every = self.every
+            if isinstance(every, bool) or not isinstance(every, (int, float)):
+                return [f"the interval must be a number of seconds, not {_text(every)}"]
+            if not 0 < every < math.inf:
+                return [f"the interval must be more than 0 seconds, not {every:g}"]
+            if self.timezone:
+                return ["a time zone applies to a cron expression, not to an interval"]
+            return []
+        from ..core.schedule import Schedule
+
+        try:
+            Schedule(self.cron)
+        except InvalidSchedule as error:
+            return [never_fires_problem(self.cron) or f"bad cron expression: {error}"]
+        if self.timezone:
+            problem = zone_problem(self.timezone)
+            if problem:
+                return [problem]
+        return []
+
+    def _option_problems(self) -> list[str]:
+        problems = []
+        if self.catch_up and self.catch_up not in CATCH_UP_CHOICES:
+            problems.append(
+                f"catch-up must be one of {', '.join(CATCH_UP_CHOICES)}, not {self.catch_up!r}"
+            )
+        for label, value in (("max lateness", self.max_lateness), ("timeout", self.timeout)):
+            if value is not None and not (
+                isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+            ):
+                problems.append(f"the {label} must be a number of seconds above 0")
+        if self.deliver:
+            try:
+                parse_deliver(self.deliver)
+            except ValueError as error:
+                problems.append(str(error))
+        if self.starts and self.ends and self.ends <= self.starts:
+            problems.append("the schedule ends before it starts")
+        return problems
+
+    def schedule_text(self) -> str:
+        """Its schedule as people read it: the cron expression, or ``every 30s``."""
+        if self.every is not None:
+            return describe_interval(timedelta(seconds=self.every))
+        return self.cron
+
+
+def _text(value: object) -> str:
+    return type(value).__name__ if not isinstance(value, str) else repr(value)
+
+
+def _job_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
+    if name not in registry:
+        return [f"there is no registered job {name!r}"]
+    try:
+        inspect.signature(registry.get(name).func).bind(*args, **kwargs)
+    except TypeError as error:
+        return [f"job {name!r} cannot be called with these arguments: {error}"]
+    return []
+
+
+def _command_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
+    commands = get_commands()
+    if name not in commands:
+        return [f"there is no management command {name!r}"]
+    app = commands[name]
+    command = app if not isinstance(app, str) else load_command_class(app, name)
+    parser = command.create_parser("manage.py", name)
+    options = {
+        min(action.option_strings).lstrip("-").replace("-", "_"): action.dest
+        for action in parser._actions
+        if action.option_strings
+    }
+    dests = {action.dest for action in parser._actions}
+    unknown = sorted(key for key in kwargs if key not in options and key not in dests)
+    if unknown:
+        return [f"manage.py {name} has no option {', '.join(unknown)}"]
+    try:
+        parser.parse_args([str(arg) for arg in args])
+    except CommandError as error:
+        message = str(error).removeprefix("Error: ")
+        if "required" not in message or not kwargs:
+            return [f"manage.py {name} refuses these arguments: {message}"]
+    except SystemExit:
+        return [f"manage.py {name}: these arguments ask for its help, not a run"]
+    return []
+
+
+def to_job(definition: Definition, *, source: Source = "database") -> Job[..., Any]:
+    """The job a (valid) definition of a new schedule makes: it calls its job's function, not
+    the job itself (whose lock is another), or its command through ``call_command``."""
+    args, kwargs = list(definition.args), dict(definition.kwargs)
+    if definition.job:
+        target = registry.get(definition.job)
+        function = target.func
+
+        def run() -> Any:
+            return function(*args, **kwargs)
+
+        using = target.using
+        description = definition.description or target.description
+    else:
+        command = definition.command
+
+        def run() -> Any:
+            return call_command(command, *args, **kwargs)
+
+        using = None
+        description = definition.description or definition.calls
+    run.__name__ = run.__qualname__ = definition.name
+    run.__module__ = __name__
+    return Job(
+        func=run,
+        name=definition.name,
+        cron=definition.cron or None,
+        every=None if definition.every is None else timedelta(seconds=definition.every),
+        timezone=definition.timezone or None,
+        using=using,
+        catch_up=_catch_up(definition.catch_up),
+        max_lateness=definition.max_lateness,
+        timeout=definition.timeout,
+        deliver=definition.deliver or None,
+        description=description,
+        source=source,
+        edited=definition.changed,
+        enabled=definition.enabled,
+        starts=definition.starts,
+        ends=definition.ends,
+    )
+
+
+def overridden(job: Job[..., Any], override: Definition) -> Job[..., Any]:
+    """``job`` (defined in code or settings) with what ``override`` changes of it."""
+    changes: dict[str, Any] = {"enabled": override.enabled}
+    if override.cron or override.every is not None:
+        changes["cron"] = override.cron or None
+        changes["every"] = None if override.every is None else timedelta(seconds=override.every)
+        changes["timezone"] = override.timezone or None
+    differs = tuple(
+        name for name in OVERRIDABLE if changes.get(name, getattr(job, name)) != getattr(job, name)
+    )
+    return dataclasses.replace(job, **changes, overridden=differs, edited=override.changed)
+
+
+def _catch_up(value: str) -> CatchUp | None:
+    for choice in CATCH_UP_CHOICES:
+        if value == choice:
+            return choice
+    return None
+
+
+def find_definition(name: str, definitions: Iterable[Definition]) -> Definition:
+    """The definition named ``name``; raises ``UnknownJob``."""
+    for definition in definitions:
+        if definition.name == name:
+            return definition
+    raise UnknownJob(name)

@@ -1,0 +1,272 @@
+"""The admin's Schedules pages and the Jobs page's overrides, through the test client against
+the real PostgreSQL: Django's model permissions gate every change, each change is in the admin's
+log with its user, every problem of a schedule is a form error on its field, and what users typed
+is shown escaped."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.test import Client
+from django.urls import reverse
+
+from django_advisory_cron.models import JobState, Schedule
+from tests.admin_users import logged_in
+
+JOBS_URL = reverse("admin:django_advisory_cron_registeredjob_changelist")
+OPERATE_URL = reverse("admin:django_advisory_cron_registeredjob_operate")
+LIST_URL = reverse("admin:django_advisory_cron_schedule_changelist")
+ADD_URL = reverse("admin:django_advisory_cron_schedule_add")
+RESET_URL = reverse("admin:django_advisory_cron_schedule_reset")
+EDITING = ["view_registeredjob", "view_schedule", "add_schedule", "change_schedule"]
+
+
+def change_url(row: Schedule) -> str:
+    return reverse("admin:django_advisory_cron_schedule_change", args=[row.pk])
+
+
+@pytest.fixture
+def schedule_jobs(fresh_registry: None, db: None) -> None:
+    """``mark`` (with arguments) and ``code_yearly`` (scheduled in code) registered here."""
+    importlib.reload(importlib.import_module("tests.jobsapp.schedule_tasks"))
+
+
+@pytest.fixture
+def editor(schedule_jobs: None, django_user_model: Any) -> Client:
+    return logged_in(django_user_model, "editor", EDITING)
+
+
+def form(**changes: str) -> dict[str, str]:
+    """The add form as a browser posts it: a schedule calling ``mark`` at 03:00 each day."""
+    data = {
+        "name": "nightly_mark",
+        "description": "",
+        "job": "mark",
+        "command": "",
+        "args": '["hello"]',
+        "kwargs": "{}",
+        "cron": "0 3 * * *",
+        "every": "",
+        "timezone": "",
+        "enabled": "on",
+        "starts_0": "",
+        "starts_1": "",
+        "ends_0": "",
+        "ends_1": "",
+        "catch_up": "",
+        "max_lateness": "",
+        "timeout": "",
+        "deliver": "",
+    }
+    return {**data, **changes}
+
+
+def errors(response: Any) -> dict[str, list[str]]:
+    """The form's errors by field (``__all__``: above the form); the page was not saved."""
+    assert response.status_code == 200, response
+    found: dict[str, list[str]] = response.context["adminform"].form.errors
+    return found
+
+
+def override(name: str = "code_yearly", **values: Any) -> Schedule:
+    return Schedule.objects.create(name=name, override=True, **values)
+
+
+def test_adding_a_schedule_logs_who_and_lists_it_as_a_database_job(editor: Client) -> None:
+    response = editor.post(ADD_URL, form(kwargs='{"note": "from the admin"}'))
+    assert response.status_code == 302, errors(response)
+    row = Schedule.objects.get(name="nightly_mark")
+    assert (row.job, row.args, row.kwargs) == ("mark", ["hello"], {"note": "from the admin"})
+    assert row.changed_by == "editor" and row.changed is not None
+    entry = LogEntry.objects.get(object_id=str(row.pk))
+    assert entry.action_flag == ADDITION and entry.user.get_username() == "editor"
+
+    listed = editor.get(LIST_URL).content.decode()
+    assert "job mark" in listed and "0 3 * * *" in listed and "by editor" in listed
+    jobs = editor.get(JOBS_URL).content.decode()
+    assert 'data-job="nightly_mark"' in jobs and "defined in the database" in jobs
+    named = reverse("admin:django_advisory_cron_schedule_named", args=["nightly_mark"])
+    assert named in jobs
+    assert editor.get(named)["Location"] == change_url(row)
+
+    response = editor.post(change_url(row), form(cron="", every="30"))
+    assert response.status_code == 302, errors(response)
+    row.refresh_from_db()
+    assert row.every == 30 and row.cron == ""
+    assert "every 30s" in editor.get(JOBS_URL).content.decode()
+    entry = LogEntry.objects.filter(object_id=str(row.pk)).latest("id")
+    assert entry.action_flag == CHANGE and entry.user.get_username() == "editor"
+
+
+def test_a_viewer_can_neither_add_nor_change_nor_delete(
+    schedule_jobs: None, django_user_model: Any
+) -> None:
+    row = Schedule.objects.create(name="weekly_mark", job="mark", args=["w"], cron="0 4 * * 1")
+    viewer = logged_in(django_user_model, "viewer", ["view_schedule", "view_registeredjob"])
+    assert viewer.get(LIST_URL).status_code == 200
+    page = viewer.get(change_url(row))
+    assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
+    assert viewer.get(ADD_URL).status_code == 403
+    assert viewer.post(ADD_URL, form()).status_code == 403
+    assert (
+        viewer.post(change_url(row), form(name="weekly_mark", cron="* * * * *")).status_code == 403
+    )
+    delete = reverse("admin:django_advisory_cron_schedule_delete", args=[row.pk])
+    assert viewer.post(delete, {"post": "yes"}).status_code == 403
+    row.refresh_from_db()
+    assert row.cron == "0 4 * * 1" and not LogEntry.objects.exists()
+    # The Jobs page offers what the permissions allow: a link to the schedule, nothing else.
+    jobs = viewer.get(JOBS_URL).content.decode()
+    assert "Override schedule" not in jobs and "Reset to code" not in jobs
+    assert reverse("admin:django_advisory_cron_schedule_named", args=["weekly_mark"]) in jobs
+
+
+def test_an_override_shows_what_it_changes_and_resets_to_code_with_delete_permission(
+    schedule_jobs: None, django_user_model: Any
+) -> None:
+    row = override(every=30)
+    changer = logged_in(django_user_model, "changer", EDITING)
+    jobs = changer.get(JOBS_URL).content.decode()
+    assert "defined in code; schedule overridden: every 30s (code: 0 0 1 1 *)" in jobs
+    assert "Reset to code" not in jobs  # change_schedule is not delete_schedule
+    assert changer.post(RESET_URL, {"job": "code_yearly"}).status_code == 403
+    assert Schedule.objects.filter(pk=row.pk).exists()
+
+    resetter = logged_in(django_user_model, "resetter", [*EDITING, "delete_schedule"])
+    jobs = resetter.get(JOBS_URL).content.decode()
+    assert "Reset to code" in jobs and f'action="{RESET_URL}"' in jobs
+    assert resetter.get(RESET_URL).status_code == 405
+    response = resetter.post(RESET_URL, {"job": "code_yearly", "back": "q=code"}, follow=True)
+    assert response.redirect_chain == [(f"{JOBS_URL}?q=code", 302)]
+    page = response.content.decode()
+    assert "Job code_yearly: reset to its schedule in code (the override said every 30s)" in page
+    assert not Schedule.objects.filter(name="code_yearly").exists()
+    entry = LogEntry.objects.get(object_id=str(row.pk))
+    assert entry.action_flag == DELETION and entry.user.get_username() == "resetter"
+    assert "reset to its schedule in code" in entry.change_message
+    assert "defined in code (" in page and "schedule overridden" not in page
+    # Nothing left to reset.
+    again = resetter.post(RESET_URL, {"job": "code_yearly"}, follow=True).content.decode()
+    assert "Job code_yearly has no override to reset." in again
+
+
+def test_a_disabling_override_shows_the_job_disabled(
+    schedule_jobs: None, django_user_model: Any
+) -> None:
+    override(enabled=False)
+    viewer = logged_in(django_user_model, "viewer", ["view_registeredjob"])
+    page = viewer.get(JOBS_URL).content.decode()
+    row = page.split('data-job="code_yearly"')[1].split("</tr>")[0]
+    assert "disabled by an override" in row and "DISABLED" in row
+
+
+def test_the_override_link_opens_a_prefilled_add_form(
+    editor: Client, schedule_jobs: None, django_user_model: Any
+) -> None:
+    jobs = editor.get(JOBS_URL).content.decode()
+    link = f"{ADD_URL}?override=1&amp;name=code_yearly"
+    assert link in jobs
+    viewer = logged_in(django_user_model, "viewer", ["view_registeredjob", "view_schedule"])
+    assert link not in viewer.get(JOBS_URL).content.decode()
+    prefilled = editor.get(ADD_URL, {"override": "1", "name": "code_yearly"})
+    fields = prefilled.context["adminform"].form
+    assert fields["override"].value() and fields["name"].value() == "code_yearly"
+
+    response = editor.post(
+        ADD_URL,
+        form(name="code_yearly", override="on", job="", args="", kwargs="", cron="*/5 * * * *"),
+    )
+    assert response.status_code == 302, errors(response)
+    row = Schedule.objects.get(name="code_yearly")
+    assert row.override and row.args == [] and row.kwargs == {}
+    jobs = editor.get(JOBS_URL).content.decode()
+    assert "schedule overridden: */5 * * * * (code: 0 0 1 1 *)" in jobs
+    assert link not in jobs
+
+
+def test_what_users_typed_is_shown_escaped(editor: Client) -> None:
+    response = editor.post(ADD_URL, form(kwargs='{"note": "<script>x</script>"}'))
+    assert response.status_code == 302, errors(response)
+    row = Schedule.objects.get()
+    for url in (LIST_URL, change_url(row), JOBS_URL):
+        page = editor.get(url).content.decode()
+        assert "<script>x</script>" not in page, url
+    assert "&lt;script&gt;x&lt;/script&gt;" in editor.get(LIST_URL).content.decode()
+    assert "&lt;script&gt;x&lt;/script&gt;" in editor.get(change_url(row)).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "says"),
+    [
+        ({"job": "nope"}, "job", "Select a valid choice"),
+        ({"job": "os.system"}, "job", "Select a valid choice"),
+        ({"job": "", "command": "django.core.management.call_command"}, "command", "valid"),
+        ({"cron": "61 * * * *"}, "cron", "bad cron expression: '61 * * * *'"),
+        ({"cron": "0 0 30 2 *"}, "cron", "'0 0 30 2 *' never fires"),
+        ({"timezone": "Mars/Base"}, "timezone", "'Mars/Base' is not a known time zone"),
+        ({"cron": "", "every": "60", "timezone": "UTC"}, "timezone", "a time zone applies to"),
+        ({"args": "[]"}, "args", "cannot be called with these arguments"),
+        ({"kwargs": '{"colour": "red"}'}, "args", "unexpected keyword argument 'colour'"),
+        ({"args": '{"a": 1}'}, "args", "the arguments must be a JSON list"),
+        ({"args": "[1,"}, "args", "Enter a valid JSON"),
+        ({"kwargs": "[1]"}, "kwargs", "the keyword arguments must be a JSON object"),
+        ({"name": "code_yearly"}, "name", "'code_yearly' is taken by a job defined in code"),
+        ({"name": "nope", "override": "on", "job": "", "args": ""}, "name", "no job 'nope'"),
+        ({"job": "", "command": "check", "args": '["--nope"]'}, "args", "refuses these"),
+        (
+            {"job": "", "command": "check", "args": "", "kwargs": '{"x": 1}'},
+            "kwargs",
+            "no option x",
+        ),
+        ({"every": "30"}, "__all__", "either a cron expression or an interval"),
+        ({"cron": ""}, "__all__", "needs a cron expression or an interval"),
+        ({"command": "check"}, "__all__", "either a job or a management command"),
+        ({"catch_up": "sometimes"}, "catch_up", "Select a valid choice"),
+        ({"deliver": "carrier-pigeon"}, "deliver", "deliver must be"),
+        ({"timeout": "-1"}, "timeout", "the timeout must be"),
+        (
+            {
+                "starts_0": "2027-01-02",
+                "starts_1": "00:00",
+                "ends_0": "2027-01-01",
+                "ends_1": "00:00",
+            },
+            "ends",
+            "ends before it starts",
+        ),
+    ],
+)
+def test_each_problem_is_a_form_error_on_its_field(
+    editor: Client, changes: dict[str, str], field: str, says: str
+) -> None:
+    found = errors(editor.post(ADD_URL, form(**changes)))
+    assert says in " ".join(found.get(field, [])), found
+    assert not Schedule.objects.exists()
+
+
+def test_a_saved_schedule_whose_job_left_the_code_says_why_it_cannot_run(editor: Client) -> None:
+    row = Schedule.objects.create(name="orphan", job="gone", args=[], cron="0 5 * * *")
+    listed = editor.get(LIST_URL).content.decode()
+    assert "cannot run:" in listed and "there is no registered job &#x27;gone&#x27;" in listed
+    page = editor.get(change_url(row))
+    assert page.context["adminform"].form["job"].value() == "gone"
+    found = errors(editor.post(change_url(row), form(name="orphan", job="gone", args="[]")))
+    assert found["job"] == ["there is no registered job 'gone'"]
+
+
+def test_the_jobs_page_operates_database_schedules(
+    schedule_jobs: None, django_user_model: Any
+) -> None:
+    Schedule.objects.create(name="weekly_mark", job="mark", args=["w"], cron="0 4 * * 1")
+    operator = logged_in(django_user_model, "ops", ["view_registeredjob", "operate_job"])
+    paused = operator.post(
+        OPERATE_URL, {"job": "weekly_mark", "operation": "pause"}, follow=True
+    ).content.decode()
+    assert "Job weekly_mark: paused by ops" in paused
+    assert JobState.objects.get(job="weekly_mark").paused
+    unknown = operator.post(OPERATE_URL, {"job": "nope", "operation": "pause"}, follow=True)
+    assert "There is no job named nope." in unknown.content.decode()
+    assert not JobState.objects.filter(job="nope").exists()

@@ -1,10 +1,11 @@
-"""Admin pages: held locks (with a guarded terminate action), registered jobs, run history.
+"""Admin pages: held locks (with a guarded terminate action), registered jobs, run history,
+and the schedules kept in the database.
 
-Nothing here is editable. The held-locks list costs one query per page: rows, total count
-(a window function) and every computed column come back together, so 5,000 locks cost one
-scan of the server's lock table rather than one per count, page and row. The sessions'
-query text is shown and searched only with its own permission: it may hold other
-applications' secrets.
+Only the schedules are editable, with Django's model permissions. The held-locks list costs
+one query per page: rows, total count (a window function) and every computed column come back
+together, so 5,000 locks cost one scan of the server's lock table rather than one per count,
+page and row. The sessions' query text is shown and searched only with its own permission:
+it may hold other applications' secrets.
 """
 
 from __future__ import annotations
@@ -927,12 +928,12 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     chosen from a list: never a dotted path."""
 
     job = forms.ChoiceField(
-        label=_("job"),
+        label=_("Job"),
         required=False,
         help_text=_("The registered job it calls, with the arguments below."),
     )
     command = forms.ChoiceField(
-        label=_("management command"),
+        label=_("Management command"),
         required=False,
         help_text=_("Or the management command it calls: one of the two."),
     )

@@ -76,11 +76,12 @@ def override(name: str = "code_yearly", **values: Any) -> Schedule:
 
 
 def test_adding_a_schedule_logs_who_and_lists_it_as_a_database_job(editor: Client) -> None:
-    response = editor.post(ADD_URL, form(kwargs='{"note": "from the admin"}'))
+    typed = form(kwargs='{"note": "from the admin"}', changed_by="mallory", created="2000-01-01")
+    response = editor.post(ADD_URL, typed)
     assert response.status_code == 302, errors(response)
     row = Schedule.objects.get(name="nightly_mark")
     assert (row.job, row.args, row.kwargs) == ("mark", ["hello"], {"note": "from the admin"})
-    assert row.changed_by == "editor" and row.changed is not None
+    assert row.changed_by == "editor" and row.created.year > 2000  # read-only, whatever is sent
     entry = LogEntry.objects.get(object_id=str(row.pk))
     assert entry.action_flag == ADDITION and entry.user.get_username() == "editor"
 
@@ -91,6 +92,8 @@ def test_adding_a_schedule_logs_who_and_lists_it_as_a_database_job(editor: Clien
     named = reverse("admin:django_advisory_cron_schedule_named", args=["nightly_mark"])
     assert named in jobs
     assert editor.get(named)["Location"] == change_url(row)
+    missing = editor.get(reverse("admin:django_advisory_cron_schedule_named", args=["nope"]))
+    assert missing["Location"] == LIST_URL
 
     response = editor.post(change_url(row), form(cron="", every="30"))
     assert response.status_code == 302, errors(response)
@@ -121,7 +124,11 @@ def test_a_viewer_can_neither_add_nor_change_nor_delete(
     # The Jobs page offers what the permissions allow: a link to the schedule, nothing else.
     jobs = viewer.get(JOBS_URL).content.decode()
     assert "Override schedule" not in jobs and "Reset to code" not in jobs
-    assert reverse("admin:django_advisory_cron_schedule_named", args=["weekly_mark"]) in jobs
+    named = reverse("admin:django_advisory_cron_schedule_named", args=["weekly_mark"])
+    assert named in jobs and viewer.get(named)["Location"] == change_url(row)
+    jobs_only = logged_in(django_user_model, "jobs_only", ["view_registeredjob"])
+    assert named not in jobs_only.get(JOBS_URL).content.decode()
+    assert jobs_only.get(named).status_code == 403
 
 
 def test_an_override_shows_what_it_changes_and_resets_to_code_with_delete_permission(

@@ -978,7 +978,7 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 'Empty: the worker runs it; "tasks" or "tasks:<backend alias>": through '
                 "Django's Tasks framework."
             ),
-            "starts": _("Its first possible tick (empty: now)."),
+            "starts": _("Its first possible tick (empty: no start)."),
             "ends": _("Its last possible tick (empty: no end)."),
         }
 

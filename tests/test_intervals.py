@@ -342,6 +342,7 @@ def test_django_q_skips_interval_and_seconds_schedules() -> None:
         assert "cronworker" in (warning.hint or "") and "django-q2 cannot run" in message
 
 
+@pytest.mark.django_db
 @pytest.mark.usefixtures("fresh_registry")
 def test_runlocked_list_and_status_show_intervals() -> None:
     job = locked_task(name="every_five_listed", every=5)(lambda: None)

@@ -22,7 +22,7 @@ from django.db import InterfaceError, OperationalError, ProgrammingError, connec
 from .. import exitcodes
 from ..conf import APP_LABEL, CHECK_TAG, check_id
 from ..db.connections import bound_connect, unavailable
-from ..exceptions import first_line
+from ..exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ..run import catalog
 from ..run.catalog import Catalog
 from ..run.jobs import registry
@@ -108,10 +108,15 @@ class AppCommand(BaseCommand):
         """Every job, as the database's schedules make them (see
         [catalog][django_advisory_cron.run.catalog]); leaves with 69 when the database cannot
         be reached and 78 when the app's tables are missing."""
-        bound_connect(alias)
+        try:
+            bound_connect(alias)
+        except LockDatabaseError as error:
+            self.leave(exitcodes.CONFIG, str(error))
         opened = connections[alias].connection is None
         try:
             return catalog.current(alias)
+        except DatabaseUnavailable as error:
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
         except ProgrammingError as error:
             self.leave(
                 exitcodes.CONFIG,

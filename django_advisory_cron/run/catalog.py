@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from ..db import sql
+from ..db.connections import require_postgresql
 from ..db.execute import fetch_all
 from ..exceptions import UnknownJob
 from .definitions import Definition, overridden, to_job
@@ -106,8 +106,13 @@ def read(connection: BaseDatabaseWrapper) -> Catalog:
 
 
 def current(using: str | None = None) -> Catalog:
-    """The catalog, read over Django's connection to ``using`` (default the lock database)."""
-    return read(connections[using or app_settings.lock_database])
+    """The catalog, read over Django's connection to ``using`` (default the lock database).
+
+    Raises [LockDatabaseError][django_advisory_cron.exceptions.LockDatabaseError] for an alias
+    that is not PostgreSQL, and
+    [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable] when the
+    database cannot be reached or does not answer in time."""
+    return read(require_postgresql(using or app_settings.lock_database))
 
 
 def find(name: str, using: str | None = None) -> Job[..., Any]:

@@ -71,13 +71,19 @@ def on_grid(tick: datetime, seconds: float) -> bool:
 
 
 def test_an_added_schedule_runs_once_per_tick_from_its_next_tick(fleet: list[Any]) -> None:
+    """Two schedules call one job with other arguments: each has its own ticks and lock."""
     added = Schedule.objects.create(
         name="added", job="mark", kwargs={"label": "added"}, every=2, changed_by="test"
     )
+    Schedule.objects.create(name="added-too", job="mark", args=["added-too", "second"], every=2)
     added.refresh_from_db()
-    wait_for(lambda: ran("added", 4), timeout=30)
+    wait_for(lambda: ran("added", 4) and ran("added-too", 4), timeout=30)
     errors = stop(fleet)
+    too = assert_once_per_tick("added-too")
+    assert {marker.note for marker in Marker.objects.filter(job="added-too")} == {"second"}
     rows = assert_once_per_tick("added")
+    # Due together, neither held the other back.
+    assert {run.tick for run in rows} & {run.tick for run in too}
     assert rows[0].tick > added.changed
     assert rows[0].tick - added.changed <= timedelta(seconds=2)
     assert all(on_grid(run.tick, 2) for run in rows)

@@ -1,5 +1,6 @@
 """App configuration: registers the system checks, connects the enabled monitoring
-integrations and imports every app's jobs module."""
+integrations, imports every app's jobs module and registers the schedules declared in
+``ADVISORY_CRON["SCHEDULES"]``."""
 
 from importlib import import_module
 
@@ -22,6 +23,7 @@ class AdvisoryCronConfig(AppConfig):
         from .checks import configuration as checks
         from .contrib.tasks import install as install_tasks_delivery
         from .ops import monitoring
+        from .run import declared
 
         checks.register()
         monitoring.connect()
@@ -33,6 +35,7 @@ class AdvisoryCronConfig(AppConfig):
         module = app_settings.JOBS_MODULE
         if isinstance(module, str) and module.isidentifier():
             import_jobs_modules(module)
+        declared.register()  # after the jobs modules: its entries call their jobs
 
 
 def import_jobs_modules(module: str) -> None:

@@ -29,6 +29,9 @@ def check_id(code: str) -> str:
 DEFAULT_NAMESPACE = int.from_bytes(b"cron", "big", signed=True)
 
 Pooling = Literal["none", "session", "transaction", "statement"]
+#: One entry of ``SCHEDULES``: django-crontab's ``(cron, target[, args[, kwargs]])`` (a list
+#: too, as JSON has no tuples) or a dict with named keys.
+ScheduleEntry = tuple[Any, ...] | list[Any] | dict[str, Any]
 CatchUp = Literal["latest", "all", "none"]
 
 EndpointAccess = Literal["open", "token", "staff"]
@@ -128,6 +131,12 @@ def _one_of(choices: tuple[object, ...]) -> Callable[[object], str | None]:
     return check
 
 
+def _schedules(value: object) -> str | None:
+    if isinstance(value, (list, tuple)):
+        return None  # each entry is checked on its own (E171-E175)
+    return "must be a list of schedules: (cron, job, args, kwargs) tuples or dicts"
+
+
 @dataclass(frozen=True)
 class Setting:
     """One key of ``ADVISORY_CRON``: its default, its check id and its validator."""
@@ -195,6 +204,9 @@ SETTINGS: dict[str, Setting] = {
     "LOCK_POOL_SIZE": Setting(None, "E130", _count_or_none),
     # Seconds after which a kept lock connection is closed instead of reused.
     "LOCK_CONNECTION_MAX_AGE": Setting(300, "E131", _seconds),
+    # Schedules declared in settings, as django-crontab's CRONJOBS: (cron, job, args, kwargs)
+    # tuples, or dicts; registered at start-up as jobs of their own (source "settings").
+    "SCHEDULES": Setting([], "E170", _schedules),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -329,6 +341,11 @@ class AppSettings:
     @property
     def LOCK_CONNECTION_MAX_AGE(self) -> float:
         return float(self._get("LOCK_CONNECTION_MAX_AGE"))
+
+    @property
+    def SCHEDULES(self) -> list[ScheduleEntry]:
+        value = self._get("SCHEDULES")
+        return list(value) if isinstance(value, (list, tuple)) else []  # else E170
 
 
 app_settings = AppSettings()

@@ -19,6 +19,7 @@ from ..db.connections import WARM_POOL_SIZE, unpooled_connection
 from ..db.execute import fetch_one
 from ..exceptions import AdvisoryCronError, InvalidSchedule
 from ..ops import monitoring
+from ..run import declared
 from ..run.jobs import (
     MAX_JOB_NAME,
     catch_up_problem,
@@ -35,6 +36,7 @@ def register() -> None:
     checks.register(check_settings, CHECK_TAG)
     checks.register(check_lock_database, CHECK_TAG, checks.Tags.database)
     checks.register(check_jobs, CHECK_TAG)
+    checks.register(check_schedules, CHECK_TAG)
     checks.register(check_max_skew, CHECK_TAG)
     checks.register(check_monitoring, CHECK_TAG)
     checks.register(check_connection_footprint, CHECK_TAG, checks.Tags.database)
@@ -146,6 +148,46 @@ def check_jobs(
                 )
             )
     errors.extend(_option_errors())
+    return errors
+
+
+#: The check id of each kind of problem an entry of ``ADVISORY_CRON["SCHEDULES"]`` can have,
+#: and its hint.
+SCHEDULE_CHECKS = {
+    "shape": (
+        "E171",
+        "Write django-crontab's (cron, job, args, kwargs) tuple, or a dict with the keys of the "
+        "SCHEDULES settings reference.",
+    ),
+    "name": ("E172", "Give the entry a name of its own (the dict form's 'name')."),
+    "target": (
+        "E173",
+        "Name a job registered with @locked_task (or the dotted path of its function), or a "
+        "management command as ('CRON', 'django.core.management.call_command', ['COMMAND', "
+        "...]), with arguments it takes.",
+    ),
+    "schedule": (
+        "E174",
+        "Use a five-field cron expression such as '0 2 * * *' (or six, with the second last) "
+        "or 'every' N seconds, and an IANA time zone name for a cron expression.",
+    ),
+    "options": ("E175", "See ADVISORY_CRON['SCHEDULES'] in the settings reference."),
+}
+
+
+def check_schedules(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """E171-E175: an entry of ``ADVISORY_CRON["SCHEDULES"]`` refused at start-up, by kind of
+    problem; it is not registered."""
+    errors: list[checks.CheckMessage] = []
+    for entry in declared.refused:
+        for kind, lines in entry.problems.items():
+            code, hint = SCHEDULE_CHECKS[kind]
+            errors.extend(
+                checks.Error(f"{entry.label}: {line}.", hint=hint, id=check_id(code))
+                for line in lines
+            )
     return errors
 
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import CommandError
@@ -30,6 +30,10 @@ from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 
 #: The fields of a job defined in code (or settings) that an override can change.
 OVERRIDABLE = ("cron", "every", "timezone", "enabled")
+#: The longest description a schedule stores (``Schedule.description``'s ``max_length``).
+MAX_DESCRIPTION = 500
+#: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
+ProblemKind = Literal["name", "target", "schedule", "options"]
 
 
 @dataclass(frozen=True)
@@ -91,13 +95,20 @@ class Definition:
 
         ``known`` are the other jobs it must not clash with by name or lock key (default:
         the registered jobs)."""
+        return [line for lines in self.problems_by_kind(known).values() for line in lines]
+
+    def problems_by_kind(
+        self, known: Iterable[Job[Any, Any]] | None = None
+    ) -> dict[ProblemKind, list[str]]:
+        """``problems``, by what they are about: the system check of
+        ``ADVISORY_CRON["SCHEDULES"]`` gives each kind an id of its own."""
         others = {job.name: job for job in (registry.all() if known is None else known)}
-        return [
-            *self._name_problems(others),
-            *self._target_problems(),
-            *self._schedule_problems(),
-            *self._option_problems(),
-        ]
+        return {
+            "name": self._name_problems(others),
+            "target": self._target_problems(),
+            "schedule": self._schedule_problems(),
+            "options": self._option_problems(),
+        }
 
     def _name_problems(self, others: dict[str, Job[Any, Any]]) -> list[str]:
         name = self.name
@@ -181,6 +192,11 @@ class Definition:
                 problems.append(str(error))
         if self.starts and self.ends and self.ends <= self.starts:
             problems.append("the schedule ends before it starts")
+        if len(self.description) > MAX_DESCRIPTION:
+            problems.append(
+                f"the description is {len(self.description)} characters long; at most "
+                f"{MAX_DESCRIPTION}"
+            )
         return problems
 
     def schedule_text(self) -> str:

@@ -242,6 +242,10 @@ BAD_INPUT = [
         "the schedule ends before it starts",
     ),
     (
+        ["--command", "noop", "--every", "60", "--description", "x" * 501],
+        "the description is 501 characters long; at most 500",
+    ),
+    (
         ["--job", "marc", "--schedule", "61 * * * *"],
         "there is no registered job 'marc'; bad cron expression: '61 * * * *' is not a valid "
         "cron expression: minute 61 is out of range 0-59",

@@ -19,6 +19,8 @@ from django_advisory_cron.run import control
 from tests.jobsapp.models import Marker
 
 from .test_messages import closed_port
+from .test_pause import wait_for_workers
+from .waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -129,6 +131,38 @@ def test_runlocked_trigger_history_and_pause_find_an_added_schedule(manage: Any)
     ok(manage("cronjob", "add", "quiet", "--command", "noop", "--every", "3600"))
     assert manage("runlocked", "quiet").returncode == exitcodes.OK
     assert JobRun.objects.get(job="quiet").status == RunStatus.SUCCEEDED
+
+
+def marks(label: str) -> int:
+    return Marker.objects.filter(job=label).count()
+
+
+@pytest.mark.slow
+def test_a_running_cronworker_follows_add_edit_and_remove(
+    manage: Any, spawn: Any, raw_connect: Any
+) -> None:
+    worker = spawn("cronworker", "--grace", "10")
+    wait_for_workers(raw_connect(), [worker])
+    ok(manage("cronjob", "add", "often", "--job", "mark", "--args", '["often"]', "--every", "1"))
+    wait_for(lambda: marks("often"), timeout=30)
+    # A worker follows the changes in the order they were made: once a schedule added after
+    # another change has ticked twice, the change before it holds.
+    ok(manage("cronjob", "edit", "often", "--disable"))
+    ok(manage("cronjob", "add", "after", "--job", "mark", "--args", '["after"]', "--every", "1"))
+    wait_for(lambda: marks("after") >= 2, timeout=30)
+    often = marks("often")
+    ok(manage("cronjob", "remove", "after"))
+    ok(manage("cronjob", "add", "last", "--job", "mark", "--args", '["last"]', "--every", "1"))
+    wait_for(lambda: marks("last") >= 2, timeout=30)
+    after = marks("after")
+    wait_for(lambda: marks("last") >= 4, timeout=30)
+    worker.terminate()
+    _out, err = worker.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    assert (marks("often"), marks("after")) == (often, after)
+    for name in ("often", "after", "last"):
+        ticks = list(JobRun.objects.filter(job=name).values_list("tick", flat=True))
+        assert len(ticks) == len(set(ticks)) == marks(name), name
 
 
 def test_edit_overrides_a_code_job_and_reset_goes_back_to_the_code(manage: Any) -> None:

@@ -77,7 +77,7 @@ def register() -> None:
     Nothing is registered while a setting is invalid (its own check reports it): the entries
     are checked with those settings (a job's lock key is computed in ``NAMESPACE``)."""
     refused.clear()
-    if conf.problems():
+    if not app_settings.SCHEDULES or conf.problems():
         return
     for entry in read():
         if entry.problems or entry.definition is None:

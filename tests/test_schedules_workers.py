@@ -75,13 +75,16 @@ def on_grid(at: datetime, seconds: float) -> bool:
     return at.timestamp() % seconds == 0
 
 
-def test_an_added_schedule_runs_once_per_tick_from_its_next_tick(fleet: list[Any]) -> None:
-    """Two schedules call one job with other arguments: each has its own ticks and lock."""
-    added = Schedule.objects.create(
-        name="added", job="mark", kwargs={"label": "added"}, every=2, changed_by="test"
-    )
+def test_an_added_schedule_runs_once_per_tick_from_its_next_tick(
+    fleet: list[Any], manage: Any
+) -> None:
+    """Added with ``cronjob add``. Two schedules call one job with other arguments: each has
+    its own ticks and lock."""
+    command = ["cronjob", "add", "added", "--job", "mark", "--every", "2"]
+    done = manage(*command, "--kwargs", json.dumps({"label": "added"}))
+    assert done.returncode == 0, done.stderr
+    added = Schedule.objects.get(name="added")
     Schedule.objects.create(name="added-too", job="mark", args=["added-too", "second"], every=2)
-    added.refresh_from_db()
     wait_for(lambda: ran("added", 4) and ran("added-too", 4), timeout=30)
     errors = stop(fleet)
     too = assert_once_per_tick("added-too")

@@ -24,7 +24,7 @@ from django.core.management.base import CommandError
 from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core.keys import job_key
 from ..core.schedule import describe_interval, zone_problem
-from ..exceptions import InvalidSchedule, UnknownJob
+from ..exceptions import InvalidSchedule, first_line
 from .delivery import parse as parse_deliver
 from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 
@@ -225,8 +225,11 @@ def _command_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -
     if name not in commands:
         return [f"there is no management command {name!r}"]
     app = commands[name]
-    command = app if not isinstance(app, str) else load_command_class(app, name)
-    parser = command.create_parser("manage.py", name)
+    try:
+        command = app if not isinstance(app, str) else load_command_class(app, name)
+        parser = command.create_parser("manage.py", name)
+    except Exception as error:  # the command's own module is broken
+        return [f"manage.py {name} cannot be loaded: {first_line(error)}"]
     options = {
         min(action.option_strings).lstrip("-").replace("-", "_"): action.dest
         for action in parser._actions
@@ -236,14 +239,16 @@ def _command_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -
     unknown = sorted(key for key in kwargs if key not in options and key not in dests)
     if unknown:
         return [f"manage.py {name} has no option {', '.join(unknown)}"]
+    if {"-h", "--help", "--version"} & {str(arg) for arg in args}:
+        return [f"manage.py {name}: these arguments ask for its help, not a run"]
     try:
         parser.parse_args([str(arg) for arg in args])
     except CommandError as error:
         message = str(error).removeprefix("Error: ")
         if "required" not in message or not kwargs:
             return [f"manage.py {name} refuses these arguments: {message}"]
-    except SystemExit:
-        return [f"manage.py {name}: these arguments ask for its help, not a run"]
+    except SystemExit:  # an action of the command's own that exits (as --help does)
+        return [f"manage.py {name} refuses these arguments: {' '.join(map(str, args))}"]
     return []
 
 
@@ -308,11 +313,3 @@ def _catch_up(value: str) -> CatchUp | None:
         if value == choice:
             return choice
     return None
-
-
-def find_definition(name: str, definitions: Iterable[Definition]) -> Definition:
-    """The definition named ``name``; raises ``UnknownJob``."""
-    for definition in definitions:
-        if definition.name == name:
-            return definition
-    raise UnknownJob(name)

@@ -1,0 +1,96 @@
+"""The one set of rules every way of typing a schedule goes through
+([Definition.problems][django_advisory_cron.run.definitions.Definition.problems]), and the jobs
+a definition makes."""
+
+from __future__ import annotations
+
+import importlib
+from datetime import timedelta
+
+import pytest
+
+from django_advisory_cron.run.definitions import Definition, overridden, to_job
+from django_advisory_cron.run.jobs import registry
+
+pytestmark = pytest.mark.usefixtures("fresh_registry")
+
+
+@pytest.fixture(autouse=True)
+def schedule_jobs() -> None:
+    importlib.reload(importlib.import_module("tests.jobsapp.schedule_tasks"))
+
+
+@pytest.mark.parametrize(
+    ("definition", "problem"),
+    [
+        (Definition("a", command="nosuch", every=5), "there is no management command 'nosuch'"),
+        (Definition("a", job="nosuch", every=5), "there is no registered job 'nosuch'"),
+        (
+            Definition("a", job="mark", kwargs={"nolabel": 1}, every=5),
+            "job 'mark' cannot be called with these arguments",
+        ),
+        (
+            Definition("a", command="sendtestemail", args=["--bogus"], every=5),
+            "manage.py sendtestemail refuses these arguments: unrecognized arguments: --bogus",
+        ),
+        (
+            Definition("a", command="sendtestemail", kwargs={"bogus": True}, every=5),
+            "manage.py sendtestemail has no option bogus",
+        ),
+        (
+            Definition("a", command="migrate", args=["--help"], every=5),
+            "manage.py migrate: these arguments ask for its help, not a run",
+        ),
+        (Definition("a", job="mark", args=["x"], cron="61 * * * *"), "minute 61 is out of range"),
+        (Definition("a", job="mark", args=["x"], cron="0 0 30 2 *"), "never fires"),
+        (
+            Definition("a", job="mark", args=["x"], cron="0 * * * *", timezone="Mars/Base"),
+            "'Mars/Base' is not a known time zone",
+        ),
+        (
+            Definition("a", job="mark", args=["x"], every=5, timezone="UTC"),
+            "a time zone applies to a cron expression, not to an interval",
+        ),
+        (
+            Definition("a", job="mark", args=["x"], every=5, cron="* * * * *"),
+            "either a cron expression or an interval, not both",
+        ),
+        (Definition("a", job="mark", args=["x"]), "needs a cron expression or an interval"),
+        (Definition("a", job="mark", args=["x"], every=0), "more than 0 seconds"),
+        (
+            Definition("mark", job="mark", args=["x"], every=5),
+            "the name 'mark' is taken by a job defined in code",
+        ),
+        (Definition("zz", override=True, every=5), "no job 'zz' defined in code to override"),
+        (
+            Definition("a", job="mark", command="check", every=5),
+            "either a job or a management command",
+        ),
+        (  # as a form or the command line may hand it over: a JSON object
+            Definition.from_values({"name": "a", "job": "mark", "args": {"x": 1}, "every": 5}),
+            "must be a JSON list",
+        ),
+    ],
+)
+def test_each_bad_input_is_one_line(definition: Definition, problem: str) -> None:
+    problems = definition.problems()
+    assert problems and problem in problems[0], problems
+    assert all("\n" not in line for line in problems)
+
+
+def test_a_good_definition_makes_a_job_that_calls_the_function_not_the_job() -> None:
+    definition = Definition("weekly", job="mark", args=["weekly"], kwargs={"note": "n"}, every=7)
+    assert definition.problems() == []
+    job = to_job(definition)
+    assert job.source == "database" and job.every == timedelta(seconds=7)
+    assert job.name not in registry  # its own name, lock key and ticks
+    assert job.key != registry.get("mark").key
+
+
+def test_an_override_says_what_it_changed() -> None:
+    code = registry.get("code_yearly")
+    changed = overridden(code, Definition("code_yearly", override=True, every=30))
+    assert changed.overridden == ("cron", "every") and changed.every == timedelta(seconds=30)
+    assert changed.cron is None and changed.source == "code"
+    disabled = overridden(code, Definition("code_yearly", override=True, enabled=False))
+    assert disabled.overridden == ("enabled",) and disabled.cron == code.cron

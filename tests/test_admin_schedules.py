@@ -222,6 +222,11 @@ def test_what_users_typed_is_shown_escaped(editor: Client) -> None:
         ({"kwargs": "[1]"}, "kwargs", "the keyword arguments must be a JSON object"),
         ({"name": "code_yearly"}, "name", "'code_yearly' is taken by a job defined in code"),
         ({"name": "nope", "override": "on", "job": "", "args": ""}, "name", "no job 'nope'"),
+        (
+            {"name": "code_yearly", "override": "on", "job": "", "args": "", "timeout": "60"},
+            "__all__",
+            "an override changes only a code job's cron, every, timezone, enabled; not its timeout",
+        ),
         ({"job": "", "command": "check", "args": '["--nope"]'}, "args", "refuses these"),
         (
             {"job": "", "command": "check", "args": "", "kwargs": '{"x": 1}'},

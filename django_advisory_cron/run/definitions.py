@@ -30,6 +30,8 @@ from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 
 #: The fields of a job defined in code (or settings) that an override can change.
 OVERRIDABLE = ("cron", "every", "timezone", "enabled")
+#: The fields of a new schedule that an override must leave empty (its description is a note).
+NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "ends")
 #: The longest description a schedule stores (``Schedule.description``'s ``max_length``).
 MAX_DESCRIPTION = 500
 #: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
@@ -121,10 +123,17 @@ class Definition:
                 return [f"there is no job {name!r} defined in code to override"]
             return []
         if name in others:
-            return [
-                f"the name {name!r} is taken by a job defined in code; pick another name, or "
-                "override that job's schedule instead"
-            ]
+            where = {
+                "code": "defined in code",
+                "settings": "declared in ADVISORY_CRON['SCHEDULES']",
+                "database": "kept in the database",
+            }[others[name].source]
+            instead = (
+                ""
+                if others[name].source == "database"
+                else ", or override that job's schedule instead"
+            )
+            return [f"the name {name!r} is taken by a job {where}; pick another name{instead}"]
         key = job_key(name)
         for other in others.values():
             if other.key == key:
@@ -135,6 +144,12 @@ class Definition:
         if self.override:
             if self.job or self.command or self.args or self.kwargs:
                 return ["an override changes a code job's schedule; it calls nothing else"]
+            ignored = [name for name in NOT_OVERRIDABLE if getattr(self, name) not in ("", None)]
+            if ignored:  # the catalog would leave them out, unsaid
+                return [
+                    f"an override changes only a code job's {', '.join(OVERRIDABLE)}; "
+                    f"not its {', '.join(ignored)}"
+                ]
             return []
         if bool(self.job) == bool(self.command):
             return ["a schedule calls either a job or a management command (one of the two)"]

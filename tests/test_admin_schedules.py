@@ -14,6 +14,8 @@ from django.test import Client
 from django.urls import reverse
 
 from django_advisory_cron.models import JobState, Schedule
+from django_advisory_cron.run.definitions import Definition, to_job
+from django_advisory_cron.run.jobs import registry
 from tests.admin_users import logged_in
 
 JOBS_URL = reverse("admin:django_advisory_cron_registeredjob_changelist")
@@ -69,6 +71,11 @@ def errors(response: Any) -> dict[str, list[str]]:
     assert response.status_code == 200, response
     found: dict[str, list[str]] = response.context["adminform"].form.errors
     return found
+
+
+def job_row(page: str, name: str) -> str:
+    """The Jobs page's row of job ``name``."""
+    return page.split(f'data-job="{name}"')[1].split("</tr>")[0]
 
 
 def override(name: str = "code_yearly", **values: Any) -> Schedule:
@@ -165,9 +172,21 @@ def test_a_disabling_override_shows_the_job_disabled(
 ) -> None:
     override(enabled=False)
     viewer = logged_in(django_user_model, "viewer", ["view_registeredjob"])
-    page = viewer.get(JOBS_URL).content.decode()
-    row = page.split('data-job="code_yearly"')[1].split("</tr>")[0]
+    row = job_row(viewer.get(JOBS_URL).content.decode(), "code_yearly")
     assert "disabled by an override" in row and "DISABLED" in row
+
+
+def test_a_settings_schedule_says_so_and_its_override_names_the_settings(
+    schedule_jobs: None, django_user_model: Any
+) -> None:
+    declared = Definition(name="settings_mark", job="mark", args=["s"], cron="0 6 * * *")
+    registry.register(to_job(declared, source="settings"))
+    viewer = logged_in(django_user_model, "viewer", ["view_registeredjob", "add_schedule"])
+    row = job_row(viewer.get(JOBS_URL).content.decode(), "settings_mark")
+    assert "defined in settings" in row and "Override schedule" in row
+    override(name="settings_mark", every=30)
+    row = job_row(viewer.get(JOBS_URL).content.decode(), "settings_mark")
+    assert "defined in settings; schedule overridden: every 30s (settings: 0 6 * * *)" in row
 
 
 def test_the_override_link_opens_a_prefilled_add_form(

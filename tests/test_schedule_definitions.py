@@ -117,3 +117,16 @@ def test_the_migration_goes_back_and_forth(scratch_database_url: str, manage: An
         assert [notice.channel for notice in listener.notifies(timeout=5, stop_after=1)] == [
             "django_advisory_cron_schedules"
         ]
+
+
+def test_a_name_taken_says_where_the_other_job_is_defined() -> None:
+    settings_job = to_job(
+        Definition("nightly", job="mark", args=["n"], every=60), source="settings"
+    )
+    database_job = to_job(Definition("weekly", job="mark", args=["w"], every=60))
+    known = [settings_job, database_job]
+    (taken,) = Definition("nightly", job="mark", args=["x"], every=5).problems(known)
+    assert "taken by a job declared in ADVISORY_CRON['SCHEDULES']" in taken
+    assert taken.endswith("or override that job's schedule instead")
+    (taken,) = Definition("weekly", job="mark", args=["x"], every=5).problems(known)
+    assert taken.endswith("is taken by a job kept in the database; pick another name")

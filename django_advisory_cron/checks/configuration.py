@@ -301,9 +301,11 @@ def check_monitoring(
         for name in sorted(set(pings) - {job.name for job in registry.all()}):
             found.append(
                 checks.Warning(
-                    f"ADVISORY_CRON['PING_URL'] has a URL for {name!r}, which is not a "
-                    "registered job: it is never pinged.",
-                    hint="Use the job's name as registered (manage.py runlocked --list).",
+                    f"ADVISORY_CRON['PING_URL'] has a URL for {name!r}, which no job defined "
+                    "in code or in ADVISORY_CRON['SCHEDULES'] has: it is pinged only if a "
+                    "schedule of that name is kept in the database.",
+                    hint="Use the job's name as manage.py cronjob list shows it; for a schedule "
+                    "kept in the database, add this check's id to SILENCED_SYSTEM_CHECKS.",
                     id=check_id("W043"),
                 )
             )

@@ -496,14 +496,15 @@ class BoundedCountPaginator(Paginator):  # type: ignore[type-arg]
 
 
 class JobFilter(admin.SimpleListFilter):
-    """The registered jobs, from code: listing the names found in the history would read all
-    of it. ``?job=`` still filters on any name, a job no longer registered included."""
+    """The jobs the Jobs page lists (code, settings, the database's schedules): listing the
+    names found in the history would read all of it. ``?job=`` still filters on any name, a
+    job no longer defined included."""
 
     title = _("job")
     parameter_name = "job"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = {job.name for job in registry.all()}
+        names = {job.name for job in catalog.current().all()}
         if self.value():
             names.add(str(self.value()))
         return [(name, name) for name in sorted(names)]

@@ -301,3 +301,13 @@ def test_the_jobs_page_operates_database_schedules(
     unknown = operator.post(OPERATE_URL, {"job": "nope", "operation": "pause"}, follow=True)
     assert "There is no job named nope." in unknown.content.decode()
     assert not JobState.objects.filter(job="nope").exists()
+
+
+def test_the_run_list_filters_on_database_schedules_too(
+    schedule_jobs: None, django_user_model: Any
+) -> None:
+    Schedule.objects.create(name="weekly_mark", job="mark", args=["w"], cron="0 4 * * 1")
+    reader = logged_in(django_user_model, "reader", ["view_jobrun"])
+    page = reader.get(reverse("admin:django_advisory_cron_jobrun_changelist")).content.decode()
+    choices = page.split('id="changelist-filter"')[1]
+    assert "?job=weekly_mark" in choices and "?job=code_yearly" in choices

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_advisory_cron import locked_task
-from django_advisory_cron.admin import BoundedCountPaginator, RunQuerySet
+from django_advisory_cron.admin.runs import BoundedCountPaginator, RunQuerySet
 from django_advisory_cron.core.statuses import SKIPS
 from django_advisory_cron.db import sql
 from django_advisory_cron.models import JobRun

@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_advisory_cron import locked_task
-from django_advisory_cron.admin import BoundedCountPaginator, RegisteredJobAdmin
+from django_advisory_cron.admin.jobs import RegisteredJobAdmin
+from django_advisory_cron.admin.runs import BoundedCountPaginator
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run import control
 from django_advisory_cron.run.jobs import registry

@@ -1,0 +1,24 @@
+"""The admin's pages, one module each, registered here for Django's admin autodiscovery.
+
+- `heldlocks`: Held locks, with a guarded terminate action.
+- `runs`: Job runs, the run history.
+- `jobs`: Jobs, with Pause / Resume / Run now.
+- `schedules`: Schedules, the ones kept in the database.
+- `common`: what several of them share.
+
+Only the schedules are editable, with Django's model permissions; the other pages are
+read-only.
+"""
+
+from django.contrib import admin
+
+from ..models import HeldLock, JobRun, RegisteredJob, Schedule
+from .heldlocks import HeldLockAdmin
+from .jobs import RegisteredJobAdmin
+from .runs import JobRunAdmin
+from .schedules import ScheduleAdmin
+
+admin.site.register(HeldLock, HeldLockAdmin)
+admin.site.register(JobRun, JobRunAdmin)
+admin.site.register(RegisteredJob, RegisteredJobAdmin)
+admin.site.register(Schedule, ScheduleAdmin)

@@ -1,0 +1,244 @@
+"""The Job runs page: the run history, read with bounded counts and index probes, so a
+page costs the same at a thousand runs or a million."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta, tzinfo
+from typing import Any, Literal
+
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.core.paginator import Paginator
+from django.db.models import DurationField, ExpressionWrapper, F, Min, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.functional import cached_property
+from django.utils.html import format_html
+from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
+
+from ..conf import app_settings
+from ..contrib.tasks.links import task_link
+from ..core.statuses import SKIPS
+from ..models import JobRun, RunStatus
+from ..ops import charts
+from ..ops.charts import GREY, STATUS_COLOURS, human_duration
+from ..run import catalog
+from ..templatetags.advisory_cron_admin import breakable, when
+from .common import ReadOnlyAdmin, badge
+
+
+class SkipsFilter(admin.SimpleListFilter):
+    """Skip rows (another replica had the lock or the tick, the job was paused) are hidden
+    unless asked for: with three replicas they are two rows of every three. Offered only while
+    there are skips; a status chosen in the status filter is shown whatever it is."""
+
+    title = _("skips")
+    parameter_name = "skips"
+    SHOW = "show"
+    STATUS_PARAMETERS = ("status", "status__exact")
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        if not model_admin.get_queryset(request).filter(status__in=SKIPS).exists():
+            return []
+        return [("", str(_("hidden"))), (self.SHOW, str(_("shown")))]
+
+    def choices(self, changelist: ChangeList) -> Any:
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": (self.value() or "") == value,
+                "query_string": changelist.get_query_string(
+                    {self.parameter_name: value} if value else {}, [self.parameter_name]
+                ),
+                "display": label,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == self.SHOW or any(key in request.GET for key in self.STATUS_PARAMETERS):
+            return queryset
+        return queryset.exclude(status__in=SKIPS)
+
+
+class BoundedCountPaginator(Paginator):  # type: ignore[type-arg]
+    """Counts at most ``limit`` rows (a ``count(*)`` over the first ``limit + 1``), so a page
+    of the run history costs the same at a thousand runs or a million.
+
+    Past the limit the list says "more than" it (``capped``) and its pages stop there; older
+    runs are a filter or a date drill-down away, and those pages count and seek as little.
+    """
+
+    limit = 1_000
+
+    @cached_property
+    def counted(self) -> int:
+        """The rows found, up to ``limit + 1``."""
+        rows = self.object_list
+        if not isinstance(rows, QuerySet):
+            return len(rows)
+        return rows.order_by()[: self.limit + 1].count()
+
+    @cached_property
+    def count(self) -> int:
+        return min(self.counted, self.limit)
+
+    @property
+    def capped(self) -> bool:
+        """Whether there are more rows than ``count``."""
+        return self.counted > self.limit
+
+
+class JobFilter(admin.SimpleListFilter):
+    """The jobs the Jobs page lists (code, settings, the database's schedules): listing the
+    names found in the history would read all of it. ``?job=`` still filters on any name, a
+    job no longer defined included."""
+
+    title = _("job")
+    parameter_name = "job"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = {job.name for job in catalog.current().all()}
+        if self.value():
+            names.add(str(self.value()))
+        return [(name, name) for name in sorted(names)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset if self.value() is None else queryset.filter(job=self.value())
+
+
+class RunQuerySet(QuerySet[JobRun]):
+    """The run list's rows. The date drill-down lists the years, months or days that have
+    runs with one index probe each (the first run from the start of the next one on), where
+    Django's ``DISTINCT`` over the truncated dates reads every matching row."""
+
+    STEPS = ("year", "month", "day")
+
+    def datetimes(  # type: ignore[override]
+        self,
+        field_name: str,
+        kind: Literal["year", "month", "week", "day", "hour", "minute", "second"],
+        order: Literal["ASC", "DESC"] = "ASC",
+        tzinfo: tzinfo | None = None,
+    ) -> list[datetime]:
+        """A list, which is all the drill-down needs; finer steps than a day as Django's."""
+        if kind not in self.STEPS:
+            return list(super().datetimes(field_name, kind, order, tzinfo))
+        zone = tzinfo or timezone.get_current_timezone()
+        found: list[datetime] = []
+        first = self.aggregate(first=Min(field_name))["first"]
+        while first is not None:
+            local = first.astimezone(zone)
+            start = datetime(
+                local.year,
+                local.month if kind != "year" else 1,
+                local.day if kind == "day" else 1,
+                tzinfo=zone,
+            )
+            found.append(start)
+            if kind == "year":
+                after = start.replace(year=start.year + 1)
+            elif kind == "month":
+                after = (start + timedelta(days=32)).replace(day=1)
+            else:
+                after = datetime.combine(start.date() + timedelta(days=1), time(), tzinfo=zone)
+            later = self.filter(**{f"{field_name}__gte": after})
+            first = later.aggregate(first=Min(field_name))["first"]
+        return found if order == "ASC" else found[::-1]
+
+
+class JobRunAdmin(ReadOnlyAdmin):
+    """The run history in six columns that fit a 1024 px window: the tick under the start
+    time, the pid and task id under the host, times to the second."""
+
+    class Media:
+        css = {"all": ["django_advisory_cron/admin.css"]}
+
+    list_display = (
+        "job_display",
+        "status_badge",
+        "started_display",
+        "duration_display",
+        "host_display",
+        "error_short",
+    )
+    list_filter = (SkipsFilter, JobFilter, "status", "started")
+    search_fields = ("job", "host", "error", "task_id")
+    date_hierarchy = "started"
+    list_per_page = 100
+    # No full count, no facets: each would read the whole history.
+    paginator = BoundedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    fields = (
+        "job",
+        "status",
+        "tick",
+        "started",
+        "finished",
+        "duration_display",
+        "host",
+        "pid",
+        "task",
+    )
+    readonly_fields = ("duration_display", "task", "error_text")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [*self.fields, "error_text"]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Filtered to one job (``?job=``), the page starts with that job's run chart."""
+        job = request.GET.get("job")
+        if job:
+            extra_context = {**(extra_context or {}), "run_chart": charts.job_charts([job])[job]}
+        return super().changelist_view(request, extra_context)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JobRun]:
+        duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
+        queryset: QuerySet[JobRun] = super().get_queryset(request)
+        runs = RunQuerySet(self.model, query=queryset.query, using=app_settings.lock_database)
+        return runs.annotate(elapsed=duration)
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, obj: JobRun) -> str:
+        return badge(STATUS_COLOURS.get(RunStatus(obj.status), GREY), obj.get_status_display())
+
+    @admin.display(description=_("job"), ordering="job")
+    def job_display(self, obj: JobRun) -> str:
+        return breakable(obj.job)
+
+    @admin.display(description=_("started / tick"), ordering="started")
+    def started_display(self, obj: JobRun) -> str:
+        if obj.tick is None:
+            return when(obj.started)
+        return format_html(
+            '{}<div class="help">{} {}</div>', when(obj.started), _("tick"), when(obj.tick)
+        )
+
+    @admin.display(description=_("host / pid / task"), ordering="host")
+    def host_display(self, obj: JobRun) -> str:
+        """Where the run ran: the host, its pid and, for a delivered run, the task id."""
+        shown = format_html('{}<div class="help">pid {}</div>', breakable(obj.host), obj.pid)
+        if not obj.task_id:
+            return shown
+        return format_html('{}<div class="help">{} {}</div>', shown, _("task"), self.task(obj))
+
+    @admin.display(description=_("duration"), ordering="elapsed")
+    def duration_display(self, obj: JobRun) -> str:
+        return human_duration(obj.duration)
+
+    @admin.display(description=_("task"), ordering="task_id")
+    def task(self, obj: JobRun) -> str:
+        """The task result id of a run delivered through a task queue, linked to its page."""
+        return task_link(obj.task_id)
+
+    @admin.display(description=_("error"))
+    def error_short(self, obj: JobRun) -> str:
+        last_line = (obj.error.strip().splitlines() or [""])[-1]
+        return breakable(Truncator(last_line).chars(80))
+
+    @admin.display(description=_("error"))
+    def error_text(self, obj: JobRun) -> str:
+        if not obj.error:
+            return "—"
+        return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', obj.error)

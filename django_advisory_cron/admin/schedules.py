@@ -1,0 +1,340 @@
+"""The Schedules pages: the schedules kept in the database, the only rows the admin
+edits, checked as ``manage.py cronjob add`` checks one."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.models import DELETION, LogEntry
+from django.core.exceptions import PermissionDenied
+from django.core.management import get_commands
+from django.db.models import QuerySet
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+    QueryDict,
+)
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from ..conf import app_settings
+from ..models import Schedule
+from ..run import catalog
+from ..run.definitions import Definition
+from ..run.jobs import Job, registry
+from ..templatetags.advisory_cron_admin import breakable, when
+from .common import ChoiceFilter
+from .jobs import jobs_page
+
+logger = logging.getLogger("django_advisory_cron")
+
+
+#: Where a schedule's problem shows on its form: the field of the first pattern that matches
+#: the start of the problem (as [problems][django_advisory_cron.run.definitions.Definition.problems]
+#: words them); a problem no pattern matches shows above the form.
+PROBLEM_FIELDS = [
+    (re.compile(pattern), field)
+    for pattern, field in (
+        (
+            r"a schedule needs a name|the name |there is no job .* defined in code to override$",
+            "name",
+        ),
+        (r"there is no registered job ", "job"),
+        (r"job .* cannot be called with these arguments: ", "args"),
+        (r"there is no management command ", "command"),
+        (r"manage\.py \S+ has no option ", "kwargs"),
+        (r"manage\.py \S+(:| refuses) these arguments", "args"),
+        (r"the arguments must ", "args"),
+        (r"the keyword arguments must ", "kwargs"),
+        (r"the interval must ", "every"),
+        (r"a time zone |timezone ", "timezone"),
+        (r"bad cron expression: |'.*' never fires: ", "cron"),
+        (r"catch-up ", "catch_up"),
+        (r"the max lateness ", "max_lateness"),
+        (r"the timeout ", "timeout"),
+        (r"deliver |unknown delivery ", "deliver"),
+        (r"the schedule ends before it starts", "ends"),
+    )
+]
+
+
+def problem_field(problem: str) -> str | None:
+    """The form field ``problem`` is about, or ``None`` (the form as a whole)."""
+    return next((field for pattern, field in PROBLEM_FIELDS if pattern.match(problem)), None)
+
+
+def definition_of(schedule: Schedule) -> Definition:
+    """What a row of the database's schedules says."""
+    fields = schedule._meta.concrete_fields
+    return Definition.from_values(
+        {field.attname: getattr(schedule, field.attname) for field in fields}
+    )
+
+
+def choices(names: Iterable[str], current: str) -> list[tuple[str, str]]:
+    """A blank choice, then ``names`` by name. ``current`` (the row's saved value) is offered
+    too: editing a schedule whose job left the code shows that job, and the check says why it
+    cannot run, rather than a blank field."""
+    return [("", "---------"), *((name, name) for name in sorted({*names, current} - {""}))]
+
+
+class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A schedule as typed in the admin, checked as ``manage.py cronjob add`` checks one: every
+    problem of its [Definition][django_advisory_cron.run.definitions.Definition] is a form
+    error, on its field. It calls only a registered job or an installed management command,
+    chosen from a list: never a dotted path."""
+
+    job = forms.ChoiceField(
+        label=_("Job"),
+        required=False,
+        help_text=_("The registered job it calls, with the arguments below."),
+    )
+    command = forms.ChoiceField(
+        label=_("Management command"),
+        required=False,
+        help_text=_("Or the management command it calls: one of the two."),
+    )
+
+    class Meta:
+        model = Schedule
+        fields = (
+            *("name", "override", "description", "job", "command", "args", "kwargs"),
+            *("cron", "every", "timezone", "enabled", "starts", "ends"),
+            *("catch_up", "max_lateness", "timeout", "deliver"),
+        )
+        widgets = {
+            "args": forms.Textarea(attrs={"rows": 2, "cols": 60}),
+            "kwargs": forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        }
+        help_texts = {
+            "name": _(
+                "The job name its runs, lock and ticks go by. For an override, the name of "
+                "the job defined in code."
+            ),
+            "override": _(
+                "Change the schedule (cron, interval, time zone, enabled) of the job of this "
+                "name defined in code, instead of adding a job. It calls nothing else."
+            ),
+            "args": _('A JSON list, such as ["nightly", 3].'),
+            "kwargs": _(
+                'A JSON object, such as {"note": "from the admin"}; for a command, its '
+                "options by name."
+            ),
+            "cron": _(
+                "Five fields (minute hour day month weekday), or six with the seconds last; "
+                "or leave it empty and give an interval."
+            ),
+            "every": _("An interval in seconds, instead of a cron expression."),
+            "timezone": _(
+                "The IANA time zone of the cron expression, such as Europe/Berlin (empty: "
+                "TIME_ZONE)."
+            ),
+            "enabled": _("A disabled schedule has no ticks; Run now still runs it."),
+            "catch_up": _("Which missed ticks run after a gap (empty: the CATCH_UP setting)."),
+            "deliver": _(
+                'Empty: the worker runs it; "tasks" or "tasks:<backend alias>": through '
+                "Django's Tasks framework."
+            ),
+            "starts": _("Its first possible tick (empty: no start)."),
+            "ends": _("Its last possible tick (empty: no end)."),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        saved = self.instance
+        jobs = (job.name for job in registry.all())
+        self.fields["job"].choices = choices(jobs, saved.job)  # type: ignore[attr-defined]
+        self.fields["command"].choices = choices(get_commands(), saved.command)  # type: ignore[attr-defined]
+
+    def clean_args(self) -> Any:
+        """An empty field is no arguments."""
+        value = self.cleaned_data["args"]
+        return [] if value is None else value
+
+    def clean_kwargs(self) -> Any:
+        value = self.cleaned_data["kwargs"]
+        return {} if value is None else value
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:  # a field that does not parse says so itself
+            return cleaned
+        definition = Definition.from_values(cleaned)
+        for problem in definition.problems(known=self._others(definition.name)):
+            self.add_error(problem_field(problem), problem)
+        return cleaned
+
+    def _others(self, name: str) -> list[Job[..., Any]]:
+        """The jobs the schedule must not clash with, by name or lock key: every job but
+        itself (as saved), and but a database schedule of the new name, which the name's own
+        uniqueness check reports."""
+        mine = {name, self.instance.name} if self.instance.pk else {name}
+        return [
+            job
+            for job in catalog.current().all()
+            if job.source != "database" or job.name not in mine
+        ]
+
+
+class KindFilter(ChoiceFilter):
+    title = _("kind")
+    parameter_name = "kind"
+    options = {
+        "job": (_("calls a job"), {"override": False, "command": ""}),
+        "command": (_("runs a command"), {"override": False, "job": ""}),
+        "override": (_("overrides a code job"), {"override": True}),
+    }
+
+
+class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Schedules kept in the database: adding, changing and deleting them need Django's
+    ``add_schedule``, ``change_schedule`` and ``delete_schedule``; each change is in the
+    admin's log with its user, who is also the row's ``changed_by``. They are read from and
+    written to the lock database, where the workers read them."""
+
+    class Media:
+        css = {"all": ["django_advisory_cron/admin.css"]}
+
+    form = ScheduleForm
+    list_display = (
+        "name_display",
+        "calls",
+        "schedule_display",
+        "enabled",
+        "kind",
+        "changed_display",
+    )
+    list_filter = ("enabled", KindFilter)
+    search_fields = ("name", "job", "command", "description", "changed_by")
+    readonly_fields = ("created", "changed", "changed_by")
+    list_per_page = 100
+    fieldsets = [
+        (None, {"fields": ("name", "override", "description")}),
+        (_("What it calls"), {"fields": ("job", "command", "args", "kwargs")}),
+        (_("When"), {"fields": ("cron", "every", "timezone", "enabled", "starts", "ends")}),
+        (_("Options"), {"fields": ("catch_up", "max_lateness", "timeout", "deliver")}),
+        (_("Changes"), {"fields": ("created", "changed", "changed_by")}),
+    ]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """Who changed it when, once it exists (the last fieldset)."""
+        fieldsets = super().get_fieldsets(request, obj)
+        return fieldsets if obj is not None else fieldsets[:-1]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
+        return super().get_queryset(request).using(app_settings.lock_database)
+
+    def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        obj.changed_by = request.user.get_username()[:150]
+        obj.save(using=app_settings.lock_database)
+
+    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
+        obj.delete(using=app_settings.lock_database)
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        named = self.admin_site.admin_view(self.named_view)
+        reset = self.admin_site.admin_view(self.reset_view)
+        return [
+            path("named/<path:name>/", named, name="{}_{}_named".format(*info)),
+            path("reset/", reset, name="{}_{}_reset".format(*info)),
+            *super().get_urls(),
+        ]
+
+    def named_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        """The page of the schedule named ``name``: the Jobs page links jobs by name."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        row = self.get_queryset(request).filter(name=name).first()
+        if row is None:
+            self.message_user(
+                request,
+                _("There is no schedule named %(name)s.") % {"name": name},
+                messages.WARNING,
+            )
+            return HttpResponseRedirect(reverse("admin:django_advisory_cron_schedule_changelist"))
+        return HttpResponseRedirect(
+            reverse("admin:django_advisory_cron_schedule_change", args=[row.pk])
+        )
+
+    def reset_view(self, request: HttpRequest) -> HttpResponse:
+        """Reset the job named in the POST to its schedule in code: delete its override (with
+        ``delete_schedule``), in the admin's log; back to the Jobs page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_delete_permission(request):
+            raise PermissionDenied
+        back = HttpResponseRedirect(jobs_page(QueryDict(request.POST.get("back", ""))))
+        name = request.POST.get("job", "")
+        row = self.get_queryset(request).filter(name=name, override=True).first()
+        if row is None:
+            self.message_user(
+                request, _("Job %(job)s has no override to reset.") % {"job": name}, messages.ERROR
+            )
+            return back
+        was = definition_of(row).schedule_text() or "its code's schedule"
+        message = f"{name}: reset to its schedule in code (the override said {was})"
+        user = request.user.pk
+        assert user is not None  # the admin's views let only staff users in
+        LogEntry.objects.log_actions(user, [row], DELETION, change_message=message)
+        self.delete_model(request, row)
+        logger.info("%s (by user %s)", message, request.user.get_username())
+        self.message_user(request, f"Job {message}", messages.SUCCESS)
+        return back
+
+    @admin.display(description=_("name"), ordering="name")
+    def name_display(self, obj: Schedule) -> str:
+        return breakable(obj.name)
+
+    @admin.display(description=_("calls"), ordering="job")
+    def calls(self, obj: Schedule) -> str:
+        """What it runs, its arguments as JSON beneath, and why it cannot run, if it cannot."""
+        definition = definition_of(obj)
+        shown = format_html("{}", definition.calls)
+        for given in (definition.args, definition.kwargs):
+            if given:
+                shown = format_html(
+                    '{}<div class="help"><code>{}</code></div>',
+                    shown,
+                    json.dumps(given, ensure_ascii=False),
+                )
+        problems = definition.problems()
+        if problems:
+            shown = format_html(
+                '{}<div class="help schedule-problem"><strong style="color: var(--error-fg)">'
+                "{}</strong> {}</div>",
+                shown,
+                _("cannot run:"),
+                problems[0],
+            )
+        return shown
+
+    @admin.display(description=_("schedule"), ordering="cron")
+    def schedule_display(self, obj: Schedule) -> str:
+        text = definition_of(obj).schedule_text() or _("as in code")
+        if not obj.timezone:
+            return format_html("{}", text)
+        return format_html('{}<div class="help">{}</div>', text, obj.timezone)
+
+    @admin.display(description=_("kind"), ordering="override")
+    def kind(self, obj: Schedule) -> str:
+        if obj.override:
+            return str(_("overrides a code job"))
+        return str(_("runs a command") if obj.command else _("calls a job"))
+
+    @admin.display(description=_("changed"), ordering="changed")
+    def changed_display(self, obj: Schedule) -> str:
+        if not obj.changed_by:
+            return when(obj.changed)
+        return format_html(
+            '{}<div class="help">{} {}</div>', when(obj.changed), _("by"), obj.changed_by
+        )

@@ -1,0 +1,168 @@
+"""What ``cronjob list`` and ``cronjob history`` print: the jobs and a job's last runs, as a
+table for people (times to the second in ``TIME_ZONE``) or as one JSON document for scripts.
+The jobs' states come from the query the Jobs page and ``cronstatus`` make."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from ..db.execute import database_now
+from ..models import JobRun
+from ..ops.charts import human_duration
+from ..ops.status import JobStatus, job_statuses
+from ..run.catalog import Catalog
+from ..run.jobs import Job
+from ..worker.fleet import live_workers
+
+#: What an override can change, as ``cronjob list`` says it.
+_OVERRIDE_WORDS = {"cron": "schedule", "every": "schedule", "timezone": "schedule"}
+
+
+def job_list(found: Catalog, alias: str, as_json: bool) -> list[str]:
+    """The jobs' states, next ticks and last runs; then the database schedules that cannot
+    run."""
+    statuses = job_statuses(now=database_now(alias), using=alias)
+    workers = len(live_workers(alias))
+    if as_json:
+        jobs = [
+            {
+                **status.as_dict(),
+                "deliver": status.job.deliver,
+                "source": status.job.source,
+                "overridden": list(status.job.overridden),
+                "enabled": status.job.enabled,
+            }
+            for status in statuses
+        ]
+        document = {"jobs": jobs, "cronworkers": workers, "cannot_run": found.broken}
+        return [json.dumps(document, indent=2)]
+    lines = []
+    if statuses:
+        zone = timezone.get_current_timezone_name()
+        header = [
+            "JOB",
+            "SOURCE",
+            "SCHEDULE",
+            f"NEXT TICK ({zone})",
+            "LAST RUN",
+            "DELIVER",
+            "STATE",
+        ]
+        lines += table([header, *(_listed(status, found) for status in statuses)])
+    else:
+        lines.append("No jobs are registered.")
+    lines += [
+        f"{name}: a database schedule that cannot run: {why} (manage.py cronjob edit "
+        f"{name}, or remove it)"
+        for name, why in sorted(found.broken.items())
+    ]
+    if statuses:
+        lines.append(f"{workers} cronworker(s) connected")
+    return lines
+
+
+def history(job: Job[Any, Any], alias: str, limit: int, as_json: bool) -> list[str]:
+    """``job``'s last ``limit`` runs, newest first (skips included)."""
+    runs = list(JobRun.objects.using(alias).filter(job=job.name)[:limit])
+    if as_json:
+        return [json.dumps([_run_facts(run) for run in runs], indent=2)]
+    if not runs:
+        return [f"{job.name}: no runs recorded"]
+    zone = timezone.get_current_timezone_name()
+    header = ["RUN", f"STARTED ({zone})", "DURATION", "STATUS", "HOST", "PID", "ERROR"]
+    return table(
+        [
+            header,
+            *(
+                [
+                    str(run.pk),
+                    _time(run.started),
+                    "-" if run.duration is None else human_duration(run.duration),
+                    run.status + (" (manual)" if run.manual else ""),
+                    run.host,
+                    str(run.pid),
+                    _error_line(run.error),
+                ]
+                for run in runs
+            ),
+        ]
+    )
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """``rows`` as columns two spaces apart, the last one as it is."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    return [
+        "  ".join(
+            [*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _listed(status: JobStatus, found: Catalog) -> list[str]:
+    """One row of ``cronjob list``."""
+    job = status.job
+    said = [] if job.enabled else ["disabled"]
+    if status.paused:
+        said.append(status.paused)
+    requested = status.run_requested
+    if requested is not None:
+        by = status.state.run_requested_by if status.state is not None else ""
+        said.append(f"run requested{f' by {by}' if by else ''} at {_time(requested)}")
+    last = status.last_run
+    return [
+        status.name,
+        _source(job, found),
+        job.schedule_text or "(no schedule)",
+        "-" if status.next_tick is None else _time(status.next_tick),
+        "never ran" if last is None else f"{last.status} {_time(last.started)}",
+        job.deliver or "-",
+        "; ".join(said) or "active",
+    ]
+
+
+def _source(job: Job[Any, Any], found: Catalog) -> str:
+    """Where a job is defined, and what an override in the database changes of it."""
+    override = found.definition(job.name)
+    if job.source == "database" or override is None:
+        return job.source
+    words = dict.fromkeys(
+        _OVERRIDE_WORDS.get(field, "enabled" if job.enabled else "disabled")
+        for field in job.overridden
+    )
+    return f"{job.source}, overridden: {', '.join(words) or 'nothing'}"
+
+
+def _time(value: datetime) -> str:
+    """A time as the tables show it: to the second, in ``TIME_ZONE`` (named in the header)."""
+    return f"{timezone.localtime(value):%Y-%m-%d %H:%M:%S}"
+
+
+def _error_line(error: str) -> str:
+    """The first line of a run's recorded error: of a traceback, the exception's own line
+    (the first line not indented after the last ``Traceback`` header)."""
+    lines = error.strip().splitlines()
+    headers = [n for n, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    start = headers[-1] + 1 if headers else 0
+    return next((line for line in lines[start:] if not line[:1].isspace()), "")
+
+
+def _run_facts(run: JobRun) -> dict[str, Any]:
+    """One run of ``cronjob history --json``."""
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "manual": run.manual,
+        "tick": None if run.tick is None else run.tick.isoformat(),
+        "host": run.host,
+        "pid": run.pid,
+        "started": run.started.isoformat(),
+        "finished": None if run.finished is None else run.finished.isoformat(),
+        "duration": run.duration,
+        "error": _error_line(run.error),
+    }

@@ -59,15 +59,37 @@ def exit_status(run: Any) -> int:
 
 @dataclass(frozen=True)
 class Ping:
+    """One request to a monitor: a GET, or a POST of ``body``."""
+
     job: str
     url: str
     body: bytes | None = None
+    content_type: str = "text/plain; charset=utf-8"
+
+    @property
+    def destination(self) -> str:
+        """Where it goes, for the log: the host only (the path holds the check's secret)."""
+        return urlsplit(self.url).netloc
+
+    def send(self) -> None:
+        """One attempt, bounded by ``PING_TIMEOUT``; ``OSError``/``ValueError`` when it fails."""
+        method = "GET" if self.body is None else "POST"
+        request = urllib.request.Request(self.url, data=self.body, method=method)
+        request.add_header("User-Agent", "django-advisory-cron")
+        if self.body is not None:
+            request.add_header("Content-Type", self.content_type)
+        with urllib.request.urlopen(request, timeout=app_settings.PING_TIMEOUT) as response:
+            response.read()
 
 
 class Pinger:
-    """One background thread sending pings in order; started with the first ping."""
+    """One background thread sending pings in order; started with the first ping.
 
-    def __init__(self) -> None:
+    ``label`` names it in the log; the failure notices have their own (a hanging webhook
+    never holds up a ping, nor a ping a notice)."""
+
+    def __init__(self, label: str = "ping URLs") -> None:
+        self.label = label
         self.queue: queue.Queue[Ping] = queue.Queue()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
@@ -77,7 +99,7 @@ class Pinger:
         with self.lock:
             if self.thread is None:
                 self.thread = threading.Thread(
-                    target=self._work, name="advisory-cron-pings", daemon=True
+                    target=self._work, name=f"advisory-cron {self.label}", daemon=True
                 )
                 self.thread.start()
                 atexit.register(self.drain)
@@ -91,8 +113,9 @@ class Pinger:
             if time.monotonic() >= deadline:
                 if not self.failing:
                     logger.warning(
-                        "ping URLs: %d ping(s) not sent before the process exits (the monitor "
+                        "%s: %d request(s) not sent before the process exits (the monitor "
                         "did not answer within PING_TIMEOUT)",
+                        self.label,
                         self.queue.unfinished_tasks,
                     )
                 return False
@@ -111,7 +134,7 @@ class Pinger:
         retries = app_settings.PING_RETRIES
         for attempt in range(retries + 1):
             try:
-                self._request(ping)
+                ping.send()
             except (OSError, ValueError) as error:
                 if attempt == retries:
                     self._failed(ping, error)
@@ -119,18 +142,9 @@ class Pinger:
                 time.sleep(FIRST_BACKOFF * 2**attempt)
             else:
                 if self.failing:
-                    logger.info("ping URLs: the monitor answers again (job %s)", ping.job)
+                    logger.info("%s: the monitor answers again (job %s)", self.label, ping.job)
                 self.failing = False
                 return
-
-    def _request(self, ping: Ping) -> None:
-        method = "GET" if ping.body is None else "POST"
-        request = urllib.request.Request(ping.url, data=ping.body, method=method)
-        request.add_header("User-Agent", "django-advisory-cron")
-        if ping.body is not None:
-            request.add_header("Content-Type", "text/plain; charset=utf-8")
-        with urllib.request.urlopen(request, timeout=app_settings.PING_TIMEOUT) as response:
-            response.read()
 
     def _failed(self, ping: Ping, error: Exception) -> None:
         if self.failing:
@@ -139,10 +153,11 @@ class Pinger:
         if isinstance(error, urllib.error.HTTPError):
             error = OSError(f"HTTP {error.code}")
         logger.warning(
-            "ping URLs: a ping for job %s to %s failed after %d attempt(s): %s; the job is "
-            "not affected, and further ping failures are not logged until one succeeds",
+            "%s: sending for job %s to %s failed after %d attempt(s): %s; the job is not "
+            "affected, and further failures are not logged until one gets through",
+            self.label,
             ping.job,
-            urlsplit(ping.url).netloc,
+            ping.destination,
             app_settings.PING_RETRIES + 1,
             error,
         )

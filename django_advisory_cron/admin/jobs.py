@@ -217,6 +217,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 "key": str(item.job.key),
                 "cron": item.job.schedule_text or "",
                 "scope": item.job.scope,
+                "at_most_once": item.job.at_most_once,
                 "description": item.job.description,
                 "chart": strips[item.name],
                 "paused": item.paused,

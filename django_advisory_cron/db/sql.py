@@ -235,6 +235,9 @@ class Claim(NamedTuple):
     manual: bool = False
     #: The task result id when a task queue delivered the run (else empty).
     task_id: str = ""
+    #: At most once: a tick with an interrupted run (or a dead one, marked interrupted now) is
+    #: taken.
+    once: bool = False
 
 
 def claim_runs(
@@ -267,7 +270,8 @@ def claim_runs(
       ``lock_lost`` row is never marked: its tick stays taken).
     - ``tick``: the tick of the ``(instant, tick)`` match nearest the reference time, within
       ``max_skew`` (a tick can be matched at two instants on the night the clocks go back).
-    - ``run_id`` is NULL when the tick is already taken.
+    - ``run_id`` is NULL when the tick is already taken; for an ``once`` (at most once) claim,
+      also when a run of the tick was interrupted, or is found dead and marked so now.
     - ``released``: with ``settle`` (session scope), a job whose tick already ran has its lock
       released here, so a replica that finds every tick taken has nothing more to send.
 
@@ -292,8 +296,8 @@ def claim_runs(
         f"""
 WITH i AS (
     SELECT * FROM unnest(%(jobs)s::text[], {KEY_COLUMNS}, %(refs)s::timestamptz[],
-                         %(manual)s::boolean[], %(task_ids)s::text[])
-           WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, n)
+                         %(manual)s::boolean[], %(task_ids)s::text[], %(once)s::boolean[])
+           WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
 ), paused AS (
     SELECT i.n, PAUSED_WHY AS why FROM i JOIN {{state}} s ON s.job = i.job
      WHERE NOT i.manual AND PAUSED_NOW
@@ -324,12 +328,15 @@ WITH i AS (
                          task_id)
     SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), {{s_running}}, '', LEASE,
            t.manual, t.task_id
-      FROM t WHERE t.got
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM {{table}} r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ({{s_interrupted}}, {{s_running}})))
     ON CONFLICT (job, tick) WHERE status IN ({{taking}}) DO NOTHING
     RETURNING id, job
 ), o AS (
     SELECT t.*, ins.id, d.interrupted,
-           %(settle)s AND t.got AND ins.id IS NULL AND d.interrupted = 0 AS settled
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
       FROM t LEFT JOIN ins USING (job)
      CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
 )SKIPS
@@ -345,6 +352,7 @@ SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE fal
         "refs": [claim.reference for claim in claims],
         "manual": [claim.manual for claim in claims],
         "task_ids": [claim.task_id for claim in claims],
+        "once": [claim.once for claim in claims],
         "match_n": [n for n, _match in numbered],
         "match_at": [at for _n, (at, _tick) in numbered],
         "match_tick": [tick for _n, (_at, tick) in numbered],

@@ -225,6 +225,7 @@ class JobStatus:
             "schedule_description": self.schedule_description,
             "timezone": self.zone,
             "scope": self.job.scope,
+            "at_most_once": self.job.at_most_once,
             "max_runtime": self.job.max_runtime,
             "last_run": None
             if last is None

@@ -278,7 +278,7 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         def run() -> Any:
             return function(*args, **kwargs)
 
-        using = target.using
+        using, once = target.using, target.at_most_once
         description = definition.description or target.description
     else:
         command = definition.command
@@ -286,7 +286,7 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         def run() -> Any:
             return call_command(command, *args, **kwargs)
 
-        using = None
+        using, once = None, False
         description = definition.description or definition.calls
     run.__name__ = run.__qualname__ = definition.name
     run.__module__ = __name__
@@ -301,6 +301,7 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         max_lateness=definition.max_lateness,
         timeout=definition.timeout,
         deliver=definition.deliver or None,
+        at_most_once=once,
         description=description,
         source=source,
         edited=definition.changed,

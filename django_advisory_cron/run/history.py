@@ -33,7 +33,7 @@ from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.connections import unpooled_connection
 from ..db.sql import Statement
-from ..exceptions import JobTimedOut, stopping_signal
+from ..exceptions import JobTimedOut, LockScopeError, stopping_signal
 from ..lock.advisory import Row, Send
 
 logger = logging.getLogger("django_advisory_cron")
@@ -129,8 +129,11 @@ class RunRecord:
         max_skew: float,
         using: str,
         task_id: str = "",
+        once: bool = False,
     ) -> None:
         self.facts = facts
+        #: At most once (the job's ``at_most_once``): an interrupted run's tick stays taken.
+        self.once = once
         #: The task result id when a task queue delivered this run (recorded on its rows).
         self.task_id = task_id
         #: ``(instant, tick)`` pairs the reference time is matched against.
@@ -156,12 +159,20 @@ class RunRecord:
     # -- statements for the lock ---------------------------------------------------------
 
     def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
+        if self.once and scope == "transaction":
+            raise LockScopeError(
+                f"job {self.facts.job!r} is at_most_once, which needs a session lock, but its "
+                "lock resolved to transaction scope (a transaction pooler is in the path): "
+                "point ADVISORY_CRON['LOCK_DATABASE'] at a direct connection"
+            )
         return claim([(self, key)], scope, final=final, settle=scope == "session")
 
     def claim(self, key: LockKey) -> sql.Claim:
         """What this run asks of [claim][django_advisory_cron.run.history.claim]."""
         facts = self.facts
-        return sql.Claim(facts.job, key, self.matches, facts.reference, facts.manual, self.task_id)
+        return sql.Claim(
+            facts.job, key, self.matches, facts.reference, facts.manual, self.task_id, self.once
+        )
 
     def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
         """Read its row of [claim][django_advisory_cron.run.history.claim]: whether the lock is
@@ -173,7 +184,7 @@ class RunRecord:
         if facts.reference is None:
             facts.reference = reference
         facts.interrupted_runs += int(interrupted)
-        if got and run_id is None and interrupted:
+        if got and run_id is None and interrupted and not self.once:
             # The row just marked interrupted may hold this tick: inside one statement its old
             # version still conflicts, so claim the tick again now that it has been given back.
             claimed = send(

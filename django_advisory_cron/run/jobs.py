@@ -86,6 +86,9 @@ class Job(Generic[P, R]):
     #: Where a scheduled tick runs: ``None`` in place, ``"tasks"`` or ``"tasks:<alias>"`` through
     #: Django's Tasks framework.
     deliver: str | None = None
+    #: A tick whose body started is taken whatever happened to it: an interrupted run (a stop
+    #: signal, ``kill -9``, a lost machine) does not give it back to be run again.
+    at_most_once: bool = False
     description: str = field(default="")
     #: Where the job is defined: ``"code"`` (``@locked_task``), ``"settings"``
     #: (``ADVISORY_CRON["SCHEDULES"]``) or ``"database"`` (the admin, ``cronjob add``).
@@ -306,6 +309,7 @@ def locked_task(
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
+    at_most_once: bool = False,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -327,6 +331,7 @@ def locked_task(
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
+    at_most_once: bool = False,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -342,7 +347,10 @@ def locked_task(
     enforces it, and ``cronworker`` runs such a job in a process of its own to do so.
     ``deliver="tasks"`` (or ``"tasks:<backend alias>"``) makes the schedulers enqueue each
     tick to Django's Tasks framework instead of running it in place (see the Tasks page of
-    the docs).
+    the docs). ``at_most_once=True`` keeps a tick taken once its body started, whatever
+    happened to the run: an interrupted run (a stop signal, ``kill -9``) does not give its tick
+    back to be run again (for jobs that must not run twice, even half); it needs a session
+    lock.
 
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
@@ -363,6 +371,11 @@ def locked_task(
         or not 0 < timeout < math.inf
     ):
         raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+    if at_most_once and scope == "transaction":
+        raise ValueError(
+            "at_most_once needs a session lock: in transaction scope a killed run's row rolls "
+            "back with its transaction, and nothing would keep its tick taken"
+        )
     if deliver is not None:
         if not isinstance(deliver, str):
             raise ValueError(f"deliver must be a string such as 'tasks', not {deliver!r}")
@@ -413,6 +426,7 @@ def locked_task(
             timezone=timezone,
             timeout=timeout,
             deliver=deliver,
+            at_most_once=bool(at_most_once),
         )
         registry.register(job)
         return job

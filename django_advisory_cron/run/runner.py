@@ -77,6 +77,9 @@ class RunnableJob(Protocol):
     @property
     def schedule(self) -> Schedule | None: ...
 
+    @property
+    def at_most_once(self) -> bool: ...
+
 
 @dataclass
 class RunResult(history.RunFacts):
@@ -172,6 +175,7 @@ def execute(
         max_skew=max_skew,
         using=alias,
         task_id=task_id,
+        once=job.at_most_once,
     )
     lock = AdvisoryLock(
         job.key,
@@ -345,6 +349,7 @@ def _claim_entries(
             now=tick,
             max_skew=app_settings.MAX_SKEW,
             using=claims.alias,
+            once=job.at_most_once,
         )
         lock = result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))
         entries.append((job, lock, record, result))

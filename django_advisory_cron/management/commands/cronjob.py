@@ -2,7 +2,8 @@
 operator's say over the jobs (defined in code, in settings or in the database), their schedules,
 and what they did. The command wires the actions' arguments and help; what they print and write
 is in [listing][django_advisory_cron.management.listing],
-[crontab][django_advisory_cron.management.crontab] and
+[crontab][django_advisory_cron.management.crontab],
+[job_actions][django_advisory_cron.management.job_actions] and
 [schedule_changes][django_advisory_cron.management.schedule_changes]."""
 
 from __future__ import annotations
@@ -11,23 +12,18 @@ import sys
 import textwrap
 from typing import Any, NoReturn
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import OperationalError, ProgrammingError
 
 from ... import exitcodes
 from ...conf import app_settings
 from ...db.connections import bound_connect, unavailable
-from ...db.execute import database_now
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
-from ...run import control
 from ...run.catalog import Catalog
 from ...run.jobs import Job
-from ...run.runner import RunResult, execute
-from ...worker.fleet import live_workers
-from .. import listing, schedule_changes
+from .. import job_actions, listing, schedule_changes
 from ..base import AppCommand, no_job_named
 from ..crontab import crontab_lines
-from ..runs import outcome, signals_unwind
 from ..schedule_options import SCHEDULE_OPTIONS, Refused
 
 #: Each action: its arguments and what it does, shown by ``cronjob ACTION -h`` and in the
@@ -259,11 +255,16 @@ class Command(AppCommand):
                 self._write(listing.history(job, alias, options["limit"], options["json"]))
             elif action == "pause":
                 job = self._find(found, options["job"])
-                self._pause(job, alias, options["until"], options["reason"])
+                self.stdout.write(
+                    job_actions.pause(job, alias, options["until"], options["reason"])
+                )
             elif action == "resume":
-                self._resume(self._find(found, options["job"]), alias)
+                self.stdout.write(job_actions.resume(self._find(found, options["job"]), alias))
             else:
-                self._trigger(self._find(found, options["job"]), alias, options["here"])
+                job = self._find(found, options["job"])
+                self.stdout.write(job_actions.trigger(job, alias, options["here"]))
+        except CommandError as error:
+            self.leave(error.returncode, str(error))
         except DatabaseUnavailable as error:
             self.leave(exitcodes.DATABASE_UNAVAILABLE, first_line(error))
         except OperationalError as error:
@@ -277,6 +278,7 @@ class Command(AppCommand):
             )
 
     def _write(self, lines: list[str]) -> None:
+        """Print each line of a table or listing."""
         for line in lines:
             self.stdout.write(line)
 
@@ -315,53 +317,3 @@ class Command(AppCommand):
         except Refused as error:
             self.leave(exitcodes.USAGE, f"cannot {action} {name!r}: {error}")
         self.stdout.write(said)
-
-    def _pause(self, job: Job[Any, Any], alias: str, until_text: str | None, reason: str) -> None:
-        until = None
-        if until_text is not None:
-            try:
-                until = control.parse_until(until_text, database_now(alias))
-            except ValueError as error:
-                self.leave(exitcodes.USAGE, f"--until: {error}")
-        row = control.pause(
-            job.name, until=until, by=control.operator(), reason=reason, using=alias
-        )
-        self.stdout.write(
-            f"{job.name}: {control.describe_pause(row)}. Its ticks are skipped until it "
-            f"ends or 'manage.py cronjob resume {job.name}'."
-        )
-
-    def _resume(self, job: Job[Any, Any], alias: str) -> None:
-        before = control.resume(job.name, using=alias)
-        if before is None or not control.is_paused(before, database_now(alias)):
-            self.stdout.write(f"{job.name}: was not paused; nothing to do.")
-            return
-        self.stdout.write(f"{job.name}: resumed (it was {control.describe_pause(before)}).")
-
-    def _trigger(self, job: Job[Any, Any], alias: str, here: bool) -> None:
-        if here:
-            ended: RunResult | BaseException
-            try:
-                with signals_unwind(job.timeout):
-                    ended = execute(job, using=alias, manual=True)
-            except Exception as error:
-                ended = error
-            code, message = outcome(job.name, ended, None)
-            if code != exitcodes.OK:
-                self.leave(code, message)
-            self.stdout.write(f"{message} (manual run)")
-            return
-        workers = len(live_workers(alias))
-        if not workers:
-            self.leave(
-                exitcodes.NO_WORKER,
-                f"no cronworker is connected to the database, so nothing would run {job.name}; "
-                f"nothing was recorded. Start 'manage.py cronworker', or run it here with "
-                f"'manage.py cronjob trigger --here {job.name}'",
-            )
-        requested = control.request_run(job.name, by=control.operator(), using=alias)
-        self.stdout.write(
-            f"{job.name}: run requested (pending since {requested:%Y-%m-%d %H:%M:%S %Z}); one "
-            f"of the {workers} connected cronworker(s) starts it within about a second. The run "
-            "history records it as a manual run."
-        )

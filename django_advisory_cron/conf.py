@@ -112,6 +112,34 @@ def _ping_url(value: object) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class FailureNotices:
+    """``FAILURE_NOTICES``: after how many failed runs in a row, and what happens then."""
+
+    after: int = 3
+    mail_admins: bool = False
+    webhook: str | None = None
+    pause: bool = False
+
+
+def _failure_notices(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - set(FailureNotices.__dataclass_fields__):
+        return "must be None or a dict with the keys after, mail_admins, webhook and pause"
+    after = value.get("after", FailureNotices.after)
+    if not (_is_int(after) and cast(int, after) > 0):
+        return "['after'] must be a whole number, 1 or more"
+    if any(_flag(value.get(key, False)) for key in ("mail_admins", "pause")):
+        return "['mail_admins'] and ['pause'] must be True or False"
+    webhook = value.get("webhook")
+    if webhook is not None and not _url(webhook):
+        return "['webhook'] must be None or an http(s) URL"
+    if not (value.get("mail_admins") or webhook or value.get("pause")):
+        return "turns nothing on: set mail_admins, webhook or pause"
+    return None
+
+
 def _count_or_none(value: object) -> str | None:
     if value is None or _count(value) is None:
         return None
@@ -194,6 +222,8 @@ SETTINGS: dict[str, Setting] = {
     "PING_TIMEOUT": Setting(5, "E145", _seconds),
     # Further attempts after a ping fails.
     "PING_RETRIES": Setting(2, "E146", _count),
+    # After N failed runs of a job in a row: mail the ADMINS, POST to a webhook, pause it.
+    "FAILURE_NOTICES": Setting(None, "E149", _failure_notices),
     # An OpenTelemetry span per run.
     "OPENTELEMETRY": Setting(False, "E147", _flag),
     # Seconds of history the metrics count runs over.
@@ -325,6 +355,12 @@ class AppSettings:
     @property
     def PING_RETRIES(self) -> int:
         return int(self._get("PING_RETRIES"))
+
+    @property
+    def FAILURE_NOTICES(self) -> FailureNotices | None:
+        value = self._get("FAILURE_NOTICES")
+        # An invalid value is off (E149 says why) rather than an error in every run.
+        return FailureNotices(**value) if _failure_notices(value) is None and value else None
 
     @property
     def OPENTELEMETRY(self) -> bool:

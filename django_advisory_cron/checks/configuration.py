@@ -262,7 +262,8 @@ def check_monitoring(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """W040/W041: an integration is enabled but its package is missing; W042: a job Sentry
-    Crons cannot monitor; W043: ``PING_URL`` names a job that is not registered."""
+    Crons cannot monitor; W043: ``PING_URL`` names a job that is not registered; W044:
+    failure notices mail an empty ``ADMINS``."""
     found: list[checks.CheckMessage] = []
     extras = {"sentry_sdk": ("W040", "sentry"), "opentelemetry": ("W041", "otel")}
     for setting, _module, _name, package in monitoring.INTEGRATIONS:
@@ -309,6 +310,16 @@ def check_monitoring(
                     id=check_id("W043"),
                 )
             )
+    notices = app_settings.FAILURE_NOTICES
+    if notices is not None and notices.mail_admins and not settings.ADMINS:
+        found.append(
+            checks.Warning(
+                "ADVISORY_CRON['FAILURE_NOTICES'] mails the ADMINS, but ADMINS is empty: "
+                "failure notices go nowhere by mail.",
+                hint="Set ADMINS (and the EMAIL_* settings), or use a webhook.",
+                id=check_id("W044"),
+            )
+        )
     return found
 
 

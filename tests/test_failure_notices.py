@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,7 +56,7 @@ def notifying() -> Iterator[Callable[..., None]]:
     yield connect
     monitoring.disconnect()
     assert notices.notifier.drain(10)
-    for override in overrides:
+    for override in reversed(overrides):
         override.disable()
 
 
@@ -197,6 +199,43 @@ def test_a_hanging_or_failing_webhook_never_delays_nor_fails_a_run(
     wait_for(lambda: "failure notices: sending for job notice.flaky" in caplog.text, timeout=10)
     assert caplog.text.count("failure notices: sending for job") == 1
     assert "/hang/hooks" not in caplog.text
+
+
+@pytest.fixture
+def nonsense() -> Iterator[str]:
+    """The URL of a server that answers every request with a line that is not HTTP."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        while True:
+            try:
+                client, _address = listener.accept()
+            except OSError:
+                return  # closed
+            with client:
+                client.recv(65536)
+                client.sendall(b"NONSENSE\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/hooks"
+    listener.close()
+
+
+def test_a_receiver_answering_nonsense_does_not_stop_the_next_notices(
+    flaky: Job[Any, Any],
+    server: Recorder,
+    nonsense: str,
+    notifying: Callable[..., None],
+    caplog: Any,
+) -> None:
+    notifying(after=1, webhook=nonsense)
+    run(flaky, failing=True)
+    assert notices.notifier.drain(5)
+    notifying(after=1, webhook=f"{server.url}/ok/later")
+    run(flaky, failing=False)
+    assert notices.notifier.drain(5)
+    assert [notice["event"] for notice in posted(server, "/ok/later")] == ["recovered"]
+    assert caplog.text.count("failure notices: sending for job notice.flaky") == 1
 
 
 def test_pause_after_failures_shows_the_job_paused_with_the_reason(

@@ -17,6 +17,7 @@ and again only after pings got through in between.
 from __future__ import annotations
 
 import atexit
+import http.client
 import logging
 import queue
 import threading
@@ -36,6 +37,9 @@ logger = logging.getLogger("django_advisory_cron")
 FIRST_BACKOFF = 0.5
 #: The longest error text sent with a failure ping.
 MAX_BODY = 10_000
+#: What a failed attempt raises: a network error, a URL refused, or an answer that is not HTTP
+#: (anything else would end the sending thread, and every later ping with it).
+FAILURES = (OSError, ValueError, http.client.HTTPException)
 
 
 def ping_url(job: str) -> str | None:
@@ -72,7 +76,7 @@ class Ping:
         return urlsplit(self.url).netloc
 
     def send(self) -> None:
-        """One attempt, bounded by ``PING_TIMEOUT``; ``OSError``/``ValueError`` when it fails."""
+        """One attempt, bounded by ``PING_TIMEOUT``; one of ``FAILURES`` when it fails."""
         method = "GET" if self.body is None else "POST"
         request = urllib.request.Request(self.url, data=self.body, method=method)
         request.add_header("User-Agent", "django-advisory-cron")
@@ -135,7 +139,7 @@ class Pinger:
         for attempt in range(retries + 1):
             try:
                 ping.send()
-            except (OSError, ValueError) as error:
+            except FAILURES as error:
                 if attempt == retries:
                     self._failed(ping, error)
                     return

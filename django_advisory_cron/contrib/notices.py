@@ -39,6 +39,8 @@ from .pings import Ping, Pinger
 
 #: Who a pause after failures is by, as the admin and ``cronjob list`` show it.
 PAUSED_BY = "failure notices"
+#: The longest error line a notice carries (it is also the mail's subject).
+MAX_ERROR = 200
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def failures_in_a_row(job: Any, run_id: int, limit: int | None) -> int:
 def payload(job: Any, run: Any, event: str, failures: int, paused: bool) -> dict[str, Any]:
     """The webhook's JSON: ``text`` is what Slack and Teams incoming webhooks show; the other
     fields are for a receiver that reads them."""
-    error = first_line(run.error) if run.error is not None else ""
+    error = first_line(run.error)[:MAX_ERROR] if run.error is not None else ""
     if event == "failing":
         text = f"Job {job.name} failed {failures} times in a row ({RunStatus(run.status).label}"
         text += f": {error})" if error else ")"
@@ -132,7 +134,7 @@ class FailureNotices:
             more = "" if failures == notices.after else "more than "
             reason = f"failed {more}{notices.after} times in a row"
             if run.error is not None:
-                reason += f" (last: {first_line(run.error)})"
+                reason += f" (last: {first_line(run.error)[:MAX_ERROR]})"
             control.pause(job.name, by=PAUSED_BY, reason=reason, using=job.using)
         if failures == notices.after:
             notify(job, notices, payload(job, run, "failing", failures, notices.pause))

@@ -17,7 +17,7 @@ from django.core import mail
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from django_advisory_cron import locked_task
+from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.checks.configuration import check_monitoring, check_settings
 from django_advisory_cron.contrib import notices
 from django_advisory_cron.models import JobRun, RunStatus
@@ -322,3 +322,23 @@ def test_three_workers_send_one_notice_and_one_recovery(
     assert len(ticks) == 8
     gaps = {(later - earlier).total_seconds() for earlier, later in itertools.pairwise(ticks)}
     assert gaps == {1.0}, gaps
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("transactional_db")
+def test_timed_out_runs_of_runlocked_make_a_streak(
+    server: Recorder, manage: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``runlocked`` process lives for one run: the third still sends its notice before it
+    exits, and its exit status is the one it has without notices."""
+    path = "/ok/hooks/runlocked"
+    settings = {
+        "JOBS_MODULE": "notice_tasks",
+        "FAILURE_NOTICES": {"after": 3, "webhook": f"{server.url}{path}"},
+    }
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+    codes = [manage("runlocked", "notice_slow").returncode for _ in range(4)]
+    assert codes == [exitcodes.TIMED_OUT] * 4
+    (notice,) = posted(server, path)
+    assert notice["text"].startswith("Job notice_slow failed 3 times in a row (timed out: ")
+    assert (notice["status"], notice["failures"]) == ("timed_out", 3)

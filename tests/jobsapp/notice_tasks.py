@@ -5,6 +5,7 @@ the rows it writes (runs of one job never overlap), then succeeds.
 """
 
 import os
+import time
 
 from django_advisory_cron import locked_task
 
@@ -18,3 +19,9 @@ def notice_flaky() -> None:
     Marker.objects.create(job="notice_flaky", pid=os.getpid())
     if Marker.objects.filter(job="notice_flaky").count() <= FAILURES:
         raise RuntimeError("disk full")
+
+
+@locked_task(name="notice_slow", timeout=0.5)
+def notice_slow() -> None:
+    """Always runs past its timeout: ``runlocked`` stops it and records it timed out."""
+    time.sleep(30)

@@ -63,11 +63,17 @@ class Mail(Ping):
 notifier = Pinger("failure notices")
 
 
-def failures_in_a_row(job: Any, run_id: int, limit: int | None) -> int:
-    row = fetch_one(
-        lock_database(job.using),
-        sql.failures_in_a_row(job=job.name, run_id=run_id, failing=list(FAILING), limit=limit),
+def alias(job: Any, run: Any) -> str:
+    """Where the run was recorded: its record knows (a call's ``using`` may have chosen it)."""
+    record = getattr(run, "record", None)
+    return lock_database(getattr(record, "using", None), job.using)
+
+
+def failures_in_a_row(job: Any, run: Any, limit: int | None) -> int:
+    statement = sql.failures_in_a_row(
+        job=job.name, run_id=run.run_id, failing=list(FAILING), limit=limit
     )
+    row = fetch_one(alias(job, run), statement)
     return int(row[0]) if row else 0
 
 
@@ -119,14 +125,14 @@ class FailureNotices:
         if notices is None or run.run_id is None:
             return
         if run.status == RunStatus.SUCCEEDED:
-            failures = failures_in_a_row(job, run.run_id, None)
+            failures = failures_in_a_row(job, run, None)
             if failures >= notices.after:
                 notify(job, notices, payload(job, run, "recovered", failures, False))
             return
         if run.status not in FAILING:
             return
         # Past ``after`` only to know the streak did not reach it with this run.
-        failures = failures_in_a_row(job, run.run_id, notices.after + 1)
+        failures = failures_in_a_row(job, run, notices.after + 1)
         if failures < notices.after:
             return
         if notices.pause:
@@ -135,6 +141,6 @@ class FailureNotices:
             reason = f"failed {more}{notices.after} times in a row"
             if run.error is not None:
                 reason += f" (last: {first_line(run.error)[:MAX_ERROR]})"
-            control.pause(job.name, by=PAUSED_BY, reason=reason, using=job.using)
+            control.pause(job.name, by=PAUSED_BY, reason=reason, using=alias(job, run))
         if failures == notices.after:
             notify(job, notices, payload(job, run, "failing", failures, notices.pause))

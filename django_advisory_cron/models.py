@@ -102,6 +102,9 @@ class JobRun(models.Model):
     manual = models.BooleanField(_("manual"), default=False, db_default=False)
     #: The task result id when the run was delivered through a task queue.
     task_id = models.CharField(_("task id"), max_length=255, blank=True, default="", db_default="")
+    #: How many times the body was called for this run: more than one when a failed attempt
+    #: was retried (``@locked_task(retries=...)``); each failed attempt's error is in ``error``.
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=1, db_default=1)
 
     objects = JobRunQuerySet.as_manager()
 

@@ -171,6 +171,7 @@ class JobRunAdmin(ReadOnlyAdmin):
     fields = (
         "job",
         "status",
+        "attempts",
         "tick",
         "started",
         "finished",

@@ -473,11 +473,13 @@ def finish_run(
     run_id: int,
     status: str,
     error: str,
+    attempts: int = 1,
     shared: bool = False,
 ) -> Statement:
-    """Finish the run row (and unlock, in session scope; see ``_then_unlock``)."""
-    update = _fill("UPDATE {table} SET" + _FINISH + " WHERE id = %(id)s")
-    params = {**key.params, "status": status, "error": error, "id": run_id}
+    """Finish the run row with how many ``attempts`` its body took (and unlock, in session
+    scope; see ``_then_unlock``)."""
+    update = _fill("UPDATE {table} SET" + _FINISH + ", attempts = %(attempts)s WHERE id = %(id)s")
+    params = {**key.params, "status": status, "error": error, "id": run_id, "attempts": attempts}
     return _then_unlock(update, key, scope, shared), params
 
 

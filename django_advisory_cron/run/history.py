@@ -152,6 +152,10 @@ class RunRecord:
         self.tick_done = False
         #: ``(status, error text)`` once the job has ended; read by the release statement.
         self.outcome: tuple[str, str] | None = None
+        #: How many times the body was called (more than once when failures were retried),
+        #: and a line for each attempt that failed before the last one.
+        self.attempts = 1
+        self.failed_attempts: list[str] = []
         #: Its lock is held on a connection shared with other runs' locks (claimed together):
         #: its release unlocks that one lock only.
         self.shared = False
@@ -234,7 +238,13 @@ class RunRecord:
             error_text(error, body=False) if error else "",
         )
         return sql.finish_run(
-            key, scope, run_id=self.facts.run_id, status=status, error=text, shared=self.shared
+            key,
+            scope,
+            run_id=self.facts.run_id,
+            status=status,
+            error=text,
+            attempts=self.attempts,
+            shared=self.shared,
         )
 
     def beat(self, key: LockKey) -> Statement:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
+from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
     Every,
     NeverFires,
@@ -89,6 +90,9 @@ class Job(Generic[P, R]):
     #: A tick whose body started is taken whatever happened to it: an interrupted run (a stop
     #: signal, ``kill -9``, a lost machine) does not give it back to be run again.
     at_most_once: bool = False
+    #: Retries of a failed attempt within its tick (``None``: none); see
+    #: [retries][django_advisory_cron.core.retries].
+    retry: RetryPolicy | None = None
     description: str = field(default="")
     #: Where the job is defined: ``"code"`` (``@locked_task``), ``"settings"``
     #: (``ADVISORY_CRON["SCHEDULES"]``) or ``"database"`` (the admin, ``cronjob add``).
@@ -310,6 +314,10 @@ def locked_task(
     timeout: float | None = None,
     deliver: str | None = None,
     at_most_once: bool = False,
+    retries: int = 0,
+    retry_backoff: float = 1.0,
+    retry_backoff_max: float = 300.0,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -332,6 +340,10 @@ def locked_task(
     timeout: float | None = None,
     deliver: str | None = None,
     at_most_once: bool = False,
+    retries: int = 0,
+    retry_backoff: float = 1.0,
+    retry_backoff_max: float = 300.0,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -350,7 +362,10 @@ def locked_task(
     the docs). ``at_most_once=True`` keeps a tick taken once its body started, whatever
     happened to the run: an interrupted run (a stop signal, ``kill -9``) does not give its tick
     back to be run again (for jobs that must not run twice, even half); it needs a session
-    lock.
+    lock. ``retries=N`` calls the function again, up to N more times, when it raises one of
+    ``retry_on`` (default any ``Exception``): in the same run and under the same lock, after
+    ``retry_backoff`` seconds doubled for each attempt (with jitter, at most
+    ``retry_backoff_max``), never past the job's next tick or its ``max_lateness``.
 
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
@@ -371,6 +386,9 @@ def locked_task(
         or not 0 < timeout < math.inf
     ):
         raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+    problem = policy_problem(retries, retry_backoff, retry_backoff_max, retry_on)
+    if problem:
+        raise ValueError(problem)
     if at_most_once and scope == "transaction":
         raise ValueError(
             "at_most_once needs a session lock: in transaction scope a killed run's row rolls "
@@ -427,6 +445,14 @@ def locked_task(
             timeout=timeout,
             deliver=deliver,
             at_most_once=bool(at_most_once),
+            retry=RetryPolicy(
+                retries,
+                float(retry_backoff),
+                float(retry_backoff_max),
+                retry_on if isinstance(retry_on, tuple) else (retry_on,),
+            )
+            if retries
+            else None,
         )
         registry.register(job)
         return job

@@ -19,13 +19,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, Protocol
+
+from django.db import transaction
 
 from .. import signals
 from ..conf import app_settings
 from ..core.keys import LockKey
+from ..core.retries import RetryPolicy
 from ..core.schedule import Schedule
 from ..core.scopes import Scope
 from ..db.aliases import lock_database
@@ -79,6 +82,12 @@ class RunnableJob(Protocol):
 
     @property
     def at_most_once(self) -> bool: ...
+
+    @property
+    def retry(self) -> RetryPolicy | None: ...
+
+    @property
+    def max_lateness(self) -> float | None: ...
 
 
 @dataclass
@@ -421,12 +430,12 @@ def _run(
         signals.job_started.send(sender=job, run=result)
         # Transaction scope: the lock runs this in a savepoint, so a failure rolls the job's
         # work back and its row still commits.
-        result.value = job.func(*args, **kwargs)
+        result.value = _attempts(job, lock, record, result, args, kwargs)
     except BaseException as raised:
         error = raised
     status = history.status_of(error)
     text = history.error_text(error) if error is not None else ""
-    record.outcome = (status, text)
+    record.outcome = (status, "\n".join(filter(None, [*record.failed_attempts, text])))
     late: BaseException | None = None
     try:
         lock.release(error)
@@ -456,6 +465,69 @@ def _run(
     _report(job, result, RunStatus(status), error)
     if late is not None:
         result.error = late
+
+
+def _attempts(
+    job: RunnableJob,
+    lock: AdvisoryLock,
+    record: history.RunRecord,
+    result: RunResult,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Call the job's function, again after a failure its retry policy retries while there is
+    room before its next tick: under the same lock, in the same run. In transaction scope
+    each attempt has a savepoint of its own, so a failed attempt's work is rolled back before
+    the next one."""
+    policy = job.retry
+    if policy is None:
+        return job.func(*args, **kwargs)
+    while True:
+        try:
+            if lock.scope == "transaction":
+                with transaction.atomic(using=lock.using):
+                    return job.func(*args, **kwargs)
+            return job.func(*args, **kwargs)
+        except Exception as error:
+            failed = record.attempts
+            delay = policy.delay(failed)
+            if lock.lost or not policy.retries_after(failed, error):
+                raise
+            why = _no_room(job, lock, result, delay)
+            if why:
+                logger.warning("job %s: attempt %d failed; not retried: %s", job.name, failed, why)
+                raise
+            raised = f"{type(error).__name__}: {first_line(error)}"
+            record.failed_attempts.append(f"attempt {failed}: {raised}")
+            logger.warning(
+                "job %s: attempt %d of %d failed (%s); retrying in %.1f s",
+                job.name,
+                failed,
+                policy.retries + 1,
+                raised,
+                delay,
+            )
+            time.sleep(delay)
+            record.attempts += 1
+
+
+def _no_room(job: RunnableJob, lock: AdvisoryLock, result: RunResult, delay: float) -> str:
+    """Why an attempt ``delay`` seconds from now would start too late ("" when it would not):
+    past the job's next tick, or more than its ``max_lateness`` after its tick. Judged on the
+    database's clock, from the time the run was claimed."""
+    tick, schedule = result.tick, job.schedule
+    if tick is None or schedule is None or result.reference is None:
+        return ""
+    start = result.reference + timedelta(
+        seconds=time.monotonic() - (lock.acquired_at or time.monotonic()) + delay
+    )
+    following = schedule.next_tick(tick)
+    if start >= following:
+        return f"its next tick ({following}) comes first"
+    lateness = job.max_lateness
+    if lateness is not None and start > tick + timedelta(seconds=lateness):
+        return f"it would start more than max_lateness={lateness:g}s after its tick"
+    return ""
 
 
 def _after_failed_release(

@@ -1,0 +1,51 @@
+"""Jobs for the retry tests, loaded with ``ADVISORY_CRON_JSON='{"JOBS_MODULE":
+"retry_tasks"}'``: each attempt leaves a ``Marker``; a job fails until its attempt number
+reaches the one named by a file."""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from django_advisory_cron import locked_task
+
+from .models import Marker
+
+
+class Flaky(Exception):
+    """What the flaky jobs raise until their attempt succeeds."""
+
+
+def _attempt(name: str, succeed_at: int) -> None:
+    Marker.objects.create(job=name, pid=os.getpid())
+    made = Marker.objects.filter(job=name).count()
+    if made < succeed_at:
+        raise Flaky(f"attempt {made} of {name} fails")
+
+
+@locked_task(name="flaky", schedule="0 0 1 1 *", retries=3, retry_backoff=0.5)
+def flaky(succeed_at: str) -> None:
+    """Fails until its ``succeed_at``-th attempt (counted in markers)."""
+    _attempt("flaky", int(succeed_at))
+
+
+@locked_task(name="flaky_value", schedule="0 0 1 1 *", retries=3, retry_on=ValueError)
+def flaky_value(succeed_at: str) -> None:
+    """Retries only ``ValueError``: its ``Flaky`` failure is not retried."""
+    _attempt("flaky_value", int(succeed_at))
+
+
+@locked_task(name="flaky_every", every=timedelta(seconds=4), retries=5, retry_backoff=0.4)
+def flaky_every() -> None:
+    """Every 4 s, failing twice per tick before it succeeds (the tick's count of markers)."""
+    Marker.objects.create(job="flaky_every", pid=os.getpid(), note=str(os.getpid()))
+    attempts = Path(os.environ.get("FLAKY_DIR", "/tmp")) / f"flaky_every-{os.getpid()}"
+    count = int(attempts.read_text()) + 1 if attempts.exists() else 1
+    attempts.write_text(str(count % 3))
+    if count % 3:
+        raise Flaky(f"attempt {count} fails")
+
+
+@locked_task(name="flaky_soon", every=timedelta(seconds=2), retries=3, retry_backoff=5)
+def flaky_soon() -> None:
+    """Its back-off is longer than its interval: the next tick comes before a retry could."""
+    _attempt("flaky_soon", 99)

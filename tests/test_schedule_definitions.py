@@ -87,6 +87,8 @@ def test_a_good_definition_makes_a_job_that_calls_the_function_not_the_job() -> 
     assert job.source == "database" and job.every == timedelta(seconds=7)
     assert job.name not in registry  # its own name, lock key and ticks
     assert job.key != registry.get("mark").key
+    # The job's policies come with it: a schedule calling it retries and keeps ticks alike.
+    assert (job.retry, job.at_most_once) == (registry.get("mark").retry, False)
 
 
 def test_an_override_says_what_it_changed() -> None:

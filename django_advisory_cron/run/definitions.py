@@ -278,7 +278,7 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         def run() -> Any:
             return function(*args, **kwargs)
 
-        using, once = target.using, target.at_most_once
+        using, once, retry = target.using, target.at_most_once, target.retry
         description = definition.description or target.description
     else:
         command = definition.command
@@ -286,7 +286,7 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         def run() -> Any:
             return call_command(command, *args, **kwargs)
 
-        using, once = None, False
+        using, once, retry = None, False, None
         description = definition.description or definition.calls
     run.__name__ = run.__qualname__ = definition.name
     run.__module__ = __name__
@@ -302,6 +302,7 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         timeout=definition.timeout,
         deliver=definition.deliver or None,
         at_most_once=once,
+        retry=retry,
         description=description,
         source=source,
         edited=definition.changed,

@@ -10,7 +10,7 @@ from django_advisory_cron import locked_task
 from .models import Marker
 
 
-@locked_task
+@locked_task(retries=1, retry_backoff=0.1)
 def mark(label: str, note: str = "", seconds: float = 0) -> None:
     """One ``Marker`` row named ``label`` per run; then busy for ``seconds``."""
     Marker.objects.create(job=label, pid=os.getpid(), note=note)

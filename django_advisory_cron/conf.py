@@ -83,6 +83,12 @@ def _count(value: object) -> str | None:
     return "must be a whole number, 0 or more"
 
 
+def _capture_limit(value: object) -> str | None:
+    if _is_int(value) and 1024 <= cast(int, value) <= 10_000_000:
+        return None
+    return "must be a whole number of characters from 1024 to 10000000"
+
+
 def _flag(value: object) -> str | None:
     return None if isinstance(value, bool) else "must be True or False"
 
@@ -195,6 +201,8 @@ SETTINGS: dict[str, Setting] = {
     # the job was paused). Off: a replica that loses a tick writes nothing, and the history
     # holds one row per tick whatever the number of replicas.
     "RECORD_SKIPS": Setting(False, "E116", _flag),
+    # The most characters of a run's captured output kept with it (its beginning and its end).
+    "CAPTURE_LIMIT": Setting(65536, "E117", _capture_limit),
     # Seconds after which a held lock is called stale when its job sets no ``max_runtime``.
     "STALE_AFTER": Setting(3600, "E109", _seconds),
     # Seconds past a scheduled tick (plus MAX_SKEW) before a job with no success is overdue.
@@ -303,6 +311,10 @@ class AppSettings:
     @property
     def RECORD_SKIPS(self) -> bool:
         return bool(self._get("RECORD_SKIPS"))
+
+    @property
+    def CAPTURE_LIMIT(self) -> int:
+        return int(cast(int, self._get("CAPTURE_LIMIT")))
 
     @property
     def STALE_AFTER(self) -> float:

@@ -105,6 +105,9 @@ class JobRun(models.Model):
     #: How many times the body was called for this run: more than one when a failed attempt
     #: was retried (``@locked_task(retries=...)``); each failed attempt's error is in ``error``.
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=1, db_default=1)
+    #: What the job logged and a wrapped command printed, when the job captures its output
+    #: (at most ``CAPTURE_LIMIT`` characters: the beginning and the end).
+    output = models.TextField(_("output"), blank=True, default="", db_default="")
 
     objects = JobRunQuerySet.as_manager()
 

@@ -180,10 +180,10 @@ class JobRunAdmin(ReadOnlyAdmin):
         "pid",
         "task",
     )
-    readonly_fields = ("duration_display", "task", "error_text")
+    readonly_fields = ("duration_display", "task", "error_text", "output_text")
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return [*self.fields, "error_text"]
+        return [*self.fields, "error_text", "output_text"]
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -237,6 +237,13 @@ class JobRunAdmin(ReadOnlyAdmin):
     def error_short(self, obj: JobRun) -> str:
         last_line = (obj.error.strip().splitlines() or [""])[-1]
         return breakable(Truncator(last_line).chars(80))
+
+    @admin.display(description=_("output"))
+    def output_text(self, obj: JobRun) -> str:
+        """What the run captured (``@locked_task(capture=...)``, wrapped commands)."""
+        if not obj.output:
+            return "—"
+        return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', obj.output)
 
     @admin.display(description=_("error"))
     def error_text(self, obj: JobRun) -> str:

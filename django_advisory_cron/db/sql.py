@@ -474,12 +474,24 @@ def finish_run(
     status: str,
     error: str,
     attempts: int = 1,
+    output: str = "",
     shared: bool = False,
 ) -> Statement:
-    """Finish the run row with how many ``attempts`` its body took (and unlock, in session
-    scope; see ``_then_unlock``)."""
-    update = _fill("UPDATE {table} SET" + _FINISH + ", attempts = %(attempts)s WHERE id = %(id)s")
-    params = {**key.params, "status": status, "error": error, "id": run_id, "attempts": attempts}
+    """Finish the run row with how many ``attempts`` its body took and what it captured
+    (and unlock, in session scope; see ``_then_unlock``)."""
+    update = _fill(
+        "UPDATE {table} SET"
+        + _FINISH
+        + ", attempts = %(attempts)s, output = %(output)s WHERE id = %(id)s"
+    )
+    params = {
+        **key.params,
+        "status": status,
+        "error": error,
+        "id": run_id,
+        "attempts": attempts,
+        "output": output,
+    }
     return _then_unlock(update, key, scope, shared), params
 
 

@@ -65,13 +65,27 @@ def job_list(found: Catalog, alias: str, as_json: bool) -> list[str]:
     return lines
 
 
-def history(job: Job[Any, Any], alias: str, limit: int, as_json: bool) -> list[str]:
-    """``job``'s last ``limit`` runs, newest first (skips included)."""
+def history(
+    job: Job[Any, Any], alias: str, limit: int, as_json: bool, with_output: bool = False
+) -> list[str]:
+    """``job``'s last ``limit`` runs, newest first (skips included); ``with_output``: each
+    run's captured output under it, indented."""
     runs = list(JobRun.objects.using(alias).filter(job=job.name)[:limit])
     if as_json:
         return [json.dumps([_run_facts(run) for run in runs], indent=2)]
     if not runs:
         return [f"{job.name}: no runs recorded"]
+    header, *rows = _history_table(runs)
+    if not with_output:
+        return [header, *rows]
+    lines = [header]
+    for row, run in zip(rows, runs, strict=True):
+        lines.append(row)
+        lines.extend(f"    {line}" for line in (run.output or "(no output)").splitlines())
+    return lines
+
+
+def _history_table(runs: list[JobRun]) -> list[str]:
     zone = timezone.get_current_timezone_name()
     header = ["RUN", f"STARTED ({zone})", "DURATION", "STATUS", "HOST", "PID", "ERROR"]
     return table(
@@ -164,5 +178,7 @@ def _run_facts(run: JobRun) -> dict[str, Any]:
         "started": run.started.isoformat(),
         "finished": None if run.finished is None else run.finished.isoformat(),
         "duration": run.duration,
+        "attempts": run.attempts,
         "error": _error_line(run.error),
+        "output": run.output,
     }

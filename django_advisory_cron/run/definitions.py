@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.core.management import call_command, get_commands, load_command_class
+from django.core.management import get_commands, load_command_class
 from django.core.management.base import CommandError
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
@@ -27,6 +27,7 @@ from ..core.schedule import describe_interval, zone_problem
 from ..exceptions import InvalidSchedule, first_line
 from .delivery import parse as parse_deliver
 from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
+from .output import call_command_captured
 
 #: The fields of a job defined in code (or settings) that an override can change.
 OVERRIDABLE = ("cron", "every", "timezone", "enabled")
@@ -279,14 +280,15 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
             return function(*args, **kwargs)
 
         using, once, retry = target.using, target.at_most_once, target.retry
+        capture = target.capture
         description = definition.description or target.description
     else:
         command = definition.command
 
         def run() -> Any:
-            return call_command(command, *args, **kwargs)
+            return call_command_captured(command, *args, **kwargs)
 
-        using, once, retry = None, False, None
+        using, once, retry, capture = None, False, None, ()
         description = definition.description or definition.calls
     run.__name__ = run.__qualname__ = definition.name
     run.__module__ = __name__
@@ -303,6 +305,7 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         deliver=definition.deliver or None,
         at_most_once=once,
         retry=retry,
+        capture=capture,
         description=description,
         source=source,
         edited=definition.changed,

@@ -156,6 +156,8 @@ class RunRecord:
         #: and a line for each attempt that failed before the last one.
         self.attempts = 1
         self.failed_attempts: list[str] = []
+        #: What the run captured (its job's log records, a command's output), if it captures.
+        self.output = ""
         #: Its lock is held on a connection shared with other runs' locks (claimed together):
         #: its release unlocks that one lock only.
         self.shared = False
@@ -244,6 +246,7 @@ class RunRecord:
             status=status,
             error=text,
             attempts=self.attempts,
+            output=self.output,
             shared=self.shared,
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
@@ -93,6 +93,10 @@ class Job(Generic[P, R]):
     #: Retries of a failed attempt within its tick (``None``: none); see
     #: [retries][django_advisory_cron.core.retries].
     retry: RetryPolicy | None = None
+    #: The loggers whose records a run keeps with it (``None``: its output is not captured;
+    #: ``()`` for a command: its stdout and stderr only); see
+    #: [output][django_advisory_cron.run.output].
+    capture: tuple[str, ...] | None = None
     description: str = field(default="")
     #: Where the job is defined: ``"code"`` (``@locked_task``), ``"settings"``
     #: (``ADVISORY_CRON["SCHEDULES"]``) or ``"database"`` (the admin, ``cronjob add``).
@@ -318,6 +322,7 @@ def locked_task(
     retry_backoff: float = 1.0,
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+    capture: bool | Sequence[str] = False,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -344,6 +349,7 @@ def locked_task(
     retry_backoff: float = 1.0,
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+    capture: bool | Sequence[str] = False,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -366,6 +372,8 @@ def locked_task(
     ``retry_on`` (default any ``Exception``): in the same run and under the same lock, after
     ``retry_backoff`` seconds doubled for each attempt (with jitter, at most
     ``retry_backoff_max``), never past the job's next tick or its ``max_lateness``.
+    ``capture=True`` keeps what the function's module logger emits during a run with the run
+    (``capture=["name", ...]``: those loggers too), at most ``CAPTURE_LIMIT`` characters.
 
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
@@ -386,6 +394,10 @@ def locked_task(
         or not 0 < timeout < math.inf
     ):
         raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+    if not isinstance(capture, bool) and (
+        isinstance(capture, str) or not all(isinstance(name, str) for name in capture)
+    ):
+        raise ValueError(f"capture must be True, False or a list of logger names, not {capture!r}")
     problem = policy_problem(retries, retry_backoff, retry_backoff_max, retry_on)
     if problem:
         raise ValueError(problem)
@@ -453,6 +465,9 @@ def locked_task(
             )
             if retries
             else None,
+            capture=None
+            if capture is False
+            else (function.__module__, *([] if capture is True else capture)),
         )
         registry.register(job)
         return job

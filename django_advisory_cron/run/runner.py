@@ -44,7 +44,7 @@ from ..exceptions import (
 from ..lock.advisory import MAX_POLL_INTERVAL, POLL_START, AdvisoryLock
 from ..lock.heartbeat import lost_text
 from ..models import RunStatus
-from . import history
+from . import history, output
 from .claims import ClaimConnection, SharedLock
 
 logger = logging.getLogger("django_advisory_cron")
@@ -88,6 +88,9 @@ class RunnableJob(Protocol):
 
     @property
     def max_lateness(self) -> float | None: ...
+
+    @property
+    def capture(self) -> tuple[str, ...] | None: ...
 
 
 @dataclass
@@ -430,7 +433,11 @@ def _run(
         signals.job_started.send(sender=job, run=result)
         # Transaction scope: the lock runs this in a savepoint, so a failure rolls the job's
         # work back and its row still commits.
-        result.value = _attempts(job, lock, record, result, args, kwargs)
+        with output.captured(job.capture, app_settings.CAPTURE_LIMIT) as kept:
+            try:
+                result.value = _attempts(job, lock, record, result, args, kwargs)
+            finally:
+                record.output = "" if kept is None else kept.text()
     except BaseException as raised:
         error = raised
     status = history.status_of(error)

@@ -41,7 +41,8 @@ ACTIONS = {
     "history": (
         "JOB",
         "JOB's last runs, newest first (--limit N, default 20): status, host, pid, start, "
-        "duration and the first line of the error",
+        "duration and the first line of the error; --output prints what each run captured "
+        "(its log records, a command's output) under it",
     ),
     "crontab": (
         "",
@@ -169,6 +170,9 @@ class Command(AppCommand):
             "--limit", type=int, default=20, metavar="N", help="how many runs (default 20)"
         )
         history.add_argument("--json", action="store_true", help="print one JSON document")
+        history.add_argument(
+            "--output", action="store_true", help="print each run's captured output under it"
+        )
         actions.add_parser(
             "crontab",
             help="print crontab lines that run the scheduled jobs",
@@ -252,7 +256,11 @@ class Command(AppCommand):
                 self._change(action, found, alias, options)
             elif action == "history":
                 job = self._find(found, options["job"])
-                self._write(listing.history(job, alias, options["limit"], options["json"]))
+                self._write(
+                    listing.history(
+                        job, alias, options["limit"], options["json"], options["output"]
+                    )
+                )
             elif action == "pause":
                 job = self._find(found, options["job"])
                 self.stdout.write(

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from django.core.management import call_command, get_commands
+from django.core.management import get_commands
 from django.core.management.base import CommandParser
 
 from ... import exitcodes
@@ -19,6 +19,7 @@ from ...exceptions import DatabaseUnavailable, InvalidSchedule
 from ...run import delivery
 from ...run.catalog import Catalog
 from ...run.jobs import Job, registry
+from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
 from ..base import AppCommand, did_you_mean
 from ..runs import outcome, signals_unwind
@@ -47,10 +48,12 @@ def _command_job(command: str, arguments: list[str]) -> Job[[], Any]:
     """A job (not registered) that wraps a management command under the command's name."""
 
     def run_command() -> Any:
-        return call_command(command, *arguments)
+        return call_command_captured(command, *arguments)
 
     run_command.__qualname__ = run_command.__name__ = command
-    job: Job[[], Any] = Job(func=run_command, name=command, description=f"manage.py {command}")
+    job: Job[[], Any] = Job(
+        func=run_command, name=command, description=f"manage.py {command}", capture=()
+    )
     return job
 
 

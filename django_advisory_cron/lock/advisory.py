@@ -25,6 +25,7 @@ one in half, and with a client-side deadline.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import threading
@@ -202,6 +203,8 @@ class AdvisoryLock:
         self._released = False
         #: Transaction scope, while the lock's transaction commits: what follows the commit.
         self._on_commit: Callable[[], None] | None = None
+        #: Taken with ``async with``: its statements run in a worker thread.
+        self._in_async = False
 
     def __bool__(self) -> bool:
         return self.acquired
@@ -218,12 +221,34 @@ class AdvisoryLock:
     def __enter__(self) -> AdvisoryLock:
         return self.acquire()
 
+    async def __aenter__(self) -> AdvisoryLock:
+        """``async with advisory_lock(...)``: the same lock, its blocking statements (and a
+        ``wait``) in a worker thread, so the event loop serves other requests meanwhile.
+        Session scope only: Django runs no transaction across ``await``."""
+        self._in_async = True
+        return await asyncio.to_thread(self.acquire)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.release, exc)
+
     def acquire(self) -> AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
         self.requested_at = time.monotonic()
         try:
             self.scope = pooler.resolve_scope(self.requested_scope, self.using)
+            if self.scope == "transaction" and self._in_async:
+                raise LockScopeError(
+                    f"{self} is taken with 'async with', which needs session scope (Django runs "
+                    "no transaction across await), but it resolved to transaction scope: use "
+                    "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
+                    "connection when a transaction pooler is in the path"
+                )
             if self.scope == "session":
                 self._acquire_session()
             else:
@@ -364,7 +389,9 @@ class AdvisoryLock:
             on_lost=self.mark_lost,
             name=f"advisory-cron-heartbeat {self.key}",
         ).start()
-        self.guard_queries()
+        if not self._in_async:
+            # An async holder's queries run in other threads: it reads ``lost`` instead.
+            self.guard_queries()
 
     def _beat(self, connection: BaseDatabaseWrapper) -> bool:
         """One beat, on the lock connection: raise if it died, is silent, or no longer holds
@@ -601,6 +628,7 @@ def advisory_lock(
 
     ``scope`` is ``"session"``, ``"transaction"`` or ``"auto"`` (transaction scope when a
     pooler is in the path). ``wait`` seconds are spent retrying; 0 tries once. The body always
-    runs: check ``lock.acquired``.
+    runs: check ``lock.acquired``. In async code, ``async with advisory_lock(...)`` takes it
+    without blocking the event loop (session scope).
     """
     return AdvisoryLock(key, scope=scope, wait=wait, using=using)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -268,26 +268,36 @@ def _command_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -
     return []
 
 
+def _calling(
+    function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+) -> Callable[[], Any]:
+    """A function of no arguments that calls ``function`` with these; an ``async def`` one
+    makes an ``async def`` one, so that the runner awaits it."""
+    if inspect.iscoroutinefunction(function):
+
+        async def run_async() -> Any:
+            return await function(*args, **kwargs)
+
+        return run_async
+
+    def run() -> Any:
+        return function(*args, **kwargs)
+
+    return run
+
+
 def to_job(definition: Definition, *, source: Source = "database") -> Job[..., Any]:
     """The job a (valid) definition of a new schedule makes: it calls its job's function, not
     the job itself (whose lock is another), or its command through ``call_command``."""
     args, kwargs = list(definition.args), dict(definition.kwargs)
     if definition.job:
         target = registry.get(definition.job)
-        function = target.func
-
-        def run() -> Any:
-            return function(*args, **kwargs)
-
+        run = _calling(target.func, args, kwargs)
         using, once, retry = target.using, target.at_most_once, target.retry
         capture = target.capture
         description = definition.description or target.description
     else:
-        command = definition.command
-
-        def run() -> Any:
-            return call_command_captured(command, *args, **kwargs)
-
+        run = _calling(call_command_captured, [definition.command, *args], kwargs)
         using, once, retry, capture = None, False, None, ()
         description = definition.description or definition.calls
     run.__name__ = run.__qualname__ = definition.name

@@ -12,6 +12,8 @@ what the job raised (as ``Job.run`` does).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import signal
 import threading
@@ -23,7 +25,8 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, Protocol
 
-from django.db import transaction
+from asgiref.sync import sync_to_async
+from django.db import connections, transaction
 
 from .. import signals
 from ..conf import app_settings
@@ -488,13 +491,13 @@ def _attempts(
     the next one."""
     policy = job.retry
     if policy is None:
-        return job.func(*args, **kwargs)
+        return _call(job.func, args, kwargs)
     while True:
         try:
             if lock.scope == "transaction":
                 with transaction.atomic(using=lock.using):
-                    return job.func(*args, **kwargs)
-            return job.func(*args, **kwargs)
+                    return _call(job.func, args, kwargs)
+            return _call(job.func, args, kwargs)
         except Exception as error:
             failed = record.attempts
             delay = policy.delay(failed)
@@ -516,6 +519,26 @@ def _attempts(
             )
             time.sleep(delay)
             record.attempts += 1
+
+
+def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call the job's function; an ``async def`` one runs to its end in an event loop of this
+    thread (a runner's thread has none running), so a stop signal or the job's timeout
+    reaches it as it reaches a sync body, and cancels it."""
+    if inspect.iscoroutinefunction(func):
+        return asyncio.run(_until_done(func, args, kwargs))
+    return func(*args, **kwargs)
+
+
+async def _until_done(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    try:
+        return await func(*args, **kwargs)
+    finally:
+        # The body's async ORM queries ran in asgiref's thread for sync code: close the
+        # connections they opened there, as Django does when a request ends.
+        await sync_to_async(connections.close_all)()
 
 
 def _no_room(job: RunnableJob, lock: AdvisoryLock, result: RunResult, delay: float) -> str:

@@ -157,7 +157,9 @@ def test_history_lists_the_last_runs_newest_first(manage: Any) -> None:
             "started": "2026-12-04T10:00:00.250000+00:00",
             "finished": None,
             "duration": None,
+            "attempts": 1,
             "error": "",
+            "output": "",
         }
     ]
 

@@ -50,6 +50,7 @@ def scheduler(db_url: str, fresh_registry: None, django_user_model: Any) -> Any:
     return user
 
 
+@pytest.mark.slow  # about 10 s of processes: started first, beside the other slow tests
 def test_add_edit_override_and_reset_a_schedule(
     page: Any,
     server: Any,

@@ -165,6 +165,7 @@ def test_a_running_cronworker_follows_add_edit_and_remove(
         assert len(ticks) == len(set(ticks)) == marks(name), name
 
 
+@pytest.mark.slow  # about 10 s of processes: started first, beside the other slow tests
 def test_edit_overrides_a_code_job_and_reset_goes_back_to_the_code(manage: Any) -> None:
     edited = manage("cronjob", "edit", "code_yearly", "--schedule", "*/5 * * * *")
     assert ok(edited) == (
@@ -295,6 +296,7 @@ def test_add_refuses_a_schedule_that_cannot_run_in_one_line(
     assert not Schedule.objects.exists()
 
 
+@pytest.mark.slow  # about 10 s of processes: started first, beside the other slow tests
 def test_add_and_edit_refuse_names_zones_and_empty_edits(manage: Any) -> None:
     taken = manage("cronjob", "add", "code_yearly", "--command", "noop", "--every", "60")
     assert refused(taken) == f"cronjob: cannot add 'code_yearly': {NAME_TAKEN}"

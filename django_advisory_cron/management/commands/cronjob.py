@@ -1,10 +1,11 @@
-"""``manage.py cronjob list|history|crontab|pause|resume|trigger|add|edit|reset|remove``: an
-operator's say over the jobs (defined in code, in settings or in the database), their schedules,
-and what they did. The command wires the actions' arguments and help; what they print and write
-is in [listing][django_advisory_cron.management.listing],
+"""``manage.py cronjob list|history|crontab|pause|resume|trigger|add|edit|reset|remove|import``:
+an operator's say over the jobs (defined in code, in settings or in the database), their
+schedules, and what they did. The command wires the actions' arguments and help; what they print
+and write is in [listing][django_advisory_cron.management.listing],
 [crontab][django_advisory_cron.management.crontab],
-[job_actions][django_advisory_cron.management.job_actions] and
-[schedule_changes][django_advisory_cron.management.schedule_changes]."""
+[job_actions][django_advisory_cron.management.job_actions],
+[schedule_changes][django_advisory_cron.management.schedule_changes] and
+[importers][django_advisory_cron.management.importers]."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ...db.connections import bound_connect, unavailable
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...run.catalog import Catalog
 from ...run.jobs import Job
-from .. import job_actions, listing, schedule_changes
+from .. import importers, job_actions, listing, schedule_changes
 from ..base import AppCommand, no_job_named
 from ..crontab import crontab_lines
 from ..schedule_options import SCHEDULE_OPTIONS, Refused
@@ -95,6 +96,16 @@ ACTIONS = {
         "delete the database schedule NAME (its run history stays). A job defined in code or "
         "settings is removed there; reset drops its override",
     ),
+    "import": (
+        "--from SOURCE",
+        "add the schedules of celery-beat (CELERY_BEAT_SCHEDULE), django-celery-beat (its "
+        "periodic tasks), crontab (django-crontab's CRONJOBS) or django-q2 (its schedules) "
+        "as database schedules, each under its name there, calling the registered job whose "
+        "name or function's dotted path it names, or a management command; a line per "
+        "entry: what it became, or why it cannot map. --dry-run writes nothing. A second "
+        "import finds what the first one added and changes nothing; nothing is removed from "
+        "the source",
+    ),
 }
 
 
@@ -118,7 +129,9 @@ exit codes:
   2    usage error: unknown job, bad --until, --limit below 1; add, edit: a schedule that
        cannot run (one line saying why: unknown job or command, arguments it does not take,
        a bad cron expression or zone, a name taken, ...), nothing was written; remove, reset:
-       a job defined in code or settings, or a database schedule with nothing to reset
+       a job defined in code or settings, or a database schedule with nothing to reset;
+       import: the source cannot be read here (nothing written), or some of its entries
+       could not be imported (each said why; the others were)
   4    trigger: no cronworker is connected to the database, nothing was recorded
   69   the lock database cannot be reached
   78   configuration error: the job state or schedule table is missing (run migrate), not
@@ -150,8 +163,8 @@ class Command(AppCommand):
     epilog = EPILOG
     help = (
         "Pause, resume or run now a job; add, edit or remove a schedule kept in the database "
-        "(or override a code job's); list the jobs and their state, show a job's runs, or "
-        "print crontab lines that run the scheduled jobs."
+        "(or override a code job's), or import another scheduler's; list the jobs and their "
+        "state, show a job's runs, or print crontab lines that run the scheduled jobs."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -235,6 +248,22 @@ class Command(AppCommand):
         actions.add_parser(
             "remove", help="delete a schedule kept in the database", description=_said("remove")
         ).add_argument("job", metavar="NAME")
+        imported = actions.add_parser(
+            "import",
+            help="add the schedules of another scheduler",
+            description=_said("import"),
+        )
+        imported.add_argument(
+            "--from",
+            dest="source",
+            required=True,
+            choices=list(importers.SOURCES),
+            metavar="SOURCE",
+            help=f"where they are: {', '.join(importers.SOURCES)}",
+        )
+        imported.add_argument(
+            "--dry-run", action="store_true", help="print what it would do; write nothing"
+        )
         parser.add_argument(
             "--database", default=None, metavar="ALIAS", help="the database holding the locks"
         )
@@ -254,6 +283,8 @@ class Command(AppCommand):
                 self._write(listing.job_list(found, alias, options["json"]))
             elif action in ("add", "edit", "reset", "remove"):
                 self._change(action, found, alias, options)
+            elif action == "import":
+                self._import(found, alias, options["source"], options["dry_run"])
             elif action == "history":
                 job = self._find(found, options["job"])
                 self._write(
@@ -284,6 +315,16 @@ class Command(AppCommand):
                 exitcodes.CONFIG,
                 f"{first_line(error)} (is the job state table missing? run manage.py migrate)",
             )
+
+    def _import(self, found: Catalog, alias: str, source: str, dry_run: bool) -> None:
+        """Import the entries of ``source``; exit 2 when some could not be."""
+        try:
+            lines, left = importers.run(found, alias, source, dry_run)
+        except importers.Unavailable as error:
+            self.leave(exitcodes.USAGE, f"import --from {source}: {error}")
+        self._write(lines)
+        if left:
+            sys.exit(exitcodes.USAGE)
 
     def _write(self, lines: list[str]) -> None:
         """Print each line of a table or listing."""

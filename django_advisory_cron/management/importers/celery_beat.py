@@ -1,0 +1,114 @@
+"""``--from celery-beat``: the ``CELERY_BEAT_SCHEDULE`` setting (celery's ``beat_schedule``
+read from Django's settings). A ``crontab()`` becomes a cron expression read in celery's
+zone (``CELERY_TIMEZONE``, else UTC, as celery reads it); a ``timedelta``, a number of
+seconds or a ``schedule()`` an interval. A task maps to the registered job of that name, or
+the job whose function is at that dotted path (celery names a task ``module.function``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+
+from . import Found, NotMappable, Unavailable, described, mapped
+
+#: Each field of a celery ``crontab``, in cron's order, with its range.
+CRON_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day_of_month", 1, 31),
+    ("month_of_year", 1, 12),
+    ("day_of_week", 0, 6),
+)
+
+
+def entries() -> list[Found]:
+    """Each entry of ``CELERY_BEAT_SCHEDULE``, by its key."""
+    beat = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
+    if not isinstance(beat, dict):
+        raise Unavailable(
+            "the settings have no CELERY_BEAT_SCHEDULE (a schedule set on the Celery app "
+            "itself, app.conf.beat_schedule, is read from there: copy it into the settings)"
+        )
+    zone = getattr(settings, "CELERY_TIMEZONE", None) or "UTC"
+    found = []
+    for key, spec in beat.items():
+        notes: tuple[str, ...] = ()
+        if isinstance(spec, dict) and spec.get("options"):
+            notes = (f"its options {spec['options']!r} are left behind (they route a message)",)
+        found.append(
+            mapped(f"CELERY_BEAT_SCHEDULE[{key!r}]", partial(_entry, key, spec, zone), notes)
+        )
+    return found
+
+
+def _entry(key: str, spec: Any, zone: str) -> dict[str, Any]:
+    if not isinstance(spec, dict) or not isinstance(spec.get("task"), str):
+        raise NotMappable("an entry is a dict with a 'task' name and a 'schedule'")
+    return {
+        "name": key,
+        "job": spec["task"],
+        "args": list(spec.get("args") or ()),
+        "kwargs": dict(spec.get("kwargs") or {}),
+        **timing(spec.get("schedule"), zone),
+        "description": described(f"imported from CELERY_BEAT_SCHEDULE[{key!r}]"),
+    }
+
+
+def timing(when: Any, zone: str) -> dict[str, Any]:
+    """A celery schedule as a ``SCHEDULES`` entry's ``schedule`` (and ``timezone``) or
+    ``every``; raises ``NotMappable``."""
+    if isinstance(when, timedelta):
+        return {"every": when.total_seconds()}
+    if isinstance(when, (int, float)) and not isinstance(when, bool):
+        return {"every": float(when)}
+    kind = type(when).__name__
+    if kind == "solar":
+        raise NotMappable(
+            f"a solar schedule ({when.event} at {when.lat}, {when.lon}) has no cron "
+            "equivalent: write a cron expression for the times it means"
+        )
+    if kind == "crontab":
+        fields = {name: set(getattr(when, name)) for name, _low, _high in CRON_FIELDS}
+        if len(fields["day_of_month"]) < 31 and len(fields["day_of_week"]) < 7:
+            raise NotMappable(both_days())
+        return {
+            "schedule": " ".join(
+                cron_field(fields[name], low, high) for name, low, high in CRON_FIELDS
+            ),
+            "timezone": zone,
+        }
+    if isinstance(getattr(when, "run_every", None), timedelta):
+        return {"every": when.run_every.total_seconds()}
+    raise NotMappable(f"a schedule of type {kind} has no equivalent here")
+
+
+def both_days() -> str:
+    """Why a crontab that restricts both kinds of day cannot map."""
+    return (
+        "it restricts both the day of the month and the day of the week: celery runs on "
+        "days that match both, cron on days that match either; split it, or check the day "
+        "in the job"
+    )
+
+
+def cron_field(values: set[int], low: int, high: int) -> str:
+    """The values of a crontab's field (its public, expanded form) as a cron field: ``*``
+    for all of them, else runs of three or more as ranges (``9-17``)."""
+    if values == set(range(low, high + 1)):
+        return "*"
+    parts, ordered = [], sorted(values)
+    start = previous = ordered[0]
+    for value in [*ordered[1:], None]:
+        if value is not None and value == previous + 1:
+            previous = value
+            continue
+        if previous - start >= 2:
+            parts.append(f"{start}-{previous}")
+        else:
+            parts.extend(str(number) for number in range(start, previous + 1))
+        if value is not None:
+            start = previous = value
+    return ",".join(parts)

@@ -1,0 +1,91 @@
+"""``--from django-celery-beat``: its ``PeriodicTask`` rows, read through its models. A
+crontab schedule becomes a cron expression in its zone, an interval an interval; the task maps
+to a registered job as for ``--from celery-beat``. Clocked and solar schedules, and one-off
+tasks, run at moments a cron expression or an interval does not say: each is reported with
+what to do instead."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any
+
+from django.apps import apps
+
+from . import Found, NotMappable, Unavailable, described, mapped
+from .celery_beat import both_days
+
+#: Seconds in each period of an ``IntervalSchedule``.
+PERIODS = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1, "microseconds": 1e-6}
+
+
+def entries() -> list[Found]:
+    """Each ``PeriodicTask``, by its name."""
+    if not apps.is_installed("django_celery_beat"):
+        raise Unavailable(
+            "django-celery-beat is not installed here: install it and add "
+            "'django_celery_beat' to INSTALLED_APPS, beside its tables"
+        )
+    from django_celery_beat.models import PeriodicTask
+
+    tasks = PeriodicTask.objects.select_related("crontab", "interval", "solar", "clocked")
+    return [
+        mapped(f"PeriodicTask {task.name!r}", partial(_entry, task))
+        for task in tasks.order_by("name")
+    ]
+
+
+def _entry(task: Any) -> dict[str, Any]:
+    timing = _timing(task)  # a clocked task is one-off too: say why it is first
+    if task.one_off:
+        raise NotMappable(
+            "a one-off task runs once and is disabled: run it once with 'manage.py cronjob "
+            "trigger' after adding it disabled, or give a schedule an end (--ends)"
+        )
+    try:
+        args, kwargs = json.loads(task.args or "[]"), json.loads(task.kwargs or "{}")
+    except ValueError as error:
+        raise NotMappable(f"its args or kwargs are not JSON: {error}") from None
+    return {
+        "name": task.name,
+        "job": task.task,
+        "args": args,
+        "kwargs": kwargs,
+        **timing,
+        "enabled": task.enabled,
+        "starts": task.start_time,
+        "ends": task.expires,
+        "description": described(
+            task.description or f"imported from django-celery-beat's task {task.name!r}"
+        ),
+    }
+
+
+def _timing(task: Any) -> dict[str, Any]:
+    if task.clocked is not None:
+        raise NotMappable(
+            f"a clocked task runs once, at {task.clocked.clocked_time:%Y-%m-%d %H:%M %Z}: "
+            "run it then with 'manage.py cronjob trigger', or add a cron schedule with "
+            "--starts and --ends around that moment"
+        )
+    if task.solar is not None:
+        raise NotMappable(
+            f"a solar schedule ({task.solar.event} at {task.solar.latitude}, "
+            f"{task.solar.longitude}) has no cron equivalent: write a cron expression for "
+            "the times it means"
+        )
+    if task.interval is not None:
+        return {"every": task.interval.every * PERIODS[task.interval.period]}
+    crontab = task.crontab
+    if crontab is None:
+        raise NotMappable("it has no schedule")
+    if crontab.day_of_month != "*" and crontab.day_of_week != "*":
+        raise NotMappable(both_days())
+    fields = (
+        crontab.minute,
+        crontab.hour,
+        crontab.day_of_month,
+        crontab.month_of_year,
+        crontab.day_of_week,
+    )
+    return {"schedule": " ".join(fields), "timezone": str(crontab.timezone)}

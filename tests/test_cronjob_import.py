@@ -22,9 +22,9 @@ SETTINGS = "tests.settings_import"
 _migrated: set[str] = set()
 
 
-def _manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _manage(url: str, *args: str, settings: str = SETTINGS) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(MANAGE), args[0], "--settings", SETTINGS, *args[1:]],
+        [sys.executable, str(MANAGE), args[0], "--settings", settings, *args[1:]],
         env=manage_env(url),
         capture_output=True,
         text=True,
@@ -140,6 +140,25 @@ def test_celery_beat_schedule_round_trips(import_db: str) -> None:
         [7],
     )
     assert rows["purge-every-10-minutes"]["every"] == 600
+
+
+def test_the_celery_apps_own_beat_schedule_is_read_when_the_settings_have_none(
+    db_url: str,
+) -> None:
+    done = _manage(
+        db_url,
+        "cronjob",
+        "import",
+        "--from",
+        "celery-beat",
+        "--dry-run",
+        settings="tests.settings_import_app",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "beat_schedule['morning-report'] -> morning-report: would import, calling job "
+        "send_report(morning), 30 7 * * * in America/New_York"
+    )
 
 
 def test_crontab_cronjobs_round_trip(import_db: str) -> None:

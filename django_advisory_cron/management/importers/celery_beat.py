@@ -1,8 +1,9 @@
 """``--from celery-beat``: the ``CELERY_BEAT_SCHEDULE`` setting (celery's ``beat_schedule``
-read from Django's settings). A ``crontab()`` becomes a cron expression read in celery's
-zone (``CELERY_TIMEZONE``, else UTC, as celery reads it); a ``timedelta``, a number of
-seconds or a ``schedule()`` an interval. A task maps to the registered job of that name, or
-the job whose function is at that dotted path (celery names a task ``module.function``)."""
+read from Django's settings), else the ``beat_schedule`` of the project's Celery app. A
+``crontab()`` becomes a cron expression read in celery's zone (``CELERY_TIMEZONE``, else UTC,
+as celery reads it); a ``timedelta``, a number of seconds or a ``schedule()`` an interval. A
+task maps to the registered job of that name, or the job whose function is at that dotted
+path (celery names a task ``module.function``)."""
 
 from __future__ import annotations
 
@@ -26,25 +27,38 @@ CRON_FIELDS = (
 
 def entries() -> list[Found]:
     """Each entry of ``CELERY_BEAT_SCHEDULE``, by its key."""
-    beat = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
-    if not isinstance(beat, dict):
-        raise Unavailable(
-            "the settings have no CELERY_BEAT_SCHEDULE (a schedule set on the Celery app "
-            "itself, app.conf.beat_schedule, is read from there: copy it into the settings)"
-        )
-    zone = getattr(settings, "CELERY_TIMEZONE", None) or "UTC"
+    where, beat, zone = _schedule()
     found = []
     for key, spec in beat.items():
         notes: tuple[str, ...] = ()
         if isinstance(spec, dict) and spec.get("options"):
             notes = (f"its options {spec['options']!r} are left behind (they route a message)",)
-        found.append(
-            mapped(f"CELERY_BEAT_SCHEDULE[{key!r}]", partial(_entry, key, spec, zone), notes)
-        )
+        found.append(mapped(f"{where}[{key!r}]", partial(_entry, key, spec, zone, where), notes))
     return found
 
 
-def _entry(key: str, spec: Any, zone: str) -> dict[str, Any]:
+def _schedule() -> tuple[str, dict[Any, Any], str]:
+    """Where the schedule is, the schedule, and the zone celery reads its crontabs in: the
+    settings' ``CELERY_BEAT_SCHEDULE``, else the ``beat_schedule`` of the Celery app that the
+    project made current (as ``proj/__init__.py`` does when it imports its ``celery.py``)."""
+    beat = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
+    if isinstance(beat, dict):
+        return "CELERY_BEAT_SCHEDULE", beat, getattr(settings, "CELERY_TIMEZONE", None) or "UTC"
+    try:
+        from celery import current_app
+    except ImportError:
+        current_app = None
+    conf = None if current_app is None else current_app.conf
+    if conf is None or not conf.beat_schedule:
+        raise Unavailable(
+            "the settings have no CELERY_BEAT_SCHEDULE, and no Celery app is loaded with a "
+            "beat_schedule (import the project's Celery app where Django starts, in "
+            "proj/__init__.py, or copy its beat_schedule into the settings)"
+        )
+    return "beat_schedule", dict(conf.beat_schedule), conf.timezone or "UTC"
+
+
+def _entry(key: str, spec: Any, zone: str, where: str) -> dict[str, Any]:
     if not isinstance(spec, dict) or not isinstance(spec.get("task"), str):
         raise NotMappable("an entry is a dict with a 'task' name and a 'schedule'")
     return {
@@ -53,7 +67,7 @@ def _entry(key: str, spec: Any, zone: str) -> dict[str, Any]:
         "args": list(spec.get("args") or ()),
         "kwargs": dict(spec.get("kwargs") or {}),
         **timing(spec.get("schedule"), zone),
-        "description": described(f"imported from CELERY_BEAT_SCHEDULE[{key!r}]"),
+        "description": described(f"imported from celery's {where}[{key!r}]"),
     }
 
 

@@ -40,6 +40,12 @@ class DatabaseUnavailable(AdvisoryCronError):
     """The lock database could not be reached, or did not answer in time."""
 
 
+class ServerIsStandby(DatabaseUnavailable):
+    """The lock database's server is a standby (in recovery): a lock taken there would
+    exclude nobody on the primary, so none is taken; unavailable until it is promoted or
+    the connection reaches the primary."""
+
+
 class LockLost(AdvisoryCronError):
     """The lock's connection died, or its backend no longer holds the lock, while a job ran.
 

@@ -8,11 +8,20 @@ libpq skip the standby. Each test module starts its own pair, not the shared tes
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
 
+from django_advisory_cron import exitcodes
+from django_advisory_cron.db.connections import open_lock_connection
+from django_advisory_cron.exceptions import ServerIsStandby
 from django_advisory_cron.testing import (
     PostgresNotFound,
     PostgresServer,
@@ -20,6 +29,12 @@ from django_advisory_cron.testing import (
     start_postgres,
     start_standby,
 )
+from django_advisory_cron.worker.presence import RECONNECT_PAUSES
+
+from .conftest import MANAGE, manage_env
+from .pooling import database_alias
+from .test_worker_edges import Lines
+from .waiting import wait_for
 
 
 @pytest.fixture
@@ -68,3 +83,153 @@ def test_synchronous_standby(pair: tuple[PostgresServer, Standby]) -> None:
         ).fetchone()
         assert row == ("sync",)
         assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+
+
+# -- a standby is not a lock database --------------------------------------------------------
+
+
+def manage(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(MANAGE), *args],
+        env=manage_env(url),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def migrated_pair() -> tuple[PostgresServer, Standby]:
+    """A primary with the app's tables and a streaming standby that logs every statement it
+    receives (the first, sent here, shows that it does)."""
+    try:
+        primary = start_postgres()
+    except PostgresNotFound as error:
+        pytest.skip(str(error))
+    try:
+        done = manage(primary.url(), "migrate", "--no-input", timeout=180)
+        assert done.returncode == 0, done.stderr
+        standby = start_standby(primary, config={"log_statement": "'all'"})
+    except BaseException:
+        primary.stop()
+        raise
+    with psycopg.connect(standby.url(), autocommit=True) as conn:
+        conn.execute("SELECT 'logged'")
+    return primary, standby
+
+
+@pytest.fixture(scope="module")
+def migrated() -> Iterator[tuple[PostgresServer, Standby]]:
+    """A migrated pair for this module's tests that leave it as it is."""
+    primary, standby = migrated_pair()
+    with primary, standby:
+        yield primary, standby
+
+
+def locks_asked(log: str) -> list[str]:
+    """The statements in a server log that ask for an advisory lock."""
+    assert "statement: SELECT 'logged'" in log, "the standby logs the statements it receives"
+    return [line for line in log.splitlines() if "statement:" in line and "advisory_" in line]
+
+
+def multi_host_url(*servers: PostgresServer, **options: str) -> str:
+    """A libpq URL naming several servers, as a user writes it in DATABASE_URL."""
+    hosts = ",".join(server.host for server in servers)
+    ports = ",".join(str(server.port) for server in servers)
+    query = "".join(f"&{name}={value}" for name, value in options.items())
+    return f"postgresql://postgres@/postgres?host={hosts}&port={ports}{query}"
+
+
+def test_runlocked_refuses_a_standby(migrated: tuple[PostgresServer, Standby]) -> None:
+    _, standby = migrated
+    result = manage(standby.url(), "runlocked", "sleepy", "0")
+    assert result.returncode == exitcodes.DATABASE_UNAVAILABLE, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"{standby.host}:{standby.port}" in lines[0]
+    assert "standby" in lines[0] and "took no lock" in lines[0]
+    assert "target_session_attrs=read-write" in lines[0]
+    assert locks_asked(standby.logfile.read_text()) == []
+
+
+def test_cronworker_waits_for_the_standby_to_be_promoted() -> None:
+    """A worker on ``host=primary,standby`` (no ``target_session_attrs``) loses its primary,
+    reaches the standby, takes no lock and runs nothing there, says so at every attempt, and
+    carries on once the standby is promoted."""
+    primary, standby = migrated_pair()
+    every_second = json.dumps({"JOBS_MODULE": "bench_worker_tasks"})
+    env = {"ADVISORY_CRON_JSON": every_second, "BENCH_WORKER_JOBS": "1", "BENCH_WORKER_EVERY": "1"}
+    with primary, standby:
+        worker = subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker"],
+            env=manage_env(multi_host_url(primary, standby), **env),
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            lines = Lines(worker)
+            wait_for(lambda: lines.times("scheduled job(s)"))  # scheduling, on the primary
+            standby.stop_primary("immediate")
+            said = wait_for(lambda: [line for _, line in lines.seen if "standby" in line][2:])
+            before_promotion = standby.logfile.read_text()
+            standby.promote()
+            promoted = time.monotonic()
+            back = wait_for(lambda: lines.times("database reachable again"))[0] - promoted
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == exitcodes.SIGTERM
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+            lines.finish()
+    for line in said:
+        assert f"{standby.host}:{standby.port}" in line
+        assert "took no lock" in line and "ran nothing" in line
+    assert locks_asked(before_promotion) == []
+    assert back < RECONNECT_PAUSES[-1] + 2, back  # the next attempt after the promotion
+
+
+def test_check_warns_about_a_standby(migrated: tuple[PostgresServer, Standby]) -> None:
+    primary, standby = migrated
+    warned = manage(standby.url(), "check", "--database", "default")
+    assert "django_advisory_cron.W013" in warned.stderr, warned
+    assert f"{standby.host}:{standby.port}" in warned.stderr
+    assert "W011" not in warned.stderr  # one warning about it, not a failed pooling probe too
+    quiet = manage(primary.url(), "check", "--database", "default")
+    assert quiet.returncode == 0 and "W013" not in quiet.stderr, quiet
+
+
+def test_read_write_target_skips_the_standby(migrated: tuple[PostgresServer, Standby]) -> None:
+    """The standby named first, the primary second: libpq moves on to the primary."""
+    primary, standby = migrated
+    url = multi_host_url(standby, primary, target_session_attrs="read-write")
+    result = manage(url, "runlocked", "sleepy", "0")
+    assert result.returncode == exitcodes.OK, result
+    without = manage(multi_host_url(standby, primary), "runlocked", "sleepy", "0")
+    assert without.returncode == exitcodes.DATABASE_UNAVAILABLE, without
+    assert f":{standby.port}" in without.stderr and "standby" in without.stderr
+
+
+def test_databases_entry_with_two_hosts(
+    migrated: tuple[PostgresServer, Standby], django_db_blocker: Any
+) -> None:
+    """``DATABASES`` as a user writes it: ``HOST`` and ``PORT`` with two servers each."""
+    primary, standby = migrated
+    entry = {
+        "NAME": "postgres",
+        "USER": "postgres",
+        "HOST": f"{standby.host},{primary.host}",
+        "PORT": f"{standby.port},{primary.port}",
+    }
+    with django_db_blocker.unblock():
+        with database_alias("pair", **entry, OPTIONS={"target_session_attrs": "read-write"}):
+            connection = open_lock_connection("pair")
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_is_in_recovery(), inet_server_port()")
+                    assert cursor.fetchone() == (False, primary.port)
+            finally:
+                connection.close()
+        with database_alias("pair", **entry), pytest.raises(ServerIsStandby) as refused:
+            open_lock_connection("pair")
+        assert f"{standby.host}:{standby.port}" in str(refused.value)

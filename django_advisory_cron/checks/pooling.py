@@ -1,8 +1,10 @@
-"""System checks for connection pooling (PgBouncer and friends).
+"""System checks for connection pooling (PgBouncer and friends), and for a lock database
+that reaches a standby.
 
-Static checks read settings only and always run. The live check opens two short connections
-per alias (see ``probe()``), so it is registered under Django's ``database`` tag and
-runs only when asked: ``manage.py check --database default`` (``migrate`` does it too).
+Static checks read settings only and always run. The live check opens a connection per alias
+to see whether it reaches a standby, then two short ones (see ``probe()``), so it is
+registered under Django's ``database`` tag and runs only when asked:
+``manage.py check --database default`` (``migrate`` does it too).
 """
 
 from __future__ import annotations
@@ -13,15 +15,22 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 
 from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
 from ..db import pooler
+from ..db.connections import standby_at, unpooled_connection
 from ..run.jobs import Job, registry
 
 FIX_HINT = (
     "Use scope='transaction' for these jobs (safe behind any pooler), or point "
     "ADVISORY_CRON['LOCK_DATABASE'] at an alias that connects to PostgreSQL directly."
+)
+STANDBY_HINT = (
+    "Point the alias at the primary; with several servers (a failover pair), list them all in "
+    "HOST and PORT and set OPTIONS['target_session_attrs'] = 'read-write', so that libpq skips "
+    "standbys. See the failover page of the docs."
 )
 PREPARED_HINT = (
     "PgBouncer before 1.21 does not track prepared statements in transaction pooling: psycopg "
@@ -129,8 +138,32 @@ def check_pooling_live(
     messages: list[checks.CheckMessage] = []
     for alias, jobs in jobs_by_alias().items():
         if alias in databases:
-            messages.extend(_live_messages(alias, jobs))
+            standby = _standby_warning(alias)
+            messages.extend([standby] if standby else _live_messages(alias, jobs))
     return messages
+
+
+def _standby_warning(alias: str) -> checks.Warning | None:
+    """W013 when the alias reaches a hot standby: advisory locks work there and exclude
+    nobody on the primary, so ``runlocked`` and ``cronworker`` refuse it. One connection,
+    no statement; a database that cannot be reached is left to the probe (W011)."""
+    connection = unpooled_connection(alias)
+    try:
+        connection.ensure_connection()
+        server = standby_at(connection)
+    except DatabaseError:
+        return None
+    finally:
+        connection.close()
+    if server is None:
+        return None
+    return checks.Warning(
+        f"Database {alias!r} holds advisory locks and reaches a standby at {server} (in "
+        "recovery, read-only): a lock taken there would exclude nobody on the primary, so "
+        "runlocked and cronworker refuse it.",
+        hint=STANDBY_HINT,
+        id=check_id("W013"),
+    )
 
 
 def _live_messages(alias: str, jobs: list[Job[Any, Any]]) -> list[checks.CheckMessage]:

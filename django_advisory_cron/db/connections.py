@@ -39,7 +39,7 @@ from django.db.backends.postgresql.psycopg_any import is_psycopg3
 from django.db.utils import load_backend
 
 from ..conf import app_settings
-from ..exceptions import DatabaseUnavailable, LockDatabaseError, first_line
+from ..exceptions import DatabaseUnavailable, LockDatabaseError, ServerIsStandby, first_line
 from .deadlines import Deadline, watchdog
 
 APPLICATION_NAME = "django-advisory-cron"
@@ -83,7 +83,8 @@ def unavailable(alias: str, error: BaseException) -> DatabaseUnavailable:
 
 def ensure_connected(connection: BaseDatabaseWrapper) -> None:
     """Connect, turning a failure into
-    [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable].
+    [DatabaseUnavailable][django_advisory_cron.exceptions.DatabaseUnavailable], and a standby
+    into [ServerIsStandby][django_advisory_cron.exceptions.ServerIsStandby].
 
     Bounded in time: the connect timeout covers the login, and a deadline the queries Django
     sends right after it (a pooler may accept the login, then queue those for minutes).
@@ -94,12 +95,38 @@ def ensure_connected(connection: BaseDatabaseWrapper) -> None:
     try:
         with answer_within(connection, deadline):
             connection.ensure_connection()
+        refuse_standby(connection)
     except OperationalError as error:
         connection.close()
         raise unavailable(connection.alias, error) from error
     except DatabaseUnavailable:
         connection.close()
         raise
+
+
+def standby_at(connection: BaseDatabaseWrapper) -> str | None:
+    """``host:port`` of the server ``connection`` reached, when it is a hot standby; else None.
+
+    The server says so at login (its ``in_hot_standby`` parameter, PostgreSQL 14 and later),
+    so this costs no round trip; a pooler that does not pass the parameter on hides it."""
+    info: Any = getattr(connection.connection, "info", None)
+    if info is None or info.parameter_status("in_hot_standby") != "on":
+        return None
+    return f"{info.host}:{info.port}"
+
+
+def refuse_standby(connection: BaseDatabaseWrapper) -> None:
+    """Raise ``ServerIsStandby`` when the server just connected to is a hot standby: advisory
+    locks work there, and a lock taken there would exclude nobody on the primary."""
+    server = standby_at(connection)
+    if server is None:
+        return
+    raise ServerIsStandby(
+        f"PostgreSQL at {server} (alias {connection.alias!r}) is a standby (in recovery, "
+        "read-only): took no lock there, since a lock on a standby excludes nobody on the "
+        "primary; point the alias at the primary, or list every server in HOST and PORT with "
+        "OPTIONS target_session_attrs=read-write so that libpq skips standbys"
+    )
 
 
 def connect_timeout() -> int:

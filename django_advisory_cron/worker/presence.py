@@ -5,7 +5,10 @@ requests, and claims the worker's runs and holds their locks (a
 per worker.
 
 A database restart or failover does not stop a worker: it logs the loss once, reconnects with
-a growing pause, and carries on from the database's clock.
+a growing pause, and carries on from the database's clock. A standby that it reaches meanwhile
+(a failover not yet done, a connection string that lists it) is no place for locks: the
+worker takes none there, runs nothing, says so at every attempt and keeps trying until it
+reaches a primary.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 from django.db import DatabaseError, connections
 
 from ..db import pooler
-from ..exceptions import DatabaseUnavailable, first_line
+from ..exceptions import DatabaseUnavailable, ServerIsStandby, first_line
 from ..run.claims import ClaimConnection
 
 logger = logging.getLogger("django_advisory_cron")
@@ -75,16 +78,29 @@ class Attendance:
             try:
                 self.attend()
             except (DatabaseError, DatabaseUnavailable) as failure:
-                if attempt == 0 and error is None:
+                pause = reconnect_pause(attempt)
+                if isinstance(failure, ServerIsStandby):
+                    self._standby(failure, pause)
+                elif attempt == 0 and error is None:
                     logger.warning(
                         "cronworker %s: cannot reach the database yet (%s); retrying",
                         self.identity,
                         first_line(failure),
                     )
-                self._stop.wait(reconnect_pause(attempt))
+                self._stop.wait(pause)
                 attempt += 1
                 continue
             if error is not None or attempt:
                 logger.warning("cronworker %s: database reachable again", self.identity)
             return True
         return False
+
+    def _standby(self, standby: ServerIsStandby, pause: float) -> None:
+        """One line per attempt that reached a standby: an operator watching a failover sees
+        each one, and that nothing ran."""
+        logger.warning(
+            "cronworker %s: %s; ran nothing, retrying in %g s",
+            self.identity,
+            first_line(standby),
+            pause,
+        )

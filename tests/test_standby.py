@@ -33,6 +33,7 @@ from django_advisory_cron.worker.presence import RECONNECT_PAUSES
 
 from .conftest import MANAGE, manage_env
 from .pooling import database_alias
+from .statements import statements_sent
 from .test_worker_edges import Lines
 from .waiting import wait_for
 
@@ -233,3 +234,14 @@ def test_databases_entry_with_two_hosts(
         with database_alias("pair", **entry), pytest.raises(ServerIsStandby) as refused:
             open_lock_connection("pair")
         assert f"{standby.host}:{standby.port}" in str(refused.value)
+
+
+def test_the_standby_check_sends_no_statement(db_url: str) -> None:
+    """The server says at login whether it is a standby: opening a lock connection sends
+    nothing, so a normal ``runlocked`` pays no round trip for the check."""
+    with statements_sent() as sent:
+        connection = open_lock_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        connection.close()
+    assert [statement for _, statement in sent] == ["SELECT 1"]

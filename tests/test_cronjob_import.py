@@ -175,6 +175,15 @@ def test_crontab_cronjobs_round_trip(import_db: str) -> None:
     )
     # The names ADVISORY_CRON["SCHEDULES"] gives the same entries.
     assert sorted(rows) == ["clearsessions", "purge(days=1)", "send_report(daily)"]
+    # An imported schedule runs by its name, as any other.
+    ran = _manage(import_db, "runlocked", "--manual", "send_report(daily)")
+    assert ran.returncode == 0, ran.stderr
+    with psycopg.connect(import_db, autocommit=True) as conn:
+        runs = conn.execute(
+            "SELECT job, status FROM django_advisory_cron_jobrun WHERE job = %s",
+            ("send_report(daily)",),
+        ).fetchall()
+    assert runs == [("send_report(daily)", "succeeded")]
 
 
 def _shell(url: str, code: str) -> None:

@@ -26,12 +26,14 @@ from django_advisory_cron.testing import (
     PostgresNotFound,
     PostgresServer,
     Standby,
+    find_pgbouncer,
+    start_pgbouncer,
     start_postgres,
     start_standby,
 )
 from django_advisory_cron.worker.presence import RECONNECT_PAUSES
 
-from .conftest import MANAGE, manage_env
+from .conftest import MANAGE, Upstream, manage_env
 from .pooling import database_alias
 from .statements import statements_sent
 from .test_worker_edges import Lines
@@ -245,3 +247,30 @@ def test_the_standby_check_sends_no_statement(db_url: str) -> None:
             cursor.execute("SELECT 1")
         connection.close()
     assert [statement for _, statement in sent] == ["SELECT 1"]
+
+
+@pytest.mark.pgbouncer
+def test_a_promoted_server_behind_pgbouncer_is_not_refused(django_db_blocker: Any) -> None:
+    """PgBouncer (1.18) hands every client the login parameters of its first server
+    connection: after a promotion its clients are still told ``in_hot_standby = on``. The
+    server is asked before a connection is refused."""
+    if find_pgbouncer() is None:
+        pytest.skip("pgbouncer binary not installed")
+    primary, standby = migrated_pair()
+    with primary, standby:
+        server = Upstream(standby.host, standby.port, standby.user, standby.dbname)
+        with (
+            start_pgbouncer(server, pool_mode="session", pool_size=2) as bouncer,
+            django_db_blocker.unblock(),
+            database_alias("bounced", **bouncer.conninfo()),
+        ):
+            with pytest.raises(ServerIsStandby):
+                open_lock_connection("bounced")
+            kept = psycopg.connect(bouncer.url("postgres"), autocommit=True)
+            standby.stop_primary("immediate")
+            standby.promote()
+            with psycopg.connect(bouncer.url("postgres"), autocommit=True) as told:
+                assert told.info.parameter_status("in_hot_standby") == "on"  # stale
+            connection = open_lock_connection("bounced")
+            connection.close()
+            kept.close()

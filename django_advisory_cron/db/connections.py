@@ -40,6 +40,7 @@ from django.db.utils import load_backend
 
 from ..conf import app_settings
 from ..exceptions import DatabaseUnavailable, LockDatabaseError, ServerIsStandby, first_line
+from . import sql
 from .deadlines import Deadline, watchdog
 
 APPLICATION_NAME = "django-advisory-cron"
@@ -95,7 +96,7 @@ def ensure_connected(connection: BaseDatabaseWrapper) -> None:
     try:
         with answer_within(connection, deadline):
             connection.ensure_connection()
-        refuse_standby(connection)
+            refuse_standby(connection)
     except OperationalError as error:
         connection.close()
         raise unavailable(connection.alias, error) from error
@@ -108,11 +109,18 @@ def standby_at(connection: BaseDatabaseWrapper) -> str | None:
     """``host:port`` of the server ``connection`` reached, when it is a hot standby; else None.
 
     The server says so at login (its ``in_hot_standby`` parameter, PostgreSQL 14 and later),
-    so this costs no round trip; a pooler that does not pass the parameter on hides it."""
+    so a primary costs no round trip. A login that says "standby" is confirmed by asking the
+    server: PgBouncer gives every client the login parameters of its first server
+    connection, which may be from before a promotion. A pooler that does not pass the
+    parameter on hides a standby."""
     info: Any = getattr(connection.connection, "info", None)
     if info is None or info.parameter_status("in_hot_standby") != "on":
         return None
-    return f"{info.host}:{info.port}"
+    text, params = sql.in_recovery()
+    with connection.cursor() as cursor:
+        cursor.execute(text, params)
+        row = cursor.fetchone()
+    return f"{info.host}:{info.port}" if row is not None and row[0] else None
 
 
 def refuse_standby(connection: BaseDatabaseWrapper) -> None:

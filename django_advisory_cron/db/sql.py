@@ -175,6 +175,12 @@ def backend_pid() -> Statement:
     return "SELECT pg_backend_pid()", {}
 
 
+def in_recovery() -> Statement:
+    """Whether the server is a standby, asked when its login said so (a pooler may repeat a
+    login parameter of its own first server connection, from before a promotion)."""
+    return "SELECT pg_is_in_recovery()", {}
+
+
 def usable_connections() -> Statement:
     """How many connections the server gives ordinary roles: ``max_connections`` less the
     reserved ones (``reserved_connections`` exists from PostgreSQL 16)."""

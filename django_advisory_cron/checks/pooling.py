@@ -145,8 +145,9 @@ def check_pooling_live(
 
 def _standby_warning(alias: str) -> checks.Warning | None:
     """W013 when the alias reaches a hot standby: advisory locks work there and exclude
-    nobody on the primary, so ``runlocked`` and ``cronworker`` refuse it. One connection,
-    no statement; a database that cannot be reached is left to the probe (W011)."""
+    nobody on the primary, so ``runlocked`` and ``cronworker`` refuse it. One connection (and
+    no statement, on a primary); a database that cannot be reached is left to the probe
+    (W011), and the pooling of a standby does not matter."""
     connection = unpooled_connection(alias)
     try:
         connection.ensure_connection()

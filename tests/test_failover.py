@@ -1,5 +1,6 @@
 """A real failover under running workers: three ``cronworker`` processes on a multi-host
-connection string, the primary stopped as by a crash and its standby promoted.
+connection string, the primary stopped (as by a crash, ``-m immediate``, or cleanly, ``-m fast``)
+and its standby promoted.
 
 Measured: how long after the promotion every worker runs again, and that no tick runs twice
 (each worker logs the tick of every run it starts, so a tick run on the old primary and again
@@ -46,7 +47,10 @@ def ticks_started(workers: list[Lines]) -> Counter[tuple[str, str]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("synchronous", [True, False], ids=["synchronous", "asynchronous"])
-def test_a_failover_under_three_workers(synchronous: bool, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("stop", ["immediate", "fast"])
+def test_a_failover_under_three_workers(
+    synchronous: bool, stop: str, request: pytest.FixtureRequest
+) -> None:
     """With a synchronous standby no tick runs twice; with an asynchronous one the ticks run
     twice are counted (``ticks_run_twice``), not asserted: a claim committed on the old
     primary may not have reached the standby."""
@@ -78,7 +82,7 @@ def test_a_failover_under_three_workers(synchronous: bool, request: pytest.Fixtu
             try:
                 wait_for(lambda: sum(ticks_started(workers).values()) >= 2 * JOBS, timeout=60)
                 stopped = time.monotonic()
-                standby.stop_primary("immediate")
+                standby.stop_primary(stop)
                 standby.promote()
                 promoted = time.monotonic()
                 back = [

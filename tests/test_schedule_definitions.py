@@ -14,11 +14,11 @@ import pytest
 from django_advisory_cron.run.definitions import Definition, overridden, to_job
 from django_advisory_cron.run.jobs import registry
 
-pytestmark = pytest.mark.usefixtures("fresh_registry")
-
 
 @pytest.fixture(autouse=True)
-def schedule_jobs() -> None:
+def schedule_jobs(fresh_registry: None) -> None:
+    """``schedule_tasks``'s jobs registered for each test, and unregistered after it (an
+    autouse fixture runs before those a mark asks for: it names the registry's own)."""
     importlib.reload(importlib.import_module("tests.jobsapp.schedule_tasks"))
 
 

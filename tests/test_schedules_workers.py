@@ -66,6 +66,15 @@ def assert_once_per_tick(name: str, label: str | None = None) -> list[JobRun]:
     return rows
 
 
+def assert_followed(errors: list[str], change: str, then: str) -> None:
+    """Every worker that logged ``change`` logged ``then`` after it, and one at least did (a
+    worker still starting on a loaded machine reads the schedules as they are by then, and
+    logs neither)."""
+    changed = [err for err in errors if change in err]
+    assert changed, errors
+    assert all(then in err.split(change, 1)[1] for err in changed), changed
+
+
 def tick(run: JobRun) -> datetime:
     assert run.tick is not None
     return run.tick
@@ -168,7 +177,9 @@ def test_pause_resume_disable_enable(fleet: list[Any]) -> None:
     )
     errors = stop(fleet)
     assert_once_per_tick("toggled")
-    assert sum("job toggled is no longer scheduled" in err for err in errors) == WORKERS
+    # Disabled, then enabled again: the ticks above say every worker followed; the logs, that
+    # one did at least (a worker still starting read the schedule as it was by then).
+    assert any("job toggled is no longer scheduled" in err for err in errors), errors
 
 
 def test_removed_while_running_finishes_and_has_no_next_tick(fleet: list[Any]) -> None:
@@ -187,7 +198,7 @@ def test_removed_while_running_finishes_and_has_no_next_tick(fleet: list[Any]) -
     assert JobRun.objects.get(pk=running.pk).status == RunStatus.SUCCEEDED
     assert not JobRun.objects.filter(job="removed", started__gt=removed_at)
     assert Marker.objects.filter(job="removed").count() == 1
-    assert sum("job removed is no longer scheduled" in err for err in errors) == WORKERS
+    assert_followed(errors, "job removed scheduled", "job removed is no longer scheduled")
 
 
 def test_an_override_of_a_code_job_and_its_reset(fleet: list[Any]) -> None:
@@ -202,8 +213,9 @@ def test_an_override_of_a_code_job_and_its_reset(fleet: list[Any]) -> None:
     assert not JobRun.objects.filter(job="code_yearly", tick__gt=reset)
     assert_once_per_tick("code_yearly")
     # A worker still starting when the override came read it at its start instead.
-    assert sum("job code_yearly rescheduled: every 2s" in err for err in errors) >= 1
-    assert sum("job code_yearly rescheduled: 0 0 1 1 *" in err for err in errors) == WORKERS
+    assert_followed(
+        errors, "job code_yearly rescheduled: every 2s", "job code_yearly rescheduled: 0 0 1 1 *"
+    )
 
 
 @pytest.mark.pgbouncer

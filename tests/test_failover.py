@@ -112,3 +112,81 @@ def test_a_failover_under_three_workers(
     if synchronous:
         assert twice == {}
     assert reconnected < RECONNECT_PAUSES[-1] + 3, reconnected
+
+
+def test_a_run_in_flight_on_the_old_primary_is_recorded(request: pytest.FixtureRequest) -> None:
+    """A long run is going when the primary fails: its row, replicated (synchronous standby),
+    is on the new primary as ``running``. The worker that ran it learns its lock is lost,
+    stops the body at its next query and records ``lock_lost`` on the new primary, and no
+    worker starts that tick again."""
+    try:
+        primary = start_postgres()
+    except PostgresNotFound as error:
+        pytest.skip(str(error))
+    with primary:
+        done = manage(primary.url(), "migrate", "--no-input", timeout=180)
+        assert done.returncode == 0, done.stderr
+        with start_standby(primary, synchronous=True) as standby:
+            url = multi_host_url(primary, standby, target_session_attrs="read-write")
+            env = {
+                "ADVISORY_CRON_JSON": json.dumps({"JOBS_MODULE": "failover_tasks"}),
+                "FAILOVER_JOBS": "2",
+            }
+            processes = [
+                subprocess.Popen(
+                    [sys.executable, str(MANAGE), "cronworker"],
+                    env=manage_env(url, **env),
+                    stderr=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    text=True,
+                )
+                for _ in range(2)
+            ]
+            workers = [Lines(process) for process in processes]
+            try:
+                long = wait_for(
+                    lambda: [t for j, t in ticks_started(workers) if j == "failover_long"]
+                )
+                wait_for(lambda: run_statuses(primary.url(), "failover_long") == ["running"])
+                standby.stop_primary("immediate")
+                standby.promote()
+                promoted = time.monotonic()
+                wait_for(
+                    lambda: [
+                        s for s in run_statuses(standby.url(), "failover_long") if s != "running"
+                    ],
+                    timeout=60,
+                )
+                recorded = time.monotonic() - promoted
+                for process in processes:
+                    process.send_signal(signal.SIGTERM)
+                for process in processes:
+                    assert process.wait(timeout=60) == exitcodes.SIGTERM
+            finally:
+                for process in processes:
+                    if process.poll() is None:
+                        process.kill()
+                for lines in workers:
+                    lines.finish()
+            rows = run_rows(standby.url(), "failover_long")
+    request.node.user_properties.append(
+        ("lock_lost_recorded_after_promotion_s", round(recorded, 2))
+    )
+    assert [status for _, status in rows][:1] == ["lock_lost"], rows
+    assert ticks_started(workers)[("failover_long", long[0])] == 1
+
+
+def run_rows(url: str, job: str) -> list[tuple[str, str]]:
+    """``(tick, status)`` of every run of ``job`` on the server at ``url``, oldest first."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+        rows = conn.execute(
+            "SELECT tick::text, status FROM django_advisory_cron_jobrun WHERE job = %s ORDER BY id",
+            (job,),
+        ).fetchall()
+    return [(str(tick), str(status)) for tick, status in rows]
+
+
+def run_statuses(url: str, job: str) -> list[str]:
+    return [status for _, status in run_rows(url, job)]

@@ -23,6 +23,8 @@ from datetime import datetime
 from types import FrameType
 from typing import Any, Protocol
 
+from django.db import InterfaceError, OperationalError
+
 from .. import signals
 from ..conf import app_settings
 from ..core.keys import LockKey
@@ -447,13 +449,18 @@ def _run(
             # as it ended; the signal is passed on once the report is made.
             late = raised
     if lock.lost and lock.scope == "session":
-        # The job's own failure stays a failure; success, or being stopped, is a lost lock.
-        if status == history.SUCCEEDED or isinstance(error, LockLost):
+        # The job's own failure stays a failure; success, being stopped, or a query that
+        # failed because the database went away with the lock (a failover) is a lost lock.
+        if status == history.SUCCEEDED or isinstance(error, (LockLost, *CONNECTION_ERRORS)):
             status = history.LOCK_LOST
         record.finish_lost(status, text)
     _report(job, result, RunStatus(status), error)
     if late is not None:
         result.error = late
+
+
+#: What the job's own queries raise when its database connection is gone.
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
 def _after_failed_release(

@@ -351,6 +351,11 @@ class Schedule(models.Model):
     description = models.CharField(_("description"), max_length=500, blank=True, default="")
     starts = models.DateTimeField(_("starts"), null=True, blank=True)
     ends = models.DateTimeField(_("ends"), null=True, blank=True)
+    #: Around the body: each ``NULL`` is the job's own (for a command: none, none, no, yes).
+    retries = models.PositiveIntegerField(_("retries"), null=True, blank=True)
+    retry_backoff = models.FloatField(_("retry back-off (seconds)"), null=True, blank=True)
+    at_most_once = models.BooleanField(_("at most once"), null=True, blank=True)
+    capture = models.BooleanField(_("captured output"), null=True, blank=True)
     created = models.DateTimeField(_("created"), db_default=Now())
     changed = models.DateTimeField(_("changed"), db_default=Now())
     changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")
@@ -368,6 +373,10 @@ class Schedule(models.Model):
             models.CheckConstraint(
                 condition=models.Q(every__isnull=True) | models.Q(every__gt=0),
                 name="advisory_cron_schedule_every_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(retry_backoff__isnull=True) | models.Q(retry_backoff__gt=0),
+                name="advisory_cron_schedule_retry_backoff_positive",
             ),
         ]
 

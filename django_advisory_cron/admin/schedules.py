@@ -29,7 +29,7 @@ from django.utils.translation import gettext_lazy as _
 from ..conf import app_settings
 from ..models import Schedule
 from ..run import catalog
-from ..run.definitions import Definition
+from ..run.definitions import Definition, to_job
 from ..run.jobs import Job, registry
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ChoiceFilter
@@ -63,6 +63,8 @@ PROBLEM_FIELDS = [
         (r"the timeout ", "timeout"),
         (r"deliver |unknown delivery ", "deliver"),
         (r"the schedule ends before it starts", "ends"),
+        (r"retries must ", "retries"),
+        (r"retry_backoff must |a retry back-off ", "retry_backoff"),
     )
 ]
 
@@ -78,6 +80,38 @@ def definition_of(schedule: Schedule) -> Definition:
     return Definition.from_values(
         {field.attname: getattr(schedule, field.attname) for field in fields}
     )
+
+
+def as_it_runs(definition: Definition) -> str:
+    """What happens around a (valid) schedule's body, and whose choice each is: the
+    schedule's own, its job's, or a command's default."""
+    job = to_job(definition)
+
+    def whose(field: str, inherited: bool = True) -> str:
+        if getattr(definition, field) is not None:
+            return "this schedule's"
+        if not inherited:
+            return "the default"
+        return f"job {definition.job}'s" if definition.job else "a command's default"
+
+    retry = job.retry
+    said = [f"retries: {0 if retry is None else retry.retries} ({whose('retries')})"]
+    if retry is not None:
+        target = registry.get(definition.job) if definition.job else None
+        inherited = target is not None and target.retry is not None
+        said.append(f"retry back-off: {retry.backoff:g} s ({whose('retry_backoff', inherited)})")
+    said.append(f"at most once: {'yes' if job.at_most_once else 'no'} ({whose('at_most_once')})")
+    captures = "yes" if job.capture is not None else "no"
+    said.append(f"captured output: {captures} ({whose('capture')})")
+    return "; ".join(said)
+
+
+class InheritSelect(forms.NullBooleanSelect):
+    """Yes, no, or empty: as the job the schedule calls does."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.choices = [("unknown", _("As its job does")), ("true", _("Yes")), ("false", _("No"))]
 
 
 def choices(names: Iterable[str], current: str) -> list[tuple[str, str]]:
@@ -110,10 +144,13 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
             *("name", "override", "description", "job", "command", "args", "kwargs"),
             *("cron", "every", "timezone", "enabled", "starts", "ends"),
             *("catch_up", "max_lateness", "timeout", "deliver"),
+            *("retries", "retry_backoff", "at_most_once", "capture"),
         )
         widgets = {
             "args": forms.Textarea(attrs={"rows": 2, "cols": 60}),
             "kwargs": forms.Textarea(attrs={"rows": 2, "cols": 60}),
+            "at_most_once": InheritSelect,
+            "capture": InheritSelect,
         }
         help_texts = {
             "name": _(
@@ -146,6 +183,24 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
             ),
             "starts": _("Its first possible tick (empty: no start)."),
             "ends": _("Its last possible tick (empty: no end)."),
+            "retries": _(
+                "Call it again up to this many times after a failure, within its tick and "
+                "under its lock. Empty: as its job does (a command: none). Which errors are "
+                "retried is the job's retry_on, in code."
+            ),
+            "retry_backoff": _(
+                "Seconds before the first retry, doubled for each next one, with jitter. "
+                "Empty: as its job does (else 1). With retries set here."
+            ),
+            "at_most_once": _(
+                "Yes: a tick whose run was interrupted (a stop signal, kill -9) stays taken. "
+                "No: it is given back, and may run again. Empty: as its job does (a command: "
+                "no)."
+            ),
+            "capture": _(
+                "Keep what a run logs (its job's module logger; a command's output) with the "
+                "run. Empty: as its job does (a command: yes)."
+            ),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -215,20 +270,29 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
     list_filter = ("enabled", KindFilter)
     search_fields = ("name", "job", "command", "description", "changed_by")
-    readonly_fields = ("created", "changed", "changed_by")
+    readonly_fields = ("around_display", "created", "changed", "changed_by")
     list_per_page = 100
     fieldsets = [
         (None, {"fields": ("name", "override", "description")}),
         (_("What it calls"), {"fields": ("job", "command", "args", "kwargs")}),
         (_("When"), {"fields": ("cron", "every", "timezone", "enabled", "starts", "ends")}),
         (_("Options"), {"fields": ("catch_up", "max_lateness", "timeout", "deliver")}),
+        (
+            _("Around the body"),
+            {"fields": ("around_display", "retries", "retry_backoff", "at_most_once", "capture")},
+        ),
         (_("Changes"), {"fields": ("created", "changed", "changed_by")}),
     ]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        """Who changed it when, once it exists (the last fieldset)."""
+        """What applies around its body and who changed it when, once it exists."""
         fieldsets = super().get_fieldsets(request, obj)
-        return fieldsets if obj is not None else fieldsets[:-1]
+        if obj is not None:
+            return fieldsets
+        return [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "around_display"]})
+            for name, options in fieldsets[:-1]
+        ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         return super().get_queryset(request).using(app_settings.lock_database)
@@ -317,6 +381,15 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 problems[0],
             )
         return shown
+
+    @admin.display(description=_("as it runs"))
+    def around_display(self, obj: Schedule) -> str:
+        """What happens around its body as saved, whose choice each is; nothing for an
+        override (its job's, in code) or a schedule that cannot run."""
+        definition = definition_of(obj)
+        if definition.override or definition.problems():
+            return "-"
+        return as_it_runs(definition)
 
     @admin.display(description=_("schedule"), ordering="cron")
     def schedule_display(self, obj: Schedule) -> str:

@@ -814,6 +814,10 @@ SCHEDULE_COLUMNS = (
     "description",
     "starts",
     "ends",
+    "retries",
+    "retry_backoff",
+    "at_most_once",
+    "capture",
     "changed",
 )
 

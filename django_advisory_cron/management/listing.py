@@ -35,6 +35,7 @@ def job_list(found: Catalog, alias: str, as_json: bool) -> list[str]:
                 "source": status.job.source,
                 "overridden": list(status.job.overridden),
                 "enabled": status.job.enabled,
+                **_around(status.job),
             }
             for status in statuses
         ]
@@ -138,6 +139,17 @@ def _listed(status: JobStatus, found: Catalog) -> list[str]:
         job.deliver or "-",
         "; ".join(said) or "active",
     ]
+
+
+def _around(job: Job[Any, Any]) -> dict[str, Any]:
+    """What happens around its body, as it runs (a database schedule's own, or its job's);
+    ``at_most_once`` is among the status's facts."""
+    retry = job.retry
+    return {
+        "retries": 0 if retry is None else retry.retries,
+        "retry_backoff": None if retry is None else retry.backoff,
+        "capture": job.capture is not None,
+    }
 
 
 def _source(job: Job[Any, Any], found: Catalog) -> str:

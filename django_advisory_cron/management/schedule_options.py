@@ -35,7 +35,13 @@ SCHEDULE_OPTIONS = (
     ("--catch-up", "catch_up", "POLICY", "which missed ticks run: latest, all or none"),
     ("--max-lateness", "max_lateness", "SECONDS", "a tick later than this is skipped"),
     ("--timeout", "timeout", "SECONDS", "stop a run that takes longer"),
-    ("--deliver", "deliver", "BACKEND", "hand its ticks to a Tasks backend (deliver=)"),
+    (
+        "--deliver",
+        "deliver",
+        "TARGET",
+        "hand its ticks to a queue (deliver=): tasks[:<backend alias>], or celery[:<queue>] "
+        "(--job then names the Celery task)",
+    ),
     ("--description", "description", "TEXT", "what it is for, for the others"),
     (
         "--starts",
@@ -44,6 +50,34 @@ SCHEDULE_OPTIONS = (
         "its first possible tick, ISO 8601 (in TIME_ZONE without offset)",
     ),
     ("--ends", "ends", "WHEN", "its last possible tick, ISO 8601"),
+    (
+        "--retries",
+        "retries",
+        "N",
+        "call it again up to N times after a failure, within its tick (empty: as its job "
+        "does; a command: none)",
+    ),
+    (
+        "--retry-backoff",
+        "retry_backoff",
+        "SECONDS",
+        "the wait before the first retry, doubled for each next one (with --retries; empty: "
+        "as its job does, else 1)",
+    ),
+    (
+        "--at-most-once",
+        "at_most_once",
+        "yes|no",
+        "yes: a tick whose run was interrupted stays taken; no: it is given back to run again "
+        "(empty: as its job does; a command: no)",
+    ),
+    (
+        "--capture",
+        "capture",
+        "yes|no",
+        "keep what a run logs (a command: its output) with the run (empty: as its job does; "
+        "a command: yes)",
+    ),
 )
 #: The flag of each field, for messages.
 FLAGS = {field: flag for flag, field, _metavar, _help in SCHEDULE_OPTIONS}
@@ -52,6 +86,8 @@ _JSON = {
     "args": "a JSON list such as '[\"daily\", 2]'",
     "kwargs": 'a JSON object such as \'{"note": "x"}\'',
 }
+#: How ``--at-most-once`` and ``--capture`` are said.
+_YES_NO = {"yes": True, "no": False}
 #: The type of each field of a definition: an option's text is read as that.
 _TYPES = typing.get_type_hints(Definition)
 #: A field given and the other it replaces, when that one is not given, by its empty value.
@@ -69,7 +105,8 @@ class Refused(Exception):
 
 def fields_given(options: dict[str, Any]) -> dict[str, Any]:
     """The fields the options given set (``--enable``/``--disable`` included), in the
-    definition's types: an empty number or time clears it. Raises ``Refused`` for a value
+    definition's types: an empty number, time or yes/no clears it (for what happens around
+    the body: back to its job's). Raises ``Refused`` for a value
     that cannot be read."""
     found: dict[str, Any] = {}
     for field, flag in FLAGS.items():
@@ -87,6 +124,15 @@ def fields_given(options: dict[str, Any]) -> dict[str, Any]:
                 found[field] = float(text) if text.strip() else None
             except ValueError:
                 raise Refused(f"{flag} must be a number of seconds, not {text!r}") from None
+        elif kind == int | None:
+            try:
+                found[field] = int(text) if text.strip() else None
+            except ValueError:
+                raise Refused(f"{flag} must be a whole number, not {text!r}") from None
+        elif kind == bool | None:
+            if text.strip() and text.strip() not in _YES_NO:
+                raise Refused(f"{flag} must be yes or no (empty: as its job does), not {text!r}")
+            found[field] = _YES_NO.get(text.strip())
         elif kind == datetime | None:
             try:
                 found[field] = aware(text, flag) if text.strip() else None

@@ -21,6 +21,7 @@ from django.utils.dateparse import parse_datetime
 from .. import conf
 from ..conf import ScheduleEntry, app_settings
 from .definitions import Definition, to_job
+from .delivery import sends_by_name
 from .jobs import Job, registry
 
 #: django-crontab's way to call a management command: this target, the command's name first
@@ -45,9 +46,13 @@ KEYS = {
     "description": "description",
     "starts": "starts",
     "ends": "ends",
+    "retries": "retries",
+    "retry_backoff": "retry_backoff",
+    "at_most_once": "at_most_once",
+    "capture": "capture",
 }
 _TEXT = ("name", "job", "command", "cron", "timezone", "catch_up", "deliver", "description")
-_SECONDS = ("every", "max_lateness", "timeout")
+_SECONDS = ("every", "max_lateness", "timeout", "retry_backoff")
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,9 @@ def _typed(values: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"its {key!r} must be a string, not {_word(values[key])}")
     if "enabled" in values and not isinstance(values["enabled"], bool):
         raise ValueError(f"its 'enabled' must be True or False, not {_word(values['enabled'])}")
+    for key in ("at_most_once", "capture"):
+        if values.get(key) is not None and not isinstance(values[key], bool):
+            raise ValueError(f"its {key!r} must be True, False or None, not {_word(values[key])}")
     if isinstance(values.get("args"), tuple):
         values["args"] = list(values["args"])
     for key in _SECONDS:
@@ -162,8 +170,8 @@ def _typed(values: dict[str, Any]) -> dict[str, Any]:
     for key in ("starts", "ends"):
         if values.get(key) is not None:
             values[key] = aware(values[key], f"its {key!r}")
-    if values.get("job"):
-        values["job"] = registered_name(values["job"])
+    if values.get("job") and not sends_by_name(values.get("deliver")):
+        values["job"] = registered_name(values["job"])  # a Celery task keeps its own name
     if values.get("name") is None:
         values["name"] = derived_name(values)
     return values

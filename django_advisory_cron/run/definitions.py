@@ -11,6 +11,7 @@ call a registered job or an installed management command: never a dotted path.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -19,23 +20,20 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.core.management import get_commands, load_command_class
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core.keys import job_key
-from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import describe_interval, zone_problem
 from ..exceptions import InvalidSchedule, first_line
 from .delivery import parse as parse_deliver
 from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 from .output import call_command_captured
 
-#: What happens around the body that a schedule may set (``None``: as its job does).
-AROUND = ("retries", "retry_backoff", "at_most_once", "capture")
 #: The fields of a job defined in code (or settings) that an override can change.
 OVERRIDABLE = ("cron", "every", "timezone", "enabled")
 #: The fields of a new schedule that an override must leave empty (its description is a note).
-NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "ends", *AROUND)
+NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "ends")
 #: The longest description a schedule stores (``Schedule.description``'s ``max_length``).
 MAX_DESCRIPTION = 500
 #: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
@@ -66,14 +64,6 @@ class Definition:
     description: str = ""
     starts: datetime | None = None
     ends: datetime | None = None
-    #: Retries of a failed attempt within its tick, and the first one's back-off in seconds
-    #: (its job's ``retry_on``; ``None``: its job's retries, a command's none).
-    retries: int | None = None
-    retry_backoff: float | None = None
-    #: An interrupted run keeps its tick (``None``: as its job; a command gives it back).
-    at_most_once: bool | None = None
-    #: A run keeps what it logs (``None``: as its job; a command's output is kept).
-    capture: bool | None = None
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 
@@ -224,21 +214,7 @@ class Definition:
                 f"the description is {len(self.description)} characters long; at most "
                 f"{MAX_DESCRIPTION}"
             )
-        return problems + self._around_problems()
-
-    def _around_problems(self) -> list[str]:
-        """What it sets around the body: a retry policy."""
-        if self.retries is None and self.retry_backoff is None:
-            return []
-        backoff = 1.0 if self.retry_backoff is None else self.retry_backoff
-        problem = policy_problem(self.retries or 0, backoff, backoff, Exception)
-        if problem:
-            return [problem]
-        if self.retry_backoff is not None and not self.retries:
-            return [
-                "a retry back-off applies to the schedule's own retries: give retries above 0 too"
-            ]
-        return []
+        return problems
 
     def schedule_text(self) -> str:
         """Its schedule as people read it: the cron expression, or ``every 30s``."""
@@ -261,16 +237,25 @@ def _job_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> li
     return []
 
 
+@functools.cache
+def _command_parser(app: str | BaseCommand, name: str) -> CommandParser | str:
+    """The parser of command ``name`` of ``app``, or why it has none. Made once per process:
+    building it was most of a command schedule's check, which every change of the schedules
+    repeats for each of them."""
+    try:
+        command = app if not isinstance(app, str) else load_command_class(app, name)
+        return command.create_parser("manage.py", name)
+    except Exception as error:  # the command's own module is broken
+        return f"manage.py {name} cannot be loaded: {first_line(error)}"
+
+
 def _command_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
     commands = get_commands()
     if name not in commands:
         return [f"there is no management command {name!r}"]
-    app = commands[name]
-    try:
-        command = app if not isinstance(app, str) else load_command_class(app, name)
-        parser = command.create_parser("manage.py", name)
-    except Exception as error:  # the command's own module is broken
-        return [f"manage.py {name} cannot be loaded: {first_line(error)}"]
+    parser = _command_parser(commands[name], name)
+    if isinstance(parser, str):
+        return [parser]
     options = {
         min(action.option_strings).lstrip("-").replace("-", "_"): action.dest
         for action in parser._actions
@@ -318,18 +303,12 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
     if definition.job:
         target = registry.get(definition.job)
         run = _calling(target.func, args, kwargs)
-        using, once = target.using, target.at_most_once
-        if definition.at_most_once is not None:
-            once = definition.at_most_once
-        retry = _retry(definition, target.retry)
+        using, once, retry = target.using, target.at_most_once, target.retry
         capture = target.capture
-        if definition.capture is not None:
-            capture = (target.capture or (target.func.__module__,)) if definition.capture else None
         description = definition.description or target.description
     else:
         run = _calling(call_command_captured, [definition.command, *args], kwargs)
-        using, once, retry = None, bool(definition.at_most_once), _retry(definition, None)
-        capture = None if definition.capture is False else ()
+        using, once, retry, capture = None, False, None, ()
         description = definition.description or definition.calls
     run.__name__ = run.__qualname__ = definition.name
     run.__module__ = __name__
@@ -367,18 +346,6 @@ def overridden(job: Job[..., Any], override: Definition) -> Job[..., Any]:
         name for name in OVERRIDABLE if changes.get(name, getattr(job, name)) != getattr(job, name)
     )
     return dataclasses.replace(job, **changes, overridden=differs, edited=override.changed)
-
-
-def _retry(definition: Definition, inherited: RetryPolicy | None) -> RetryPolicy | None:
-    """The retries a schedule sets, on its job's policy (its ``retry_on``, its back-off
-    unless the schedule sets one), or the job's when it sets none."""
-    if definition.retries is None:
-        return inherited
-    if not definition.retries:
-        return None
-    base = inherited or RetryPolicy(0)
-    backoff = base.backoff if definition.retry_backoff is None else definition.retry_backoff
-    return dataclasses.replace(base, retries=definition.retries, backoff=backoff)
 
 
 def _catch_up(value: str) -> CatchUp | None:

@@ -26,3 +26,16 @@ def tasks_failing() -> None:
 def tasks_minutely() -> None:
     """Enqueued by ``runlocked --enqueue`` to the ImmediateBackend: runs inside the enqueue."""
     Marker.objects.create(job="tasks_minutely", pid=os.getpid())
+
+
+@locked_task(name="tasks_async", every=timedelta(seconds=2), deliver="tasks")
+async def tasks_async() -> None:
+    """An ``async def`` job delivered to the database backend: the task worker awaits it, and
+    it writes through the async ORM."""
+    await Marker.objects.acreate(job="tasks_async", pid=os.getpid())
+
+
+@locked_task(name="tasks_async_minutely", every=timedelta(minutes=1), deliver="tasks:immediate")
+async def tasks_async_minutely() -> None:
+    """An ``async def`` job enqueued by ``runlocked --enqueue`` to the ImmediateBackend."""
+    await Marker.objects.acreate(job="tasks_async_minutely", pid=os.getpid())

@@ -24,16 +24,19 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core.keys import job_key
+from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import describe_interval, zone_problem
 from ..exceptions import InvalidSchedule, first_line
 from .delivery import parse as parse_deliver
 from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 from .output import call_command_captured
 
+#: What happens around the body that a schedule may set (``None``: as its job does).
+AROUND = ("retries", "retry_backoff", "at_most_once", "capture")
 #: The fields of a job defined in code (or settings) that an override can change.
 OVERRIDABLE = ("cron", "every", "timezone", "enabled")
 #: The fields of a new schedule that an override must leave empty (its description is a note).
-NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "ends")
+NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "ends", *AROUND)
 #: The longest description a schedule stores (``Schedule.description``'s ``max_length``).
 MAX_DESCRIPTION = 500
 #: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
@@ -64,6 +67,14 @@ class Definition:
     description: str = ""
     starts: datetime | None = None
     ends: datetime | None = None
+    #: Retries of a failed attempt within its tick, and the first one's back-off in seconds
+    #: (its job's ``retry_on``; ``None``: its job's retries, a command's none).
+    retries: int | None = None
+    retry_backoff: float | None = None
+    #: An interrupted run keeps its tick (``None``: as its job; a command gives it back).
+    at_most_once: bool | None = None
+    #: A run keeps what it logs (``None``: as its job; a command's output is kept).
+    capture: bool | None = None
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 
@@ -214,7 +225,21 @@ class Definition:
                 f"the description is {len(self.description)} characters long; at most "
                 f"{MAX_DESCRIPTION}"
             )
-        return problems
+        return problems + self._around_problems()
+
+    def _around_problems(self) -> list[str]:
+        """What it sets around the body: a retry policy."""
+        if self.retries is None and self.retry_backoff is None:
+            return []
+        backoff = 1.0 if self.retry_backoff is None else self.retry_backoff
+        problem = policy_problem(self.retries or 0, backoff, backoff, Exception)
+        if problem:
+            return [problem]
+        if self.retry_backoff is not None and not self.retries:
+            return [
+                "a retry back-off applies to the schedule's own retries: give retries above 0 too"
+            ]
+        return []
 
     def schedule_text(self) -> str:
         """Its schedule as people read it: the cron expression, or ``every 30s``."""
@@ -303,12 +328,18 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
     if definition.job:
         target = registry.get(definition.job)
         run = _calling(target.func, args, kwargs)
-        using, once, retry = target.using, target.at_most_once, target.retry
+        using, once = target.using, target.at_most_once
+        if definition.at_most_once is not None:
+            once = definition.at_most_once
+        retry = _retry(definition, target.retry)
         capture = target.capture
+        if definition.capture is not None:
+            capture = (target.capture or (target.func.__module__,)) if definition.capture else None
         description = definition.description or target.description
     else:
         run = _calling(call_command_captured, [definition.command, *args], kwargs)
-        using, once, retry, capture = None, False, None, ()
+        using, once, retry = None, bool(definition.at_most_once), _retry(definition, None)
+        capture = None if definition.capture is False else ()
         description = definition.description or definition.calls
     run.__name__ = run.__qualname__ = definition.name
     run.__module__ = __name__
@@ -346,6 +377,18 @@ def overridden(job: Job[..., Any], override: Definition) -> Job[..., Any]:
         name for name in OVERRIDABLE if changes.get(name, getattr(job, name)) != getattr(job, name)
     )
     return dataclasses.replace(job, **changes, overridden=differs, edited=override.changed)
+
+
+def _retry(definition: Definition, inherited: RetryPolicy | None) -> RetryPolicy | None:
+    """The retries a schedule sets, on its job's policy (its ``retry_on``, its back-off
+    unless the schedule sets one), or the job's when it sets none."""
+    if definition.retries is None:
+        return inherited
+    if not definition.retries:
+        return None
+    base = inherited or RetryPolicy(0)
+    backoff = base.backoff if definition.retry_backoff is None else definition.retry_backoff
+    return dataclasses.replace(base, retries=definition.retries, backoff=backoff)
 
 
 def _catch_up(value: str) -> CatchUp | None:

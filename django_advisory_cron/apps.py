@@ -21,6 +21,7 @@ class AdvisoryCronConfig(AppConfig):
 
     def ready(self) -> None:
         from .checks import configuration as checks
+        from .contrib.celery import install as install_celery_delivery
         from .contrib.tasks import install as install_tasks_delivery
         from .ops import monitoring
         from .run import declared
@@ -28,6 +29,7 @@ class AdvisoryCronConfig(AppConfig):
         checks.register()
         monitoring.connect()
         install_tasks_delivery()  # imports no Tasks framework: only registers the deliverer
+        install_celery_delivery()  # imports no Celery, likewise
         if app_settings.SYNC_ON_MIGRATE and apps.is_installed("django_q"):
             from .contrib.django_q import sync_after_migrate
 

@@ -65,6 +65,15 @@ def _lock_database(value: object) -> str | None:
     return f"{value!r} is not an alias in DATABASES"
 
 
+def _object_path(value: object) -> str | None:
+    if value is None or (
+        isinstance(value, str)
+        and all(part.isidentifier() for part in value.replace(":", ".").split("."))
+    ):
+        return None
+    return "must be None or the path of an object, such as 'proj.celery:app'"
+
+
 def _module(value: object) -> str | None:
     if isinstance(value, str) and value.isidentifier():
         return None
@@ -242,6 +251,12 @@ SETTINGS: dict[str, Setting] = {
     "LOCK_POOL_SIZE": Setting(None, "E130", _count_or_none),
     # Seconds after which a kept lock connection is closed instead of reused.
     "LOCK_CONNECTION_MAX_AGE": Setting(300, "E131", _seconds),
+    # The Celery app ``deliver="celery"`` sends through ("proj.celery:app"); None: the one the
+    # project loaded (its proj/__init__.py imports it, as Celery's Django guide has it).
+    "CELERY_APP": Setting(None, "E150", _object_path),
+    # Seconds one attempt to reach Celery's broker may take (connect, each read and write); a
+    # tick's send makes at most 3 of them, then records the tick failed.
+    "CELERY_SEND_TIMEOUT": Setting(5, "E151", _seconds),
     # Schedules declared in settings, as django-crontab's CRONJOBS: (cron, job, args, kwargs)
     # tuples, or dicts; registered at start-up as jobs of their own (source "settings").
     "SCHEDULES": Setting([], "E170", _schedules),
@@ -331,6 +346,15 @@ class AppSettings:
     @property
     def SYNC_ON_MIGRATE(self) -> bool | Literal["prune"]:
         return cast("bool | Literal['prune']", self._get("SYNC_ON_MIGRATE"))
+
+    @property
+    def CELERY_APP(self) -> str | None:
+        value = self._get("CELERY_APP")
+        return None if value is None else str(value)
+
+    @property
+    def CELERY_SEND_TIMEOUT(self) -> float:
+        return float(self._get("CELERY_SEND_TIMEOUT"))
 
     @property
     def CONNECT_TIMEOUT(self) -> float:

@@ -194,7 +194,7 @@ def test_bad_input_is_refused_with_one_clear_line(
     fresh_registry: None, tasks_db: str, manage: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(ValueError, match="deliver must be 'tasks' or 'tasks:<backend alias>'"):
-        locked_task(deliver="celery")(print)
+        locked_task(deliver="carrier-pigeon")(print)
     with pytest.raises(ValueError, match="not 'tasks:'"):
         locked_task(deliver="tasks:")(print)
 

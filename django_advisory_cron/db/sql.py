@@ -620,17 +620,42 @@ SELECT (SELECT id FROM ins),
     return sql, params
 
 
-def enqueued(*, claim_id: int, task_id: str) -> Statement:
-    """Store the task result id the backend returned on the claim."""
-    return _fill("UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s"), {
-        "id": claim_id,
-        "task_id": task_id,
-    }
+def enqueued(*, claim_id: int, task_id: str, record: bool = False) -> Statement:
+    """Store the task result id the backend returned on the claim; with ``record``, also
+    record the tick's run as succeeded (sent) with it, from the claim's start until now."""
+    params = {"id": claim_id, "task_id": task_id}
+    if not record:
+        return _fill("UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s"), params
+    sql = _fill(
+        """
+WITH claim AS (
+    UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s
+    RETURNING job, tick, host, pid, enqueued
+)
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
+SELECT job, tick, host, pid, enqueued, clock_timestamp(), {s_succeeded}, '', %(task_id)s
+  FROM claim
+ON CONFLICT DO NOTHING"""
+    )
+    return sql, params
 
 
 def release_claim(*, claim_id: int) -> Statement:
     """Give the claim back after a failed enqueue, so the tick can be enqueued again."""
     return _fill("DELETE FROM {claims} WHERE id = %(id)s"), {"id": claim_id}
+
+
+def refused_send(*, claim_id: int, error: str) -> Statement:
+    """Record a claimed tick whose message the queue refused as the tick's failed run, with
+    ``error`` (the claim goes: the failed run takes the tick)."""
+    sql = _fill(
+        """
+WITH claim AS (DELETE FROM {claims} WHERE id = %(id)s RETURNING job, tick, host, pid, enqueued)
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
+SELECT job, tick, host, pid, enqueued, clock_timestamp(), {s_failed}, %(error)s FROM claim
+ON CONFLICT DO NOTHING"""
+    )
+    return sql, {"id": claim_id, "error": error}
 
 
 # -- the worker: overlapping ticks and runs in child processes ----------------------------

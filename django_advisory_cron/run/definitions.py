@@ -27,6 +27,7 @@ from ..core.keys import job_key
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import describe_interval, zone_problem
 from ..exceptions import InvalidSchedule, first_line
+from .delivery import RemoteCall, sends_by_name
 from .delivery import parse as parse_deliver
 from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 from .output import call_command_captured
@@ -46,8 +47,9 @@ ProblemKind = Literal["name", "target", "schedule", "options"]
 @dataclass(frozen=True)
 class Definition:
     """One schedule kept as data: it calls ``job`` (a registered job, with ``args`` and
-    ``kwargs``) or ``command`` (a management command), or, with ``override``, changes the
-    schedule of the job named ``name`` defined in code."""
+    ``kwargs``; with ``deliver="celery..."``, the Celery task of that name) or ``command`` (a
+    management command), or, with ``override``, changes the schedule of the job named
+    ``name`` defined in code."""
 
     name: str
     job: str = ""
@@ -103,6 +105,8 @@ class Definition:
             return "its code"
         if self.command:
             return " ".join(["manage.py", self.command, *map(str, self.args)])
+        if sends_by_name(self.deliver):
+            return f"Celery task {self.job}"
         return f"job {self.job}"
 
     def problems(self, known: Iterable[Job[Any, Any]] | None = None) -> list[str]:
@@ -170,6 +174,13 @@ class Definition:
             return [f"the arguments must be a JSON list, not {_text(self.args)}"]
         if not isinstance(self.kwargs, dict):
             return [f"the keyword arguments must be a JSON object, not {_text(self.kwargs)}"]
+        if sends_by_name(self.deliver):
+            if self.command:
+                return [
+                    "a schedule sent to Celery names the Celery task as its job; a management "
+                    "command runs here, not in Celery"
+                ]
+            return []  # any task name: Celery's workers know their tasks, this process need not
         if self.job:
             return _job_call_problems(self.job, self.args, self.kwargs)
         return _command_call_problems(self.command, self.args, self.kwargs)
@@ -325,7 +336,12 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
     """The job a (valid) definition of a new schedule makes: it calls its job's function, not
     the job itself (whose lock is another), or its command through ``call_command``."""
     args, kwargs = list(definition.args), dict(definition.kwargs)
-    if definition.job:
+    run: Callable[[], Any]
+    if sends_by_name(definition.deliver):  # the body is the Celery task, in Celery's workers
+        run = RemoteCall(definition.job, args, kwargs)
+        using, once, retry, capture = None, False, None, None
+        description = definition.description or f"Celery task {definition.job}"
+    elif definition.job:
         target = registry.get(definition.job)
         run = _calling(target.func, args, kwargs)
         using, once = target.using, target.at_most_once
@@ -341,8 +357,9 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         using, once, retry = None, bool(definition.at_most_once), _retry(definition, None)
         capture = None if definition.capture is False else ()
         description = definition.description or definition.calls
-    run.__name__ = run.__qualname__ = definition.name
-    run.__module__ = __name__
+    if not isinstance(run, RemoteCall):
+        run.__name__ = run.__qualname__ = definition.name
+        run.__module__ = __name__
     return Job(
         func=run,
         name=definition.name,

@@ -3,9 +3,10 @@
 A scheduler (``cronworker``'s dispatch, ``runlocked --enqueue``) asks
 [deliverer_for][django_advisory_cron.run.delivery.deliverer_for] for a job: ``None`` runs the tick
 in place; a [Deliverer][django_advisory_cron.run.delivery.Deliverer] hands it over instead. The
-deliverers live above this layer (``contrib.tasks`` registers ``"tasks"`` when the app is
-ready), so the scheduler never imports an integration, and an integration never needs the
-scheduler.
+deliverers live above this layer (``contrib.tasks`` registers ``"tasks"``, ``contrib.celery``
+``"celery"``, when the app is ready), so the scheduler never imports an integration, and an
+integration never needs the scheduler. Both hand a tick over the same way:
+[hand_over][django_advisory_cron.run.handover.hand_over].
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from typing import Any, Protocol
 from ..exceptions import AdvisoryCronError
 
 #: The kinds of ``deliver=`` a job may name: ``"tasks"`` (the default Tasks backend) or
-#: ``"tasks:<backend alias>"``.
-SCHEMES = ("tasks",)
+#: ``"tasks:<backend alias>"``; ``"celery"`` (the Celery task's own route) or
+#: ``"celery:<queue>"``.
+SCHEMES = ("tasks", "celery")
+#: What follows the colon, per scheme, for the messages.
+TARGETS = {"tasks": "backend alias", "celery": "queue"}
 
 
 class DeliveryError(AdvisoryCronError):
@@ -27,15 +31,39 @@ class DeliveryError(AdvisoryCronError):
 
 
 def parse(deliver: str) -> tuple[str, str | None]:
-    """``"tasks"`` -> ``("tasks", None)``; ``"tasks:emails"`` -> ``("tasks", "emails")``.
+    """``"tasks"`` -> ``("tasks", None)``; ``"celery:emails"`` -> ``("celery", "emails")``.
 
     Raises ``ValueError`` with a message naming what is accepted.
     """
     scheme, colon, target = deliver.partition(":")
     if scheme not in SCHEMES or (colon and not target.strip()) or target != target.strip():
-        accepted = ", ".join(f"'{name}' or '{name}:<backend alias>'" for name in SCHEMES)
+        accepted = ", ".join(f"'{name}' or '{name}:<{TARGETS[name]}>'" for name in SCHEMES)
         raise ValueError(f"deliver must be {accepted}, not {deliver!r}")
     return scheme, target or None
+
+
+def sends_by_name(deliver: str | None) -> bool:
+    """Whether ``deliver`` sends a task of another queue by name (``"celery..."``): the schedule
+    that has it names that task as its ``job`` instead of a registered job. Whether ``deliver``
+    is valid is ``parse``'s to say."""
+    return (deliver or "").partition(":")[0] == "celery"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteCall:
+    """What a schedule delivered by name (``deliver="celery"``) sends each tick: the task's
+    name and its arguments. It is the job's function, but never runs here: its body is the
+    task, in the queue's workers."""
+
+    task: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+
+    def __call__(self) -> None:
+        raise DeliveryError(
+            f"the Celery task {self.task!r} is sent to Celery's workers, not run here: "
+            "send a tick now with runlocked --enqueue"
+        )
 
 
 class DeliverableJob(Protocol):
@@ -105,7 +133,7 @@ def deliverer_for(job: DeliverableJob) -> Deliverer | None:
 
 
 def deliverer_for_scheme(scheme: str) -> Deliverer:
-    """The deliverer registered for ``scheme`` (``"tasks"``)."""
+    """The deliverer registered for ``scheme`` (``"tasks"``, ``"celery"``)."""
     try:
         return _deliverers[scheme]
     except KeyError:

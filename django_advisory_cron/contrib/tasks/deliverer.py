@@ -1,38 +1,26 @@
 """Enqueue a job's tick to a Tasks backend, once across every scheduler.
 
-Before enqueueing, a scheduler claims ``(job, tick)`` with one statement (an
-[EnqueuedTick][django_advisory_cron.models.EnqueuedTick] row, unique per job and tick, not
-inserted once the tick has a run). Only the winner enqueues, so 20 schedulers waking at the
-same tick enqueue one task. A duplicate that gets through anyway (a backend's retry, a
-redelivery, a task re-enqueued by hand) is absorbed when it runs: the run claims the tick in
-the run history and every later delivery finds it taken and skips.
+The claim before the enqueue is [hand_over][django_advisory_cron.run.handover.hand_over]'s:
+only the scheduler that wins a tick enqueues it. A duplicate that gets through anyway (a
+backend's retry, a redelivery, a task re-enqueued by hand) is absorbed when it runs: the run
+claims the tick in the run history and every later delivery finds it taken and skips.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...conf import app_settings
-from ...db import sql
-from ...db.aliases import lock_database
-from ...db.execute import database_now, fetch_one
 from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
-from ...run.history import HOST
+from ...run.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
+from ...run.handover import hand_over
 from ...run.jobs import Job
 from .framework import NOT_INSTALLED, errors, framework, installed
 from .task import tick_task
-
-logger = logging.getLogger("django_advisory_cron")
-
-#: Claims of ticks older than this (before the newest claim of the same job) are deleted.
-CLAIM_KEEP_DAYS = 7
 
 
 def backend_alias(job: DeliverableJob) -> str:
@@ -87,7 +75,7 @@ class Problem:
 
 def diagnose(job: DeliverableJob) -> list[Problem]:
     """What stands in the way of delivering ``job``'s ticks through the Tasks framework."""
-    if not job.deliver:
+    if not job.deliver or parse(job.deliver)[0] != "tasks":
         return []
     if not installed():
         return [
@@ -179,56 +167,18 @@ class TasksDeliverer:
         assert isinstance(job, Job)
         values = check_arguments(job.name, args)
         task = task_for(job)
-        alias = lock_database(using, job.using)
-        at = tick or database_now(alias)
-        schedule = job.schedule
-        matched = schedule.nearest_tick(at, app_settings.MAX_SKEW) if schedule else None
         backend = task.backend
-        claim_id: int | None = None
-        if matched is not None:
-            claim = fetch_one(
-                alias,
-                sql.claim_enqueue(
-                    job=job.name,
-                    tick=matched,
-                    backend=backend,
-                    host=HOST,
-                    pid=os.getpid(),
-                    keep_days=CLAIM_KEEP_DAYS,
-                ),
-            )
-            assert claim is not None
-            claim_id, ran = claim
-            if claim_id is None:
-                where = "already ran" if ran else "already enqueued elsewhere"
-                logger.info("job %s: tick %s %s", job.name, matched, where)
-                return Delivery(job.name, matched, backend, enqueued=False, already_ran=ran)
-        try:
-            result = task.enqueue(job.name, (matched or at).isoformat(), values)
-        except Exception as error:
-            if claim_id is not None:
-                _send(alias, sql.release_claim(claim_id=claim_id))
-            raise DeliveryError(
-                f"job {job.name!r}: the Tasks backend {backend!r} refused the task: {error}"
-            ) from error
-        task_id = str(result.id)
-        if claim_id is not None:
-            _send(alias, sql.enqueued(claim_id=claim_id, task_id=task_id))
-        logger.info(
-            "job %s: tick %s enqueued to Tasks backend %r as task %s",
-            job.name,
-            matched,
-            backend,
-            task_id,
-        )
-        return Delivery(job.name, matched, backend, enqueued=True, task_id=task_id)
+
+        def send(moment: datetime) -> str:
+            try:
+                return str(task.enqueue(job.name, moment.isoformat(), values).id)
+            except Exception as error:
+                raise DeliveryError(
+                    f"job {job.name!r}: the Tasks backend {backend!r} refused the task: {error}"
+                ) from error
+
+        return hand_over(job, tick, target=backend, send=send, using=using)
 
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""
         return [problem.message for problem in diagnose(job) if problem.is_error]
-
-
-def _send(alias: str, statement: sql.Statement) -> Any:
-    """Run one claim statement (autocommit); its first column, or ``None``."""
-    row = fetch_one(alias, statement)
-    return None if row is None else row[0]

@@ -102,9 +102,10 @@ ACTIONS = {
         "periodic tasks), crontab (django-crontab's CRONJOBS) or django-q2 (its schedules) "
         "as database schedules, each under its name there, calling the registered job whose "
         "name or function's dotted path it names, or a management command; a line per "
-        "entry: what it became, or why it cannot map. --dry-run writes nothing. A second "
-        "import finds what the first one added and changes nothing; nothing is removed from "
-        "the source",
+        "entry: what it became, or why it cannot map. --deliver celery (celery-beat, "
+        "django-celery-beat) makes each schedule send its Celery task, on its queue, to Celery "
+        "instead. --dry-run writes nothing. A second import finds what the first one added "
+        "and changes nothing; nothing is removed from the source",
     ),
 }
 
@@ -262,6 +263,13 @@ class Command(AppCommand):
             help=f"where they are: {', '.join(importers.SOURCES)}",
         )
         imported.add_argument(
+            "--deliver",
+            default="",
+            choices=["celery"],
+            help="send each entry's Celery task to Celery at its ticks (on the entry's queue), "
+            "instead of calling a job here: celery beat retired, its tasks and workers kept",
+        )
+        imported.add_argument(
             "--dry-run", action="store_true", help="print what it would do; write nothing"
         )
         parser.add_argument(
@@ -284,7 +292,9 @@ class Command(AppCommand):
             elif action in ("add", "edit", "reset", "remove"):
                 self._change(action, found, alias, options)
             elif action == "import":
-                self._import(found, alias, options["source"], options["dry_run"])
+                self._import(
+                    found, alias, options["source"], options["dry_run"], options["deliver"]
+                )
             elif action == "history":
                 job = self._find(found, options["job"])
                 self._write(
@@ -316,10 +326,10 @@ class Command(AppCommand):
                 f"{first_line(error)} (is the job state table missing? run manage.py migrate)",
             )
 
-    def _import(self, found: Catalog, alias: str, source: str, dry_run: bool) -> None:
+    def _import(self, found: Catalog, alias: str, source: str, dry_run: bool, deliver: str) -> None:
         """Import the entries of ``source``; exit 2 when some could not be."""
         try:
-            lines, left = importers.run(found, alias, source, dry_run)
+            lines, left = importers.run(found, alias, source, dry_run, deliver)
         except importers.Unavailable as error:
             self.leave(exitcodes.USAGE, f"import --from {source}: {error}")
         self._write(lines)

@@ -42,8 +42,9 @@ exit codes:
   78   configuration error: the lock database is not PostgreSQL, the app's tables are
        missing (run migrate), a job must run in a process and the settings are not a
        module a child process can load, a job's deliver= cannot work here (no Tasks
-       framework, unknown backend), or a system check of django-advisory-cron reports an
-       error (one line each; manage.py check shows them all; --skip-checks starts anyway)
+       framework, unknown backend, no Celery or no Celery app), or a system check of
+       django-advisory-cron reports an error (one line each; manage.py check shows them all;
+       --skip-checks starts anyway)
   130  stopped by SIGINT, 143 by SIGTERM
 """
 

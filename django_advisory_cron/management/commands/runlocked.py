@@ -125,8 +125,9 @@ class Command(AppCommand):
         parser.add_argument(
             "--enqueue",
             action="store_true",
-            help="enqueue the job to its Tasks backend (its deliver=, else the default backend) "
-            "instead of running it here; once per tick across every scheduler",
+            help="enqueue the job to its Tasks backend (its deliver=, else the default backend), "
+            "or send it to Celery (deliver='celery'), instead of running it here; once per tick "
+            "across every scheduler",
         )
         parser.add_argument("--list", action="store_true", help="list registered jobs and exit")
         # Internal: cronworker runs a job in a child process for the tick it is due at.

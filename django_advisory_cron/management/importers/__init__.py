@@ -12,9 +12,10 @@ nothing; nothing is ever written to the source.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DataError, IntegrityError
@@ -26,6 +27,7 @@ from ...run import control
 from ...run.catalog import Catalog
 from ...run.declared import definition_of, derived_name
 from ...run.definitions import MAX_DESCRIPTION, Definition, to_job
+from ...run.delivery import sends_by_name
 from ...run.jobs import Job
 from ..schedule_options import row
 
@@ -36,6 +38,8 @@ SOURCES = {
     "crontab": "cronjobs",
     "django-q2": "django_q2",
 }
+#: The sources whose entries name Celery tasks: what ``--deliver celery`` applies to.
+CELERY_SOURCES = ("celery-beat", "django-celery-beat")
 
 
 class Unavailable(Exception):
@@ -49,20 +53,40 @@ class NotMappable(Exception):
 @dataclass(frozen=True)
 class Found:
     """One entry of the source: where it is, for people (``label``), and the schedule entry
-    it maps to, or ``reason``, why it cannot map. ``notes`` say what of it is left behind."""
+    it maps to, or ``reason``, why it cannot map. ``notes`` say what of it is left behind;
+    ``routing``, a Celery entry's message options (its queue goes with ``--deliver celery``,
+    the others are left behind)."""
 
     label: str
     entry: ScheduleEntry | None = None
     reason: str = ""
     notes: tuple[str, ...] = ()
+    routing: dict[str, Any] = field(default_factory=dict)
 
 
-def mapped(label: str, read: Callable[[], ScheduleEntry], notes: tuple[str, ...] = ()) -> Found:
+def mapped(
+    label: str, read: Callable[[], ScheduleEntry], routing: dict[str, Any] | None = None
+) -> Found:
     """``label``'s entry as ``read()`` maps it, or the reason it cannot map."""
     try:
-        return Found(label, read(), notes=notes)
+        return Found(label, read(), routing=dict(routing or {}))
     except NotMappable as error:
         return Found(label, reason=str(error))
+
+
+def routed(item: Found, deliver: str) -> Found:
+    """``item`` sent to Celery (``deliver``, with its queue) or not, with a note for the
+    routing options left behind."""
+    routing = dict(item.routing)
+    queue = routing.pop("queue", None) if deliver else None
+    notes = item.notes
+    if routing:
+        notes = (f"its options {routing!r} are left behind (they route a message)", *notes)
+    if not deliver or not isinstance(item.entry, dict):
+        return dataclasses.replace(item, notes=notes)
+    name = getattr(queue, "name", queue)  # a kombu Queue, or its name
+    target = f"{deliver}:{name}" if name else deliver
+    return dataclasses.replace(item, entry={**item.entry, "deliver": target}, notes=notes)
 
 
 def described(text: str) -> str:
@@ -77,12 +101,21 @@ def entries(source: str) -> list[Found]:
     return found
 
 
-def run(found: Catalog, alias: str, source: str, dry_run: bool) -> tuple[list[str], int]:
+def run(
+    found: Catalog, alias: str, source: str, dry_run: bool, deliver: str = ""
+) -> tuple[list[str], int]:
     """Import every entry of ``source`` that maps (with ``dry_run``, write nothing): a line
-    per entry saying what became of it, and how many were not imported."""
+    per entry saying what became of it, and how many were not imported. With
+    ``deliver="celery"``, each schedule sends its entry's Celery task to Celery (on the entry's
+    queue) instead of calling a job of this process."""
+    if deliver and source not in CELERY_SOURCES:
+        raise Unavailable(
+            f"--deliver {deliver} sends Celery tasks: it applies to --from "
+            f"{' or '.join(CELERY_SOURCES)}, whose entries name them"
+        )
     known: list[Job[Any, Any]] = found.all()
     lines, left = [], 0
-    for item in entries(source):
+    for item in map(functools.partial(routed, deliver=deliver), entries(source)):
         said, definition = _one(item, found, known, alias, dry_run)
         if definition is None:
             left += 1
@@ -132,5 +165,10 @@ def _one(
     disabled = "" if definition.enabled else ", disabled"
     calls = definition.calls
     if definition.job:
-        calls = "job " + derived_name(dataclasses.asdict(definition))
+        call = derived_name(dataclasses.asdict(definition))
+        calls = (
+            f"Celery task {call} (deliver={definition.deliver})"
+            if sends_by_name(definition.deliver)
+            else f"job {call}"
+        )
     return f"{head}: {verb}, calling {calls}, {when}{disabled}", definition

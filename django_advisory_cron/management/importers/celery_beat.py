@@ -30,10 +30,8 @@ def entries() -> list[Found]:
     where, beat, zone = _schedule()
     found = []
     for key, spec in beat.items():
-        notes: tuple[str, ...] = ()
-        if isinstance(spec, dict) and spec.get("options"):
-            notes = (f"its options {spec['options']!r} are left behind (they route a message)",)
-        found.append(mapped(f"{where}[{key!r}]", partial(_entry, key, spec, zone, where), notes))
+        routing = spec.get("options") if isinstance(spec, dict) else None
+        found.append(mapped(f"{where}[{key!r}]", partial(_entry, key, spec, zone, where), routing))
     return found
 
 

@@ -30,7 +30,11 @@ def entries() -> list[Found]:
 
     tasks = PeriodicTask.objects.select_related("crontab", "interval", "solar", "clocked")
     return [
-        mapped(f"PeriodicTask {task.name!r}", partial(_entry, task))
+        mapped(
+            f"PeriodicTask {task.name!r}",
+            partial(_entry, task),
+            {"queue": task.queue} if task.queue else None,
+        )
         for task in tasks.order_by("name")
     ]
 

@@ -1,0 +1,89 @@
+"""Hand a job's tick to a queue once across every scheduler: the algorithm every deliverer
+(``"tasks"``, ``"celery"``) shares; each brings only its ``send``.
+
+Before sending, a scheduler claims ``(job, tick)`` with one statement (an
+[EnqueuedTick][django_advisory_cron.models.EnqueuedTick] row, unique per job and tick, not
+inserted once the tick has a run). Only the winner sends, so 20 schedulers waking at the same
+tick send one message. A run outside every tick's tolerance (``runlocked --enqueue`` off the
+schedule) has no tick to claim and is sent as asked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from ..conf import app_settings
+from ..db import sql
+from ..db.aliases import lock_database
+from ..db.execute import database_now, fetch_one
+from .delivery import Delivery, DeliveryError
+from .history import HOST
+from .jobs import Job
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: Claims of ticks older than this (before the newest claim of the same job) are deleted.
+CLAIM_KEEP_DAYS = 7
+
+
+def hand_over(
+    job: Job[..., Any],
+    tick: datetime | None,
+    *,
+    target: str,
+    send: Callable[[datetime], str],
+    using: str | None = None,
+    record: bool = False,
+) -> Delivery:
+    """Claim ``tick`` of ``job`` (or, for an unscheduled run, the tick nearest the
+    database's clock) and, if this caller won it, ``send(moment)`` (the tick, or the time of an
+    unscheduled run), which returns the queue's id of the message or raises
+    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError].
+
+    ``target`` says where it goes (stored on the claim). A refused send gives the claim back,
+    so the tick can be sent again; with ``record`` it is recorded instead as the tick's failed
+    run, with the error, and a sent one as its succeeded run with the message's id: for a
+    queue whose task is not a job of this app, so nothing else would write the tick's run.
+    """
+    alias = lock_database(using, job.using)
+    at = tick or database_now(alias)
+    schedule = job.schedule
+    matched = schedule.nearest_tick(at, app_settings.MAX_SKEW) if schedule else None
+    claim_id: int | None = None
+    if matched is not None:
+        claim = fetch_one(
+            alias,
+            sql.claim_enqueue(
+                job=job.name,
+                tick=matched,
+                backend=target,
+                host=HOST,
+                pid=os.getpid(),
+                keep_days=CLAIM_KEEP_DAYS,
+            ),
+        )
+        assert claim is not None
+        claim_id, ran = claim
+        if claim_id is None:
+            where = "already ran" if ran else "already enqueued elsewhere"
+            logger.info("job %s: tick %s %s", job.name, matched, where)
+            return Delivery(job.name, matched, target, enqueued=False, already_ran=ran)
+    try:
+        task_id = send(matched or at)
+    except DeliveryError as error:
+        if claim_id is not None:
+            fetch_one(
+                alias,
+                sql.refused_send(claim_id=claim_id, error=str(error))
+                if record
+                else sql.release_claim(claim_id=claim_id),
+            )
+        raise
+    if claim_id is not None:
+        fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id, record=record))
+    logger.info("job %s: tick %s enqueued to %s as task %s", job.name, matched, target, task_id)
+    return Delivery(job.name, matched, target, enqueued=True, task_id=task_id)

@@ -35,7 +35,13 @@ SCHEDULE_OPTIONS = (
     ("--catch-up", "catch_up", "POLICY", "which missed ticks run: latest, all or none"),
     ("--max-lateness", "max_lateness", "SECONDS", "a tick later than this is skipped"),
     ("--timeout", "timeout", "SECONDS", "stop a run that takes longer"),
-    ("--deliver", "deliver", "BACKEND", "hand its ticks to a Tasks backend (deliver=)"),
+    (
+        "--deliver",
+        "deliver",
+        "TARGET",
+        "hand its ticks to a queue (deliver=): tasks[:<backend alias>], or celery[:<queue>] "
+        "(--job then names the Celery task)",
+    ),
     ("--description", "description", "TEXT", "what it is for, for the others"),
     (
         "--starts",

@@ -80,9 +80,11 @@ def test_a_job_schedule_inherits_what_it_does_not_set_and_edit_goes_back(manage:
         "--schedule", "0 3 * * *", "--at-most-once", "yes", "--capture", "yes",
     )  # fmt: skip
     ok(added)
+    before = Schedule.objects.get(name="nightly").changed
     edited = manage("cronjob", "edit", "nightly", "--retries", "4", "--capture", "")
     assert ok(edited).startswith("nightly: changed (--retries, --capture); it calls job mark")
     row = Schedule.objects.get(name="nightly")
+    assert row.changed > before  # the table's trigger saw the edit: the workers follow it
     assert (row.retries, row.retry_backoff, row.at_most_once, row.capture) == (4, None, True, None)
     jobs = listed(manage)
     # Its own retries with its job's back-off; its own at most once; its job's capture (off).
@@ -111,6 +113,8 @@ def test_the_settings_list_takes_them_and_its_check_refuses_bad_ones(
          "retry_backoff": 5, "at_most_once": True, "capture": False},
         {"name": "s-neg", "command": "marker", "args": ["x"], "every": 60, "retries": -1},
         {"name": "s-word", "command": "marker", "args": ["x"], "every": 60, "capture": "yes"},
+        {"name": "s-celery", "job": "billing.ping", "deliver": "celery", "every": 60,
+         "retries": 3, "capture": True},
     ]  # fmt: skip
     settings = {"JOBS_MODULE": "schedule_tasks", "SCHEDULES": entries}
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
@@ -122,6 +126,9 @@ def test_the_settings_list_takes_them_and_its_check_refuses_bad_ones(
         "be a whole number >= 0, not -1.",
         "?: (django_advisory_cron.E171) ADVISORY_CRON['SCHEDULES'][2]: its 'capture' must be "
         "True, False or None, not yes.",
+        "?: (django_advisory_cron.E175) ADVISORY_CRON['SCHEDULES'][3] ('s-celery'): a schedule "
+        "sent to Celery runs in Celery's workers, which retry and log it as the Celery task "
+        "says: it takes no retries, retry_backoff, at_most_once or capture of its own.",
     }, checked.stderr
 
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({**settings, "SCHEDULES": entries[:1]}))
@@ -183,6 +190,10 @@ def test_the_admin_form_sets_them_and_the_change_page_shows_what_applies(editor:
         "retries: 0 (a command's default); at most once: no (a command's default); captured "
         "output: yes (a command's default)"
     ) in page, page.split("Around the body")[1][:600]
+
+    sent = Schedule.objects.create(name="ping", job="billing.ping", deliver="celery", every=60)
+    page = text(editor.get(reverse("admin:django_advisory_cron_schedule_change", args=[sent.pk])))
+    assert '<div class="readonly">as the Celery task says, in Celery\'s workers</div>' in page
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from ..conf import app_settings
 from ..models import Schedule
 from ..run import catalog
 from ..run.definitions import Definition, to_job
+from ..run.delivery import sends_by_name
 from ..run.jobs import Job, registry
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ChoiceFilter
@@ -65,6 +66,7 @@ PROBLEM_FIELDS = [
         (r"the schedule ends before it starts", "ends"),
         (r"retries must ", "retries"),
         (r"retry_backoff must |a retry back-off ", "retry_backoff"),
+        (r"a schedule sent to Celery runs in ", "deliver"),
     )
 ]
 
@@ -389,6 +391,8 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         definition = definition_of(obj)
         if definition.override or definition.problems():
             return "-"
+        if sends_by_name(definition.deliver):
+            return str(_("as the Celery task says, in Celery's workers"))
         return as_it_runs(definition)
 
     @admin.display(description=_("schedule"), ordering="cron")

@@ -239,7 +239,14 @@ class Definition:
         return problems + self._around_problems()
 
     def _around_problems(self) -> list[str]:
-        """What it sets around the body: a retry policy."""
+        """What it sets around the body: a retry policy, and not for a body run elsewhere."""
+        given = any(getattr(self, name) is not None for name in AROUND)
+        if sends_by_name(self.deliver) and given:
+            return [
+                "a schedule sent to Celery runs in Celery's workers, which retry and log it as "
+                f"the Celery task says: it takes no {', '.join(AROUND[:-1])} or {AROUND[-1]} "
+                "of its own"
+            ]
         if self.retries is None and self.retry_backoff is None:
             return []
         backoff = 1.0 if self.retry_backoff is None else self.retry_backoff

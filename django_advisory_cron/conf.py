@@ -33,6 +33,15 @@ Pooling = Literal["none", "session", "transaction", "statement"]
 #: too, as JSON has no tuples) or a dict with named keys.
 ScheduleEntry = tuple[Any, ...] | list[Any] | dict[str, Any]
 CatchUp = Literal["latest", "all", "none"]
+#: ``SYNCHRONOUS_COMMIT``: how far a standby must have the claim and the finish of a run before
+#: their statement returns (PostgreSQL's ``synchronous_commit``, for our statements only).
+SynchronousCommit = Literal["on", "remote_write", "remote_apply"]
+SYNCHRONOUS_COMMIT_CHOICES: tuple[SynchronousCommit | None, ...] = (
+    None,
+    "remote_write",
+    "on",
+    "remote_apply",
+)
 
 EndpointAccess = Literal["open", "token", "staff"]
 
@@ -260,6 +269,9 @@ SETTINGS: dict[str, Setting] = {
     # Schedules declared in settings, as django-crontab's CRONJOBS: (cron, job, args, kwargs)
     # tuples, or dicts; registered at start-up as jobs of their own (source "settings").
     "SCHEDULES": Setting([], "E170", _schedules),
+    # The claim and the finish of a run wait for a synchronous standby this far ("on",
+    # "remote_write", "remote_apply"); None: as the server's synchronous_commit says.
+    "SYNCHRONOUS_COMMIT": Setting(None, "E132", _one_of(SYNCHRONOUS_COMMIT_CHOICES)),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -418,6 +430,10 @@ class AppSettings:
     def SCHEDULES(self) -> list[ScheduleEntry]:
         value = self._get("SCHEDULES")
         return list(value) if isinstance(value, (list, tuple)) else []  # else E170
+
+    @property
+    def SYNCHRONOUS_COMMIT(self) -> SynchronousCommit | None:
+        return cast("SynchronousCommit | None", self._get("SYNCHRONOUS_COMMIT"))
 
 
 app_settings = AppSettings()

@@ -1,5 +1,5 @@
-"""System checks for connection pooling (PgBouncer and friends), and for a lock database
-that reaches a standby.
+"""System checks for connection pooling (PgBouncer and friends), for a lock database that
+reaches a standby, and for ``SYNCHRONOUS_COMMIT`` on a server with no synchronous standby.
 
 Static checks read settings only and always run. The live check opens a connection per alias
 to see whether it reaches a standby, then two short ones (see ``probe()``), so it is
@@ -19,7 +19,7 @@ from django.db import DatabaseError
 
 from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
-from ..db import pooler
+from ..db import pooler, sql
 from ..db.connections import standby_at, unpooled_connection
 from ..run.jobs import Job, registry
 
@@ -140,7 +140,39 @@ def check_pooling_live(
         if alias in databases:
             standby = _standby_warning(alias)
             messages.extend([standby] if standby else _live_messages(alias, jobs))
+    lock_alias = app_settings.lock_database
+    if app_settings.SYNCHRONOUS_COMMIT and lock_alias in databases:
+        messages.extend(_synchronous_warning(lock_alias))
     return messages
+
+
+def _synchronous_warning(alias: str) -> list[checks.CheckMessage]:
+    """W014 when ``SYNCHRONOUS_COMMIT`` is set and the server names no synchronous standby:
+    PostgreSQL then waits for no standby, whatever ``synchronous_commit`` says, and a claim
+    can still be lost in a failover. A database that cannot be reached is left to W011."""
+    connection = unpooled_connection(alias)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(*sql.synchronous_standby_names())
+            row = cursor.fetchone()
+    except DatabaseError:
+        return []
+    finally:
+        connection.close()
+    if row is None or row[0]:
+        return []
+    return [
+        checks.Warning(
+            f"ADVISORY_CRON['SYNCHRONOUS_COMMIT'] = {app_settings.SYNCHRONOUS_COMMIT!r}, but "
+            f"the server of database {alias!r} names no synchronous standby "
+            "(synchronous_standby_names is empty): claims wait for no standby, and a tick "
+            "claimed just before a failover can run again on the promoted standby.",
+            hint="Name the standbys in synchronous_standby_names on the primary (with "
+            "synchronous_commit = local there if only the app's claims should wait), or "
+            "remove the setting. See the failover page of the docs.",
+            id=check_id("W014"),
+        )
+    ]
 
 
 def _standby_warning(alias: str) -> checks.Warning | None:

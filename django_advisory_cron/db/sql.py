@@ -181,6 +181,11 @@ def in_recovery() -> Statement:
     return "SELECT pg_is_in_recovery()", {}
 
 
+def synchronous_standby_names() -> Statement:
+    """The standbys the server waits for when a commit asks (empty: none)."""
+    return "SELECT current_setting('synchronous_standby_names')", {}
+
+
 def usable_connections() -> Statement:
     """How many connections the server gives ordinary roles: ``max_connections`` less the
     reserved ones (``reserved_connections`` exists from PostgreSQL 16)."""
@@ -222,6 +227,16 @@ _PARTS = {
 }
 
 
+def _waited(synchronous_commit: str | None) -> str:
+    """A ``RETURNING`` item that makes the commit of the statement's transaction wait for a
+    synchronous standby as ``synchronous_commit`` says (``set_config(..., true)``: this
+    transaction only, never the job's own work on other connections). It is evaluated for each
+    row the statement writes, so a statement that writes nothing waits for nothing."""
+    if synchronous_commit is None:
+        return ""
+    return ", set_config('synchronous_commit', %(synchronous_commit)s, true)"
+
+
 @functools.cache
 def _run_parts(sql: str) -> str:
     for name, text in _PARTS.items():
@@ -258,6 +273,7 @@ def claim_runs(
     settle: bool,
     record_skips: bool,
     census: str | None = None,
+    synchronous_commit: str | None = None,
 ) -> Statement:
     """Take the locks and claim the ticks of one or several runs, in one round trip: the one
     claim algorithm (a single run is a batch of one). One tick per job.
@@ -338,7 +354,7 @@ WITH i AS (
         SELECT FROM {{table}} r WHERE r.job = t.job AND r.tick = t.tick
            AND r.status IN ({{s_interrupted}}, {{s_running}})))
     ON CONFLICT (job, tick) WHERE status IN ({{taking}}) DO NOTHING
-    RETURNING id, job
+    RETURNING id, job{_waited(synchronous_commit)}
 ), o AS (
     SELECT t.*, ins.id, d.interrupted,
            %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
@@ -370,6 +386,7 @@ SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE fal
         "settle": settle,
         "record": record_skips,
         "prefix": census,
+        "synchronous_commit": synchronous_commit,
     }
     skips = _skip_rows() if record_skips or any(claim.manual for claim in claims) else ""
     fleet = f", {_fill(_SIGHTING)}" if census else ""
@@ -434,6 +451,7 @@ def claim_tick(
     tick: datetime | None,
     lease: float | None,
     task_id: str = "",
+    synchronous_commit: str | None = None,
 ) -> Statement:
     """Claim a tick that the acquiring statement's own ``dead`` step just gave back (inside one
     statement the old row version still conflicts). Returns the run id, or no row."""
@@ -444,9 +462,13 @@ INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until, 
 VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), {s_running}, '', LEASE,
         %(task_id)s)
 ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
-RETURNING id"""
+RETURNING idWAITED"""
     ).replace("LEASE", lease_sql)
-    return sql, {**_who(job, host, pid, task_id), "tick": tick, "lease": lease}
+    params = {"tick": tick, "lease": lease, "synchronous_commit": synchronous_commit}
+    return sql.replace("WAITED", _waited(synchronous_commit)), {
+        **_who(job, host, pid, task_id),
+        **params,
+    }
 
 
 def _then_unlock(inner: str, key: LockKey, scope: ResolvedScope, shared: bool = False) -> str:
@@ -482,6 +504,7 @@ def finish_run(
     attempts: int = 1,
     output: str = "",
     shared: bool = False,
+    synchronous_commit: str | None = None,
 ) -> Statement:
     """Finish the run row with how many ``attempts`` its body took and what it captured
     (and unlock, in session scope; see ``_then_unlock``)."""
@@ -489,7 +512,7 @@ def finish_run(
         "UPDATE {table} SET"
         + _FINISH
         + ", attempts = %(attempts)s, output = %(output)s WHERE id = %(id)s"
-    )
+    ) + (f" RETURNING id{_waited(synchronous_commit)}" if synchronous_commit else "")
     params = {
         **key.params,
         "status": status,
@@ -497,6 +520,7 @@ def finish_run(
         "id": run_id,
         "attempts": attempts,
         "output": output,
+        "synchronous_commit": synchronous_commit,
     }
     return _then_unlock(update, key, scope, shared), params
 
@@ -523,15 +547,21 @@ def skip_tick(
     return _then_unlock(insert, key, scope, shared), {**key.params, **who, "tick": tick}
 
 
-def mark_lock_lost(*, run_id: int, error: str) -> Statement:
+#: The row of a run written through another connection than its own: its id, and who wrote
+#: it. After a failover to an asynchronous standby, the id may have been given to another
+#: run (the claim that took it was lost, and the sequence with it).
+_OWN_ROW = "id = %(id)s AND job = %(job)s AND host = %(host)s AND pid = %(pid)s"
+
+
+def mark_lock_lost(*, run_id: int, job: str, host: str, pid: int, error: str) -> Statement:
     """Mark a running run ``lock_lost`` as soon as the loss is seen. Its lease is kept, not
     renewed: its body may still run, and the other replicas wait for the lease to run out
     (or for ``record_lost_run``, when the body ends) before they start the job again."""
     sql = _fill(
         "UPDATE {table} SET status = {s_lock_lost}, error = %(error)s "
-        "WHERE id = %(id)s AND status = {s_running}"
+        f"WHERE {_OWN_ROW} AND status = {{s_running}}"
     )
-    return sql, {"id": run_id, "error": error}
+    return sql, {**_who(job, host, pid), "id": run_id, "error": error}
 
 
 def record_lost_run(
@@ -559,7 +589,7 @@ WITH upd AS (
     UPDATE {table} SET"""
         + _FINISH
         + """
-     WHERE id = %(id)s
+     WHERE OWN_ROW
     RETURNING id
 ), ins AS (
     INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
@@ -574,7 +604,7 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
        %(error)s || E'\\n(tick ' || %(tick)s::text || ' was run by another replica)',
        %(task_id)s
  WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)"""
-    )
+    ).replace("OWN_ROW", _OWN_ROW)
     who = _who(job, host, pid, task_id)
     return sql, {**who, "id": run_id, "tick": tick, "status": status, "error": error}
 

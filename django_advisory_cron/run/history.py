@@ -145,6 +145,8 @@ class RunRecord:
         #: Read once: a run keeps the lease it started with.
         self.lease = app_settings.LEASE
         self.record_skips = app_settings.RECORD_SKIPS
+        #: How far a standby must have its claim and its finish before they return.
+        self.synchronous_commit = app_settings.SYNCHRONOUS_COMMIT
         self.using = using
         self.pid = os.getpid()
         #: Running rows of this job, still within their lease, seen by the last attempt.
@@ -201,6 +203,7 @@ class RunRecord:
                     tick=self.facts.tick,
                     lease=self.lease_in(scope),
                     task_id=self.task_id,
+                    synchronous_commit=self.synchronous_commit,
                 )
             )
             run_id = None if claimed is None else claimed[0]
@@ -248,6 +251,7 @@ class RunRecord:
             attempts=self.attempts,
             output=self.output,
             shared=self.shared,
+            synchronous_commit=self.synchronous_commit,
         )
 
     def beat(self, key: LockKey) -> Statement:
@@ -263,7 +267,9 @@ class RunRecord:
         ``finish_lost`` to record the body's end, which ends it."""
         if self.facts.run_id is None:
             return False
-        statement = sql.mark_lock_lost(run_id=self.facts.run_id, error=error_line)
+        statement = sql.mark_lock_lost(
+            run_id=self.facts.run_id, job=self.facts.job, host=HOST, pid=self.pid, error=error_line
+        )
         return execute_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
 
     def finish_lost(self, status: str, text: str) -> bool:
@@ -313,6 +319,7 @@ def claim(
         settle=settle,
         record_skips=first.record_skips,
         census=census,
+        synchronous_commit=first.synchronous_commit,
     )
 
 

@@ -57,6 +57,20 @@ class Standby(PostgresServer):
                     )
                 time.sleep(0.05)
 
+    def pause_replay(self) -> None:
+        """``pg_wal_replay_pause()``: WAL still arrives and is flushed, but is not applied, so
+        a commit that waits for ``remote_apply`` waits until ``resume_replay()``."""
+        self._execute("SELECT pg_wal_replay_pause()")
+
+    def resume_replay(self) -> None:
+        self._execute("SELECT pg_wal_replay_resume()")
+
+    def _execute(self, statement: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(statement)
+
     def promote(self) -> None:
         """``pg_ctl promote``: it leaves recovery and accepts writes when this returns."""
         self._pg_ctl("promote")
@@ -72,14 +86,16 @@ def start_standby(
     primary: PostgresServer,
     *,
     synchronous: bool = False,
+    synchronous_commit: str = "on",
     config: Mapping[str, str] | None = None,
     timeout: float = 60.0,
 ) -> Standby:
     """Start a hot standby of the running ``primary`` on 127.0.0.1 and wait until it streams.
 
-    ``synchronous=True`` names it in the primary's ``synchronous_standby_names`` and turns the
-    primary's ``synchronous_commit`` on (the throwaway default is off), so that a commit on
-    the primary returns only once the standby has it. ``config`` sets ``postgresql.conf``
+    ``synchronous=True`` names it in the primary's ``synchronous_standby_names`` and sets the
+    primary's ``synchronous_commit`` to ``synchronous_commit`` (the throwaway default is off):
+    with ``on`` a commit on the primary returns only once the standby has it; with ``local``
+    only the transactions that ask for more wait for it. ``config`` sets ``postgresql.conf``
     values of the standby. Stop it (or use ``with``) when done; the primary is not stopped.
     """
     import psycopg
@@ -118,7 +134,7 @@ def start_standby(
         if synchronous:
             with psycopg.connect(primary.url(), autocommit=True) as conn:
                 conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '\"{standby.name}\"'")
-                conn.execute("ALTER SYSTEM SET synchronous_commit = 'on'")
+                conn.execute(f"ALTER SYSTEM SET synchronous_commit = '{synchronous_commit}'")
                 conn.execute("SELECT pg_reload_conf()")
         standby.wait_streaming(timeout, synchronous=synchronous)
     except BaseException:

@@ -38,11 +38,11 @@ def test_an_async_job_runs_in_the_task_worker_once_per_tick(
     worker.send_signal(signal.SIGTERM)
 
     claims = {claim.tick: claim for claim in EnqueuedTick.objects.filter(job="tasks_async")}
+    assert None not in claims
     runs = list(JobRun.objects.filter(job="tasks_async"))
     assert Counter(run.tick for run in runs) == Counter(dict.fromkeys(claims, 1))
     assert {run.status for run in runs} == {RunStatus.SUCCEEDED}
-    for run in runs:
-        assert run.task_id == claims[run.tick].task_id
+    assert {run.task_id for run in runs} == {claim.task_id for claim in claims.values()}
     markers = Marker.objects.filter(job="tasks_async")
     assert markers.count() == len(runs)
     assert {marker.pid for marker in markers} == {worker.pid}  # written in the task worker

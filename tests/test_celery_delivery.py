@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from django_advisory_cron import exitcodes
 from django_advisory_cron.contrib.celery import TICK_HEADER, tick_of
 from django_advisory_cron.contrib.celery.deliverer import SEND_ATTEMPTS, diagnose
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus, Schedule
@@ -322,18 +321,3 @@ def test_a_broker_that_never_answers_is_a_bounded_failed_tick() -> None:
     assert f"Celery's broker {url} did not take it (" in run.error
     assert "\n" not in run.error
     print(f"\nsilent broker: gave up after {took:.2f} s: {run.error}")
-
-
-@pytest.mark.usefixtures("transactional_db")
-def test_running_a_celery_schedule_in_place_is_a_failed_run_that_says_so(
-    manage: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    Schedule.objects.create(name="nightly", job=TASK, deliver="celery", cron="0 3 * * *")
-    monkeypatch.setenv("ADVISORY_CRON_JSON", settings_json())
-    done = manage("runlocked", "nightly")
-    assert done.returncode == exitcodes.JOB_FAILED, done.stderr
-    [run] = JobRun.objects.filter(job="nightly")
-    assert run.status == RunStatus.FAILED
-    assert "the Celery task 'tests.record_tick' is sent to Celery's workers, not run here: " in (
-        run.error
-    )

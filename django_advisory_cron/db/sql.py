@@ -652,7 +652,8 @@ SELECT (SELECT id FROM ins),
 
 def enqueued(*, claim_id: int, task_id: str, record: bool = False) -> Statement:
     """Store the task result id the backend returned on the claim; with ``record``, also
-    record the tick's run as succeeded (sent) with it, from the claim's start until now."""
+    record the tick's run as succeeded (sent) with it, from the claim's start until now: one
+    row ``(run id,)`` then, none if the tick already had a run."""
     params = {"id": claim_id, "task_id": task_id}
     if not record:
         return _fill("UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s"), params
@@ -665,7 +666,8 @@ WITH claim AS (
 INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
 SELECT job, tick, host, pid, enqueued, clock_timestamp(), {s_succeeded}, '', %(task_id)s
   FROM claim
-ON CONFLICT DO NOTHING"""
+ON CONFLICT DO NOTHING
+RETURNING id"""
     )
     return sql, params
 
@@ -677,15 +679,39 @@ def release_claim(*, claim_id: int) -> Statement:
 
 def refused_send(*, claim_id: int, error: str) -> Statement:
     """Record a claimed tick whose message the queue refused as the tick's failed run, with
-    ``error`` (the claim goes: the failed run takes the tick)."""
+    ``error`` (the claim goes: the failed run takes the tick): one row ``(run id,)``, none if
+    the tick already had a run."""
     sql = _fill(
         """
 WITH claim AS (DELETE FROM {claims} WHERE id = %(id)s RETURNING job, tick, host, pid, enqueued)
 INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
 SELECT job, tick, host, pid, enqueued, clock_timestamp(), {s_failed}, %(error)s FROM claim
-ON CONFLICT DO NOTHING"""
+ON CONFLICT DO NOTHING
+RETURNING id"""
     )
     return sql, {"id": claim_id, "error": error}
+
+
+def unclaimed_send(
+    *, job: str, host: str, pid: int, started: datetime, manual: bool, task_id: str, error: str
+) -> Statement:
+    """Record a send that claimed no tick (a manual run, or one off the schedule) as its run,
+    with no tick: succeeded with the queue's ``task_id``, or failed with ``error``. One row
+    ``(run id,)``."""
+    sql = _fill(
+        """
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id, manual)
+VALUES (%(job)s, NULL, %(host)s, %(pid)s, %(started)s, clock_timestamp(),
+        CASE WHEN %(error)s = '' THEN {s_succeeded} ELSE {s_failed} END, %(error)s,
+        %(task_id)s, %(manual)s)
+RETURNING id"""
+    )
+    return sql, {
+        **_who(job, host, pid, task_id),
+        "started": started,
+        "manual": manual,
+        "error": error,
+    }
 
 
 # -- the worker: overlapping ticks and runs in child processes ----------------------------

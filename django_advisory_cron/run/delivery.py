@@ -105,9 +105,11 @@ class Deliverer(Protocol):
         *,
         args: Sequence[Any] = (),
         using: str | None = None,
+        manual: bool = False,
     ) -> Delivery:
-        """Enqueue ``tick`` of ``job`` once across schedulers; raise
-        [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when it cannot."""
+        """Enqueue ``tick`` of ``job`` once across schedulers (``manual``: now, claiming no
+        tick); raise [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when it
+        cannot."""
         ...
 
     def problems(self, job: DeliverableJob) -> list[str]:

@@ -5,7 +5,7 @@ Before sending, a scheduler claims ``(job, tick)`` with one statement (an
 [EnqueuedTick][django_advisory_cron.models.EnqueuedTick] row, unique per job and tick, not
 inserted once the tick has a run). Only the winner sends, so 20 schedulers waking at the same
 tick send one message. A run outside every tick's tolerance (``runlocked --enqueue`` off the
-schedule) has no tick to claim and is sent as asked.
+schedule), and a manual one ("run now"), claim no tick and are sent as asked.
 """
 
 from __future__ import annotations
@@ -38,21 +38,24 @@ def hand_over(
     send: Callable[[datetime], str],
     using: str | None = None,
     record: bool = False,
+    manual: bool = False,
 ) -> Delivery:
     """Claim ``tick`` of ``job`` (or, for an unscheduled run, the tick nearest the
     database's clock) and, if this caller won it, ``send(moment)`` (the tick, or the time of an
     unscheduled run), which returns the queue's id of the message or raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError].
+    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError]. A ``manual`` send (run
+    now, ``runlocked --manual``) claims no tick: it is sent as asked, like a manual run.
 
     ``target`` says where it goes (stored on the claim). A refused send gives the claim back,
     so the tick can be sent again; with ``record`` it is recorded instead as the tick's failed
     run, with the error, and a sent one as its succeeded run with the message's id: for a
-    queue whose task is not a job of this app, so nothing else would write the tick's run.
+    queue whose task is not a job of this app, so nothing else would write the tick's run. A
+    send that claimed no tick is then recorded as a run without one (``manual`` or not).
     """
     alias = lock_database(using, job.using)
     at = tick or database_now(alias)
     schedule = job.schedule
-    matched = schedule.nearest_tick(at, app_settings.MAX_SKEW) if schedule else None
+    matched = schedule.nearest_tick(at, app_settings.MAX_SKEW) if schedule and not manual else None
     claim_id: int | None = None
     if matched is not None:
         claim = fetch_one(
@@ -82,8 +85,27 @@ def hand_over(
                 if record
                 else sql.release_claim(claim_id=claim_id),
             )
+        elif record:
+            fetch_one(alias, _unclaimed(job, at, manual, "", str(error)))
         raise
     if claim_id is not None:
         fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id, record=record))
-    logger.info("job %s: tick %s enqueued to %s as task %s", job.name, matched, target, task_id)
+    elif record:
+        fetch_one(alias, _unclaimed(job, at, manual, task_id, ""))
+    what = "run now" if manual else f"tick {matched}"
+    logger.info("job %s: %s enqueued to %s as task %s", job.name, what, target, task_id)
     return Delivery(job.name, matched, target, enqueued=True, task_id=task_id)
+
+
+def _unclaimed(
+    job: Job[..., Any], started: datetime, manual: bool, task_id: str, error: str
+) -> sql.Statement:
+    return sql.unclaimed_send(
+        job=job.name,
+        host=HOST,
+        pid=os.getpid(),
+        started=started,
+        manual=manual,
+        task_id=task_id,
+        error=error,
+    )

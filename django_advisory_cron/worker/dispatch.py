@@ -225,11 +225,22 @@ class Dispatcher:
 
     def start_manual(self, name: str) -> None:
         """Start a "run now" of the job ``name``: no tick; under the lock like any run, so it
-        is skipped (and recorded) while another run of the job holds it."""
+        is skipped (and recorded) while another run of the job holds it. A job whose body is
+        a task of another queue (``deliver="celery"``) is sent to it instead, as a manual
+        run."""
         job = self.jobs[name]
+        try:
+            sender = delivery.deliverer_for(job) if delivery.sends_by_name(job.deliver) else None
+        except delivery.DeliveryError as error:
+            logger.error("cronworker: %s: run now not sent: %s", job.name, error)
+            return
         with self.lock:
             try:
-                future = self._pool.submit(self._run_one, job, None, time.monotonic())
+                future = (
+                    self._pool.submit(self._deliver_one, sender, job, None)
+                    if sender is not None
+                    else self._pool.submit(self._run_one, job, None, time.monotonic())
+                )
             except RuntimeError:  # the interpreter is exiting: start nothing more
                 self._stop.set()
                 return
@@ -390,19 +401,30 @@ class Dispatcher:
         return claimed.run() if isinstance(claimed, ClaimedRun) else claimed
 
     def _deliver_one(
-        self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime
+        self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime | None
     ) -> delivery.Delivery | None:
+        """Hand ``tick`` of ``job`` to its queue; ``None``: a "run now", sent as a manual
+        run."""
+        using = lock_database(job.using, self.using)
+        what = f"tick {tick}" if tick is not None else "run now"
         try:
             # A queue that runs its tasks at once runs the job in this thread.
             with self._tracking():
-                handed = deliverer.deliver(job, tick, using=lock_database(job.using, self.using))
+                handed = deliverer.deliver(job, tick, using=using, manual=tick is None)
         except Exception as error:
-            logger.error("cronworker: tick %s of %s not enqueued: %s", tick, job.name, error)
+            logger.error("cronworker: %s of %s not enqueued: %s", what, job.name, error)
             with self.lock:
                 self.stats.not_enqueued += 1
             return None
         finally:
             connections.close_all()
+        if tick is None:
+            logger.info(
+                "cronworker: %s: run now sent (deliver=%s) as task %s",
+                job.name,
+                handed.target,
+                handed.task_id,
+            )
         with self.lock:
             if handed.enqueued:
                 self.stats.enqueued += 1

@@ -143,10 +143,11 @@ class CeleryDeliverer:
         *,
         args: Sequence[Any] = (),
         using: str | None = None,
+        manual: bool = False,
     ) -> Delivery:
-        """Send ``job``'s task for ``tick`` (or, for an unscheduled run, the database's
-        current time), unless another scheduler already claimed the tick; the tick's run
-        records the send."""
+        """Send ``job``'s task for ``tick`` (or, for an unscheduled or ``manual`` run, the
+        database's current time), unless another scheduler already claimed the tick; the
+        tick's run (or the manual run) records the send."""
         assert isinstance(job, Job)
         call = call_of(job, args)
         app = app_for(job)  # refused before the tick is claimed
@@ -157,6 +158,7 @@ class CeleryDeliverer:
             send=lambda moment: send(app, job, call, moment),
             using=using,
             record=True,
+            manual=manual,
         )
 
     def problems(self, job: DeliverableJob) -> list[str]:

@@ -161,9 +161,10 @@ class TasksDeliverer:
         *,
         args: Sequence[Any] = (),
         using: str | None = None,
+        manual: bool = False,
     ) -> Delivery:
-        """Enqueue ``job`` for ``tick`` (or, for an unscheduled run, for the database's
-        current time), unless another scheduler already claimed the tick."""
+        """Enqueue ``job`` for ``tick`` (or, for an unscheduled or ``manual`` run, for the
+        database's current time), unless another scheduler already claimed the tick."""
         assert isinstance(job, Job)
         values = check_arguments(job.name, args)
         task = task_for(job)
@@ -177,7 +178,7 @@ class TasksDeliverer:
                     f"job {job.name!r}: the Tasks backend {backend!r} refused the task: {error}"
                 ) from error
 
-        return hand_over(job, tick, target=backend, send=send, using=using)
+        return hand_over(job, tick, target=backend, send=send, using=using, manual=manual)
 
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""

@@ -22,13 +22,13 @@ from ...run.jobs import Job, registry
 from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
 from ..base import AppCommand, did_you_mean
-from ..runs import outcome, signals_unwind
+from ..runs import outcome, sent, signals_unwind
 
 EPILOG = """\
 exit codes:
   0    the job ran, or was skipped (locked elsewhere, this tick already ran, or the job is
-       paused; a skip writes nothing unless RECORD_SKIPS); with --enqueue: the tick was
-       enqueued, or another scheduler had enqueued it
+       paused; a skip writes nothing unless RECORD_SKIPS); with --enqueue (and for a
+       schedule sent to Celery): the tick was enqueued, or another scheduler had enqueued it
   1    the job raised; the run is recorded as failed and the traceback logged
   2    usage error: unknown job, bad arguments, invalid schedule
   69   the lock database cannot be reached
@@ -37,7 +37,7 @@ exit codes:
        run-history table is missing (run migrate), or a system check of
        django-advisory-cron reports an error (one line each; manage.py check shows them
        all; --skip-checks starts anyway); with --enqueue: no Tasks framework, unknown
-       backend, or a backend that refuses the task
+       backend, or a backend that refuses the task; a Celery broker that does not take it
   124  the job ran past its timeout: stopped, recorded as timed out, lock released
   N    with --conflict-exit-code N: skipped because another process holds the lock
   130  interrupted by SIGINT, 143 by SIGTERM (run marked interrupted, lock released)
@@ -159,7 +159,9 @@ class Command(AppCommand):
                 )
             return
         alias = options["database"] or job.using or app_settings.lock_database
-        if options["enqueue"]:
+        if options["enqueue"] or delivery.sends_by_name(job.deliver):
+            # A schedule sent to Celery has its body in Celery's workers: running it is
+            # sending it.
             self._enqueue(job, arguments, alias, options)
             return
         ended: RunResult | BaseException
@@ -229,7 +231,9 @@ class Command(AppCommand):
             if problems:
                 raise delivery.DeliveryError(problems[0])
             bound_connect(alias)
-            handed = deliverer.deliver(job, None, args=arguments, using=alias)
+            handed = deliverer.deliver(
+                job, None, args=arguments, using=alias, manual=options["manual"]
+            )
         except delivery.DeliveryError as error:
             self.leave(exitcodes.CONFIG, str(error))
         except InvalidSchedule as error:
@@ -238,10 +242,7 @@ class Command(AppCommand):
             self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
         tick = f"tick {handed.tick}" if handed.tick else "no tick"
         if handed.enqueued:
-            message = (
-                f"{job.name}: enqueued ({tick}) to Tasks backend {handed.target!r} as task "
-                f"{handed.task_id}"
-            )
+            message = sent(job, handed, "manual run" if options["manual"] else tick)
         else:
             why = "already ran" if handed.already_ran else "was enqueued by another scheduler"
             message = f"{job.name}: not enqueued, {tick} {why}"

@@ -16,12 +16,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from .. import signals
 from ..conf import app_settings
+from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
 from .delivery import Delivery, DeliveryError
-from .history import HOST
+from .history import HOST, RunRecord
 from .jobs import Job
 
 logger = logging.getLogger("django_advisory_cron")
@@ -79,22 +81,53 @@ def hand_over(
         task_id = send(matched or at)
     except DeliveryError as error:
         if claim_id is not None:
-            fetch_one(
+            run = fetch_one(
                 alias,
                 sql.refused_send(claim_id=claim_id, error=str(error))
                 if record
                 else sql.release_claim(claim_id=claim_id),
             )
         elif record:
-            fetch_one(alias, _unclaimed(job, at, manual, "", str(error)))
+            run = fetch_one(alias, _unclaimed(job, at, manual, "", str(error)))
+        if record and run is not None:
+            _report(job, run[0], matched, manual, alias, "", error)
         raise
     if claim_id is not None:
-        fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id, record=record))
+        run = fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id, record=record))
     elif record:
-        fetch_one(alias, _unclaimed(job, at, manual, task_id, ""))
+        run = fetch_one(alias, _unclaimed(job, at, manual, task_id, ""))
+    if record and run is not None:
+        _report(job, run[0], matched, manual, alias, task_id, None)
     what = "run now" if manual else f"tick {matched}"
     logger.info("job %s: %s enqueued to %s as task %s", job.name, what, target, task_id)
     return Delivery(job.name, matched, target, enqueued=True, task_id=task_id)
+
+
+def _report(
+    job: Job[..., Any],
+    run_id: int,
+    tick: datetime | None,
+    manual: bool,
+    using: str,
+    task_id: str,
+    error: DeliveryError | None,
+) -> None:
+    """Tell the push monitors (Sentry Crons, ping URLs, failure notices) of a send recorded
+    here as its tick's run, through the signals a run sends (only the sender sends them): a
+    sent message is a run that succeeded, a refused one a run that failed."""
+    # Not at the top: the runner needs the models, and Celery task modules import this module
+    # (through ``tick_of``) before Django's apps are ready.
+    from .runner import RunResult
+
+    status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
+    result = RunResult(job.name, run_id=run_id, tick=tick, manual=manual, status=status)
+    result.value, result.error = task_id, error
+    result.record = RunRecord(result, matches=[], now=None, max_skew=0, using=using)
+    signals.job_started.send(sender=job, run=result)
+    if error is None:
+        signals.job_finished.send(sender=job, run=result)
+    else:
+        signals.job_failed.send(sender=job, run=result, exception=error)
 
 
 def _unclaimed(

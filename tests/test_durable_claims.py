@@ -31,9 +31,10 @@ from .test_standby import manage
 from .waiting import wait_for
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def paired() -> Iterator[tuple[PostgresServer, Standby]]:
-    """A migrated primary whose standby is synchronous for the commits that ask for it."""
+    """A migrated primary whose standby is synchronous for the commits that ask for it (one
+    test uses it: a pair costs seconds of CPU to start, which every xdist worker would pay)."""
     try:
         primary = start_postgres()
     except PostgresNotFound as error:
@@ -75,10 +76,13 @@ def runlocked(
     )
 
 
-def test_the_claim_and_the_finish_wait_for_the_standby(
-    paired: tuple[PostgresServer, Standby], tmp_path: Path
+@pytest.mark.slow
+def test_only_claims_under_the_setting_wait_for_the_standby(
+    paired: tuple[PostgresServer, Standby], tmp_path: Path, db_url: str
 ) -> None:
     primary, standby = paired
+    by_default(primary, standby, tmp_path / "open")
+    checked(primary, db_url)
     gate = tmp_path / "gate"
     standby.pause_replay()
     process = runlocked(primary, gate, "remote_apply")
@@ -107,11 +111,8 @@ def test_the_claim_and_the_finish_wait_for_the_standby(
     assert ("succeeded",) in rows
 
 
-def test_by_default_nothing_waits_for_the_standby(
-    paired: tuple[PostgresServer, Standby], tmp_path: Path
-) -> None:
-    primary, standby = paired
-    gate = tmp_path / "gate"
+def by_default(primary: PostgresServer, standby: Standby, gate: Path) -> None:
+    """Without the setting nothing waits for the standby, its replay paused or not."""
     gate.touch()
     standby.pause_replay()
     try:
@@ -133,11 +134,10 @@ def check(url: str, **settings: object) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_check_warns_when_no_standby_is_synchronous(
-    paired: tuple[PostgresServer, Standby], db_url: str
-) -> None:
-    primary, _ = paired
-    alone = check(db_url, SYNCHRONOUS_COMMIT="on")  # the test cluster has no standby
+def checked(primary: PostgresServer, db_url: str) -> None:
+    """W014 where no synchronous standby is named (the test cluster has no standby at all);
+    E132 for a value that waits for no standby."""
+    alone = check(db_url, SYNCHRONOUS_COMMIT="on")
     assert "django_advisory_cron.W014" in alone.stderr, alone
     assert "synchronous_standby_names is empty" in alone.stderr
     named = check(primary.url(), SYNCHRONOUS_COMMIT="on")

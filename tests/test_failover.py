@@ -114,6 +114,7 @@ def test_a_failover_under_three_workers(
     assert reconnected < RECONNECT_PAUSES[-1] + 3, reconnected
 
 
+@pytest.mark.slow
 def test_a_run_in_flight_on_the_old_primary_is_recorded(request: pytest.FixtureRequest) -> None:
     """A long run is going when the primary fails: its row, replicated (synchronous standby),
     is on the new primary as ``running``. The worker that ran it learns its lock is lost,

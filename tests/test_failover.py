@@ -4,7 +4,8 @@ and its standby promoted.
 
 Measured: how long after the promotion every worker runs again, and that no tick runs twice
 (each worker logs the tick of every run it starts, so a tick run on the old primary and again
-on the new one would show in the logs even though only one row can hold it).
+on the new one would show in the logs even though only one row can hold it), and that a run
+going on when the primary fails is stopped and recorded ``lock_lost`` on the new primary.
 """
 
 from __future__ import annotations

@@ -305,6 +305,8 @@ def claim_runs(
     release's: ``skip_tick``).
 
     ``lease`` is NULL for transaction scope: the row is invisible until the run commits.
+    ``synchronous_commit`` (``SYNCHRONOUS_COMMIT``) makes a written claim wait for a
+    synchronous standby (see ``_waited``), so that a failover does not lose it.
 
     With ``census`` (a worker's claims), each row also carries the server's clock (as late in
     the statement as it can be read: a clock taken from it is never ahead), the

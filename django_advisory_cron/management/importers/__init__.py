@@ -12,7 +12,6 @@ nothing; nothing is ever written to the source.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +36,13 @@ SOURCES = {
     "django-celery-beat": "django_celery_beat",
     "crontab": "cronjobs",
     "django-q2": "django_q2",
+}
+#: What to do about two entries of a source whose schedules would have the same name: the
+#: sources where that can happen (names derived from what an entry calls, names not unique).
+RENAME = {
+    "crontab": "name each in ADVISORY_CRON['SCHEDULES'] instead (django-crontab's entries "
+    "have no names), or add one with 'cronjob add NAME'",
+    "django-q2": "rename one of them in django-q2",
 }
 #: The sources whose entries name Celery tasks: what ``--deliver celery`` applies to.
 CELERY_SOURCES = ("celery-beat", "django-celery-beat")
@@ -114,9 +120,16 @@ def run(
             f"{' or '.join(CELERY_SOURCES)}, whose entries name them"
         )
     known: list[Job[Any, Any]] = found.all()
+    items = [routed(item, deliver) for item in entries(source)]
+    read = [_definition(item) for item in items]
+    clashes = _clashes(items, read, RENAME.get(source, "rename one of them in the source"))
     lines, left = [], 0
-    for item in map(functools.partial(routed, deliver=deliver), entries(source)):
-        said, definition = _one(item, found, known, alias, dry_run)
+    for index, (item, definition_or_why) in enumerate(zip(items, read, strict=True)):
+        said, definition = (
+            (clashes[index], None)
+            if index in clashes
+            else _one(item, definition_or_why, found, known, alias, dry_run)
+        )
         if definition is None:
             left += 1
         elif found.definition(definition.name) is None:
@@ -131,16 +144,46 @@ def run(
     return lines, left
 
 
+def _definition(item: Found) -> Definition | str:
+    """The definition ``item`` maps to, or why it cannot map."""
+    if item.entry is None:
+        return item.reason
+    try:
+        return definition_of(item.entry)
+    except ValueError as error:
+        return str(error)
+
+
+def _clashes(items: list[Found], read: list[Definition | str], rename: str) -> dict[int, str]:
+    """The line of each entry whose schedule would have the name of another entry's, by its
+    index, saying to ``rename``. Neither is imported: which one would keep the name would
+    depend on the source's order, and a name is what the schedule's lock key, run history and
+    commands go by."""
+    named: dict[str, list[int]] = {}
+    for index, definition in enumerate(read):
+        if isinstance(definition, Definition):
+            named.setdefault(definition.name, []).append(index)
+    return {
+        index: f"{items[index].label} -> {name}: not imported: "
+        f"{', '.join(items[other].label for other in same if other != index)} would have "
+        f"the same name; {rename}"
+        for name, same in named.items()
+        if len(same) > 1
+        for index in same
+    }
+
+
 def _one(
-    item: Found, found: Catalog, known: list[Job[Any, Any]], alias: str, dry_run: bool
+    item: Found,
+    definition: Definition | str,
+    found: Catalog,
+    known: list[Job[Any, Any]],
+    alias: str,
+    dry_run: bool,
 ) -> tuple[str, Definition | None]:
     """What becomes of one entry, in a line, and its definition (``None``: not imported)."""
-    if item.entry is None:
-        return f"{item.label}: cannot import: {item.reason}", None
-    try:
-        definition = definition_of(item.entry)
-    except ValueError as error:
-        return f"{item.label}: cannot import: {error}", None
+    if isinstance(definition, str):
+        return f"{item.label}: cannot import: {definition}", None
     head = f"{item.label} -> {definition.name}"
     kept = found.definition(definition.name)
     if kept is not None and not kept.override:

@@ -8,6 +8,7 @@ Bimonthly rows, and rows that repeat a set number of times, are reported."""
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from functools import partial
 from typing import Any
 
@@ -22,16 +23,23 @@ SYNCED = "django_advisory_cron.contrib.django_q.run_scheduled"
 
 
 def entries() -> list[Found]:
-    """Each ``Schedule`` row, by its name (its id when it has none)."""
+    """Each ``Schedule`` row, by its name (its id when it has none; also when another row has
+    the same name: django-q2's names need not be unique)."""
     if not apps.is_installed("django_q"):
         raise Unavailable(
             "django-q2 is not installed here: install it and add 'django_q' to INSTALLED_APPS"
         )
     from django_q.models import Schedule
 
+    rows = list(Schedule.objects.order_by("name", "id"))
+    names = Counter(_name(row) for row in rows)
     return [
-        mapped(f"django-q2 Schedule {_name(row)!r}", partial(_entry, row))
-        for row in Schedule.objects.order_by("name", "id")
+        mapped(
+            f"django-q2 Schedule {_name(row)!r}"
+            + (f" (id {row.id})" if names[_name(row)] > 1 else ""),
+            partial(_entry, row),
+        )
+        for row in rows
     ]
 
 

@@ -6,9 +6,11 @@ webhook and Sentry's envelopes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
 from tests.celery_servers import RedisServer, celery_env, redis_server
 from tests.monitor_servers import Recorder, recorder
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.skipif(
@@ -108,3 +111,38 @@ def test_sends_are_reported_to_pings_sentry_and_failure_notices(
         ("up", "in_progress"),
         ("up", "ok"),
     ]
+
+
+def test_a_cronworker_reports_its_sends_without_waiting_for_a_hanging_monitor(
+    server: Recorder, redis: RedisServer, spawn: Any, tmp_path: Any
+) -> None:
+    """The pings of a tick sent to Celery go through the pings' background sender: a monitor
+    that never answers slows no send, and every second's tick is sent on time."""
+    Schedule.objects.create(name="every-second", job=TASK, deliver="celery", every=1)
+    settings = {
+        "JOBS_MODULE": "no_jobs_module",
+        "MAX_SKEW": 0.5,
+        "CELERY_APP": "tests.celery_app:app",
+        "CELERY_SEND_TIMEOUT": 1,
+        "PING_URL": f"{server.url}/hang/{{job}}",
+        "PING_TIMEOUT": 5,
+    }
+    env = {"ADVISORY_CRON_JSON": json.dumps(settings)}
+    env.update(celery_env(redis.url, tmp_path / "ledger.jsonl"))
+    # One pool thread: a send that waited for its pings would hold up the next tick's.
+    worker = spawn("cronworker", "--grace", "5", "--max-concurrency", "1", env=env)
+    server.wait_for(lambda: len(server.paths("/hang/every-second")) >= 1, timeout=30)
+    wait_for(lambda: JobRun.objects.filter(job="every-second").count() >= 6, timeout=30)
+    worker.terminate()
+    worker.communicate(timeout=30)
+    runs = list(JobRun.objects.filter(job="every-second").order_by("tick"))
+    assert all(run.status == RunStatus.SUCCEEDED for run in runs), [r.error for r in runs]
+    ticks = [run.tick for run in runs]
+    assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(ticks) if a and b), (
+        ticks
+    )
+    # Each sent within a second of its tick, though each of its pings hangs for 5 s.
+    late = [
+        (run.tick, run.finished) for run in runs if (run.finished - run.tick).total_seconds() > 1
+    ]
+    assert not late, late

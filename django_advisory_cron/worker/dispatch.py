@@ -314,8 +314,9 @@ class Dispatcher:
 
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads (not
-        those of another worker in the same process)."""
-        if getattr(self._mine, "running", False):
+        those of another worker in the same process). A send recorded as its tick's run
+        (Celery) is announced finished: nothing of it is left to wait for."""
+        if getattr(self._mine, "running", False) and run.status == RunStatus.RUNNING:
             with self.lock:
                 self._active[threading.get_ident()] = run
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus, Schedule
+from tests.admin_users import logged_in
 from tests.celery_servers import RedisServer, celery_env, celery_worker, executions, redis_server
 from tests.waiting import wait_for, workers_present
 
@@ -27,6 +28,7 @@ pytestmark = [
 
 TASK = "tests.record_tick"
 NAME = "nightly"
+OPERATE = "/admin/django_advisory_cron/registeredjob/operate/"
 
 
 def settings_json() -> str:
@@ -130,3 +132,22 @@ def test_a_manual_send_the_broker_refuses_is_a_failed_manual_run(
     assert (run.status, run.manual, run.tick) == (RunStatus.FAILED, True, None)
     assert run.error.startswith(f"job {NAME!r}: Celery task {TASK!r} for tick ")
     assert "\n" not in run.error
+
+
+@pytest.mark.usefixtures("celery_env_set")
+def test_the_admins_run_now_sends_the_task(
+    redis: RedisServer, ledger: Path, spawn: Any, observer: Any, django_user_model: Any
+) -> None:
+    nightly()
+    env = {"ADVISORY_CRON_JSON": settings_json(), **celery_env(redis.url, ledger)}
+    operator = logged_in(django_user_model, "ops", ["view_registeredjob", "operate_job"])
+    with celery_worker(redis.url, ledger):
+        worker = spawn("cronworker", "--grace", "5", env=env)
+        wait_for(lambda: workers_present(observer) == 1, timeout=30)
+        pressed = operator.post(OPERATE, {"job": NAME, "operation": "run"}, follow=True)
+        assert f"Job {NAME}: run requested" in pressed.content.decode()
+        [entry] = wait_for(lambda: executions(ledger), timeout=30)
+        worker.terminate()
+        worker.communicate(timeout=30)
+    [run] = JobRun.objects.filter(job=NAME)
+    assert (run.status, run.manual, run.task_id) == (RunStatus.SUCCEEDED, True, entry["task_id"])

@@ -163,9 +163,17 @@ class TasksDeliverer:
         using: str | None = None,
         manual: bool = False,
     ) -> Delivery:
-        """Enqueue ``job`` for ``tick`` (or, for an unscheduled or ``manual`` run, for the
-        database's current time), unless another scheduler already claimed the tick."""
+        """Enqueue ``job`` for ``tick`` (or, for an unscheduled run, for the database's
+        current time), unless another scheduler already claimed the tick. A ``manual`` run is
+        refused: the task runs the job for the tick nearest the time it is enqueued for, and a
+        manual run never takes a tick; it runs in place (``runlocked --manual``)."""
         assert isinstance(job, Job)
+        if manual:
+            raise DeliveryError(
+                f"job {job.name!r}: a manual run of a job delivered through the Tasks framework "
+                "runs here, not in a task (its task takes the tick nearest the time it is "
+                f"enqueued for): manage.py runlocked --manual {job.name}"
+            )
         values = check_arguments(job.name, args)
         task = task_for(job)
         backend = task.backend
@@ -178,7 +186,7 @@ class TasksDeliverer:
                     f"job {job.name!r}: the Tasks backend {backend!r} refused the task: {error}"
                 ) from error
 
-        return hand_over(job, tick, target=backend, send=send, using=using, manual=manual)
+        return hand_over(job, tick, target=backend, send=send, using=using)
 
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""

@@ -37,7 +37,9 @@ exit codes:
        run-history table is missing (run migrate), or a system check of
        django-advisory-cron reports an error (one line each; manage.py check shows them
        all; --skip-checks starts anyway); with --enqueue: no Tasks framework, unknown
-       backend, or a backend that refuses the task; a Celery broker that does not take it
+       backend, a backend that refuses the task, or --manual for a job delivered through
+       the Tasks framework (it runs here: runlocked --manual NAME); a Celery broker that does
+       not take it
   124  the job ran past its timeout: stopped, recorded as timed out, lock released
   N    with --conflict-exit-code N: skipped because another process holds the lock
   130  interrupted by SIGINT, 143 by SIGTERM (run marked interrupted, lock released)

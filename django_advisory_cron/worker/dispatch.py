@@ -244,8 +244,9 @@ class Dispatcher:
             except RuntimeError:  # the interpreter is exiting: start nothing more
                 self._stop.set()
                 return
-            self.stats.started += 1
-            self.stats.manual += 1
+            if sender is None:  # a send is counted with the ticks handed to a queue
+                self.stats.started += 1
+                self.stats.manual += 1
             self._add_running(job.name, future, "a run-now request")
 
     def going(self, name: str) -> dict[Future[Any], str]:

@@ -80,24 +80,22 @@ def hand_over(
     try:
         task_id = send(matched or at)
     except DeliveryError as error:
-        if claim_id is not None:
-            run = fetch_one(
-                alias,
+        if record:
+            refused = (
                 sql.refused_send(claim_id=claim_id, error=str(error))
-                if record
-                else sql.release_claim(claim_id=claim_id),
+                if claim_id is not None
+                else _unclaimed(job, at, manual, "", str(error))
             )
-        elif record:
-            run = fetch_one(alias, _unclaimed(job, at, manual, "", str(error)))
-        if record and run is not None:
-            _report(job, run[0], matched, manual, alias, "", error)
+            _report(job, fetch_one(alias, refused), matched, manual, alias, "", error)
+        elif claim_id is not None:
+            fetch_one(alias, sql.release_claim(claim_id=claim_id))
         raise
     if claim_id is not None:
-        run = fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id, record=record))
-    elif record:
-        run = fetch_one(alias, _unclaimed(job, at, manual, task_id, ""))
-    if record and run is not None:
-        _report(job, run[0], matched, manual, alias, task_id, None)
+        row = fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id, record=record))
+    else:
+        row = fetch_one(alias, _unclaimed(job, at, manual, task_id, "")) if record else None
+    if record:
+        _report(job, row, matched, manual, alias, task_id, None)
     what = "run now" if manual else f"tick {matched}"
     logger.info("job %s: %s enqueued to %s as task %s", job.name, what, target, task_id)
     return Delivery(job.name, matched, target, enqueued=True, task_id=task_id)
@@ -105,7 +103,7 @@ def hand_over(
 
 def _report(
     job: Job[..., Any],
-    run_id: int,
+    row: tuple[Any, ...] | None,
     tick: datetime | None,
     manual: bool,
     using: str,
@@ -113,14 +111,17 @@ def _report(
     error: DeliveryError | None,
 ) -> None:
     """Tell the push monitors (Sentry Crons, ping URLs, failure notices) of a send recorded
-    here as its tick's run, through the signals a run sends (only the sender sends them): a
-    sent message is a run that succeeded, a refused one a run that failed."""
+    here as its tick's run (``row``: its id; ``None`` when the tick already had a run), through
+    the signals a run sends (only the sender sends them): a sent message is a run that
+    succeeded, a refused one a run that failed."""
+    if row is None:
+        return
     # Not at the top: the runner needs the models, and Celery task modules import this module
     # (through ``tick_of``) before Django's apps are ready.
     from .runner import RunResult
 
     status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
-    result = RunResult(job.name, run_id=run_id, tick=tick, manual=manual, status=status)
+    result = RunResult(job.name, run_id=row[0], tick=tick, manual=manual, status=status)
     result.value, result.error = task_id, error
     result.record = RunRecord(result, matches=[], now=None, max_skew=0, using=using)
     signals.job_started.send(sender=job, run=result)

@@ -623,20 +623,24 @@ def fail_committed_run(*, run_id: int, error: str) -> Statement:
 def claim_enqueue(
     *, job: str, tick: datetime, backend: str, host: str, pid: int, keep_days: int
 ) -> Statement:
-    """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id, ran)``; ``claim_id`` is
-    NULL for every scheduler but the first, and for all of them once the tick has a run (a late
-    scheduler, or one after ``runlocked`` ran the tick by hand), which ``ran`` tells apart.
+    """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id, ran, paused)``;
+    ``claim_id`` is NULL for every scheduler but the first, for all of them once the tick has a
+    run (a late scheduler, or one after ``runlocked`` ran the tick by hand), which ``ran``
+    tells apart, and while the job is paused, which ``paused`` says (why, as a skip row would).
 
     The winner also deletes this job's claims for ticks more than ``keep_days`` before this
     one, so the table stays as small as the ticks it still has to tell apart.
     """
     sql = _fill(
-        """
-WITH ins AS (
+        _run_parts(
+            """
+WITH p AS (SELECT PAUSED_WHY AS why FROM {state} WHERE job = %(job)s AND PAUSED_NOW),
+ins AS (
     INSERT INTO {claims} (job, tick, backend, task_id, host, pid, enqueued)
     SELECT %(job)s, %(tick)s, %(backend)s, '', %(host)s, %(pid)s, clock_timestamp()
      WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE job = %(job)s AND tick = %(tick)s
                           AND status IN ({taking}))
+       AND NOT EXISTS (SELECT 1 FROM p)
     ON CONFLICT (job, tick) DO NOTHING
     RETURNING id
 ), old AS (
@@ -646,7 +650,9 @@ WITH ins AS (
 )
 SELECT (SELECT id FROM ins),
        EXISTS (SELECT 1 FROM {table} WHERE job = %(job)s AND tick = %(tick)s
-                  AND status IN ({taking}))"""
+                  AND status IN ({taking})),
+       (SELECT why FROM p)"""
+        )
     )
     params = {**_who(job, host, pid), "tick": tick, "backend": backend, "keep": keep_days}
     return sql, params

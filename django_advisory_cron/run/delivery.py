@@ -93,6 +93,8 @@ class Delivery:
     #: True when it was not enqueued because the tick already has a run (say, ``runlocked``
     #: ran it), not because another scheduler enqueued it.
     already_ran: bool = False
+    #: Why the job is paused, when the tick was not handed over for that (empty otherwise).
+    paused: str = ""
 
 
 class Deliverer(Protocol):

@@ -3,9 +3,10 @@
 
 Before sending, a scheduler claims ``(job, tick)`` with one statement (an
 [EnqueuedTick][django_advisory_cron.models.EnqueuedTick] row, unique per job and tick, not
-inserted once the tick has a run). Only the winner sends, so 20 schedulers waking at the same
-tick send one message. A run outside every tick's tolerance (``runlocked --enqueue`` off the
-schedule), and a manual one ("run now"), claim no tick and are sent as asked.
+inserted once the tick has a run, nor while the job is paused). Only the winner sends, so 20
+schedulers waking at the same tick send one message. A run outside every tick's tolerance
+(``runlocked --enqueue`` off the schedule), and a manual one ("run now"), claim no tick and
+are sent as asked.
 """
 
 from __future__ import annotations
@@ -72,7 +73,11 @@ def hand_over(
             ),
         )
         assert claim is not None
-        claim_id, ran = claim
+        claim_id, ran, paused = claim
+        if paused is not None:
+            # As a paused job's ticks are not run: every scheduler logs it, none records it.
+            logger.info("job %s: tick %s not handed over: %s", job.name, matched, paused)
+            return Delivery(job.name, matched, target, enqueued=False, paused=paused)
         if claim_id is None:
             where = "already ran" if ran else "already enqueued elsewhere"
             logger.info("job %s: tick %s %s", job.name, matched, where)

@@ -430,6 +430,8 @@ class Dispatcher:
         with self.lock:
             if handed.enqueued:
                 self.stats.enqueued += 1
+            elif handed.paused:
+                self.stats.paused += 1
             elif handed.already_ran:
                 self.stats.already_ran += 1
             else:

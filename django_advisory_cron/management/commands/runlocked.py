@@ -245,6 +245,8 @@ class Command(AppCommand):
         tick = f"tick {handed.tick}" if handed.tick else "no tick"
         if handed.enqueued:
             message = sent(job, handed, "manual run" if options["manual"] else tick)
+        elif handed.paused:  # as runlocked says of a paused job it would run here
+            message = f"{job.name}: skipped, {handed.paused}"
         else:
             why = "already ran" if handed.already_ran else "was enqueued by another scheduler"
             message = f"{job.name}: not enqueued, {tick} {why}"

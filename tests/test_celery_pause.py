@@ -1,0 +1,109 @@
+"""A paused schedule sent to Celery sends nothing on its ticks, as a paused job runs nothing
+(``cronjob pause``, or failure notices with ``"pause": True`` after refused sends); a manual
+send still goes. Real ``cronworker`` processes, Debian's ``redis-server``, a real local HTTP
+server for the notices' webhook."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from django_advisory_cron.models import EnqueuedTick, JobRun, JobState, RunStatus, Schedule
+from django_advisory_cron.run import control
+from tests.celery_servers import RedisServer, celery_env, redis_server
+from tests.monitor_servers import Recorder, recorder
+from tests.waiting import wait_for
+
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("redis-server") is None,
+        reason="Debian's redis-server is not installed here (apt-get install redis-server)",
+    ),
+    pytest.mark.usefixtures("transactional_db"),
+]
+
+TASK = "tests.record_tick"
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    with redis_server() as started:
+        yield started
+
+
+@pytest.fixture
+def server() -> Iterator[Recorder]:
+    yield from recorder()
+
+
+def every_second(name: str) -> Schedule:
+    return Schedule.objects.create(name=name, job=TASK, deliver="celery", every=1)
+
+
+def cronworker(spawn: Any, redis: RedisServer, tmp_path: Path, **extra: Any) -> Any:
+    settings = {
+        "JOBS_MODULE": "no_jobs_module",
+        "MAX_SKEW": 0.5,
+        "CELERY_APP": "tests.celery_app:app",
+        "CELERY_SEND_TIMEOUT": 1,
+        **extra,
+    }
+    env = {"ADVISORY_CRON_JSON": json.dumps(settings)}
+    env.update(celery_env(redis.url, tmp_path / "ledger.jsonl"))
+    return spawn("cronworker", "--grace", "5", env=env)
+
+
+def succeeded(name: str) -> int:
+    return JobRun.objects.filter(job=name, status=RunStatus.SUCCEEDED).count()
+
+
+def test_a_paused_schedule_sends_nothing(
+    redis: RedisServer, spawn: Any, tmp_path: Path, manage: Any
+) -> None:
+    every_second("paused")
+    every_second("going")
+    control.pause("paused", by="ops", reason="broker maintenance")
+    worker = cronworker(spawn, redis, tmp_path)
+    wait_for(lambda: succeeded("going") >= 3, timeout=30)  # ticks went by for both
+    assert not JobRun.objects.filter(job="paused").exists()
+    assert not EnqueuedTick.objects.filter(job="paused").exists()
+    control.resume("paused")
+    wait_for(lambda: succeeded("paused") >= 2, timeout=30)
+    worker.terminate()
+    _out, err = worker.communicate(timeout=30)
+    assert "job paused: tick " in err, err
+    assert "not handed over: paused by ops: broker maintenance" in err, err
+
+
+def test_failure_notices_pause_a_schedule_whose_sends_are_refused(
+    redis: RedisServer, server: Recorder, spawn: Any, tmp_path: Path
+) -> None:
+    redis.stop()
+    every_second("refused")
+    notices = {"after": 2, "pause": True, "webhook": f"{server.url}/ok/notice"}
+    worker = cronworker(spawn, redis, tmp_path, FAILURE_NOTICES=notices, PING_TIMEOUT=2)
+    state = wait_for(
+        lambda: JobState.objects.filter(job="refused", paused=True).first(), timeout=30
+    )
+    assert state.paused_by == "failure notices"
+    assert state.reason.startswith("failed 2 times in a row (last: job 'refused': Celery task ")
+    redis.start()
+    every_second("later")  # not paused: its sends go once the broker is back
+    wait_for(lambda: succeeded("later") >= 3, timeout=30)
+    worker.terminate()
+    worker.communicate(timeout=30)
+    refused = list(JobRun.objects.filter(job="refused"))
+    assert all(run.status == RunStatus.FAILED for run in refused)
+    # Sends already under way when the pause was written may end; none starts after it.
+    assert state.paused_at is not None
+    assert all(run.started < state.paused_at + timedelta(seconds=1) for run in refused), [
+        (run.tick, run.started, state.paused_at) for run in refused
+    ]
+    [notice] = [json.loads(r.body) for r in server.requests if r.path == "/ok/notice"]
+    assert (notice["event"], notice["job"], notice["paused"]) == ("failing", "refused", True)

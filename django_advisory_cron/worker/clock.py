@@ -22,6 +22,7 @@ from typing import Any
 from ..conf import app_settings
 from ..db import pooler, sql
 from ..db.connections import answer_within
+from ..exceptions import first_line
 from ..run.claims import ClaimConnection, Sighting
 
 logger = logging.getLogger("django_advisory_cron")
@@ -145,7 +146,9 @@ class Wakeup:
             self._heard |= channels
             return bool(channels)
         except Exception as error:  # a driver too old for timeout=, or a broken connection
-            logger.warning("cronworker: stopped listening for run-now requests: %s", error)
+            logger.warning(
+                "cronworker: stopped listening for run-now requests: %s", first_line(error)
+            )
             self.raw = None
             return None
 
@@ -155,9 +158,15 @@ class Wakeup:
         waiting: list[Any] = [self._reader]
         while True:
             if self.raw is not None:
-                if self._drain():
+                drained = self._drain()
+                if drained is None:
+                    # It stopped listening (most often: the connection was cut, which woke
+                    # this sleep): the loop's next pass finds out and reconnects now, rather
+                    # than at the next tick.
+                    return False
+                if drained:
                     return True
-                waiting = [self._reader] if self.raw is None else [self._reader, self.raw]
+                waiting = [self._reader, self.raw]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False

@@ -140,6 +140,7 @@ def test_a_cronworker_reports_its_sends_without_waiting_for_a_hanging_monitor(
     sent = [(run.tick, run.finished) for run in runs if run.tick and run.finished]
     assert len(sent) == len(runs)
     assert all(b[0] - a[0] == timedelta(seconds=1) for a, b in itertools.pairwise(sent)), sent
-    # Each sent within a second of its tick, though each of its pings hangs for 5 s.
-    late = [(tick, finished) for tick, finished in sent if (finished - tick).total_seconds() > 1]
+    # Each sent well within the 5 s its pings hang for: a send that waited for them would be
+    # 5 s late and hold up the next tick's (the margin is for a loaded machine).
+    late = [(tick, finished) for tick, finished in sent if (finished - tick).total_seconds() > 3]
     assert not late, late

@@ -17,13 +17,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from django_advisory_cron.testing.postgres import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+#: The test task the Celery delivery tests send (``tests/celery_app.py``).
+TASK = "tests.record_tick"
+
+#: Skips a test module where Debian's ``redis-server`` is missing (CI installs it).
+needs_redis = pytest.mark.skipif(
+    shutil.which("redis-server") is None,
+    reason="Debian's redis-server is not installed here (apt-get install redis-server)",
+)
 
 
 def _until(predicate: Any, timeout: float, what: str) -> None:

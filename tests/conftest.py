@@ -28,6 +28,7 @@ from django_advisory_cron.testing import (
     parse_database_url,
     start_pgbouncer,
 )
+from tests.celery_servers import RedisServer, redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "tests" / "manage.py"
@@ -363,3 +364,11 @@ def scratch_database_url() -> Iterator[str]:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    """A throwaway Redis (Debian's ``redis-server``) on a free loopback port: Celery's broker
+    in the Celery delivery tests."""
+    with redis_server() as server:
+        yield server

@@ -9,7 +9,6 @@ import asyncio
 import importlib
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from django_advisory_cron import LockKey, advisory_lock, exitcodes
 from django_advisory_cron.contrib import django_q as q2
 from django_advisory_cron.exceptions import LockScopeError
 from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.testing.postgres import free_port
 from tests.conftest import manage_env
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for
@@ -124,16 +124,10 @@ def test_the_async_lock_needs_session_scope() -> None:
         asyncio.run(main())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def asgi_server(db_url: str) -> Iterator[str]:
     """The test project under a real uvicorn (one process, one event loop)."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "tests.asgi:application", "--port", str(port)],
         env=manage_env(db_url),

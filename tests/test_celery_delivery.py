@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 import socket
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -28,19 +26,20 @@ from django_advisory_cron.contrib.celery.deliverer import SEND_ATTEMPTS, diagnos
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus, Schedule
 from django_advisory_cron.run.definitions import Definition, to_job
 from django_advisory_cron.run.delivery import DeliveryError
-from tests.celery_servers import RedisServer, celery_env, celery_worker, executions, redis_server
+from tests.celery_servers import (
+    TASK,
+    RedisServer,
+    celery_env,
+    celery_worker,
+    executions,
+    needs_redis,
+)
 from tests.test_cronjob_import import _lines, _manage, _rows, import_db  # noqa: F401 (a fixture)
 from tests.waiting import wait_for
 
-pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("redis-server") is None,
-        reason="Debian's redis-server is not installed here (apt-get install redis-server)",
-    ),
-]
+pytestmark = needs_redis
 
 NAME = "every-second"
-TASK = "tests.record_tick"
 #: Seconds one attempt to reach the broker may take, in these tests.
 SEND_TIMEOUT = 1
 
@@ -55,12 +54,6 @@ def settings_json(**extra: Any) -> str:
             **extra,
         }
     )
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
 
 
 @pytest.fixture

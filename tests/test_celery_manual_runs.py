@@ -6,8 +6,6 @@ trigger``), ``cronjob trigger --here`` and ``runlocked NAME`` send its task once
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +13,21 @@ import pytest
 
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus, Schedule
 from tests.admin_users import logged_in
-from tests.celery_servers import RedisServer, celery_env, celery_worker, executions, redis_server
+from tests.celery_servers import (
+    TASK,
+    RedisServer,
+    celery_env,
+    celery_worker,
+    executions,
+    needs_redis,
+)
 from tests.waiting import wait_for, workers_present
 
 pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("redis-server") is None,
-        reason="Debian's redis-server is not installed here (apt-get install redis-server)",
-    ),
+    needs_redis,
     pytest.mark.usefixtures("transactional_db"),
 ]
 
-TASK = "tests.record_tick"
 NAME = "nightly"
 OPERATE = "/admin/django_advisory_cron/registeredjob/operate/"
 
@@ -39,12 +40,6 @@ def settings_json() -> str:
             "CELERY_SEND_TIMEOUT": 1,
         }
     )
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -17,30 +16,19 @@ import pytest
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
-from tests.celery_servers import RedisServer, celery_env, redis_server
+from tests.celery_servers import TASK, RedisServer, celery_env, needs_redis
 from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for
 
 pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("redis-server") is None,
-        reason="Debian's redis-server is not installed here (apt-get install redis-server)",
-    ),
+    needs_redis,
     pytest.mark.usefixtures("transactional_db"),
 ]
-
-TASK = "tests.record_tick"
 
 
 @pytest.fixture
 def server() -> Iterator[Recorder]:
     yield from recorder()
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as started:
-        yield started
 
 
 def notices(server: Recorder) -> list[dict[str, Any]]:

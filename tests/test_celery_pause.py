@@ -6,7 +6,6 @@ server for the notices' webhook."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -16,25 +15,14 @@ import pytest
 
 from django_advisory_cron.models import EnqueuedTick, JobRun, JobState, RunStatus, Schedule
 from django_advisory_cron.run import control
-from tests.celery_servers import RedisServer, celery_env, redis_server
+from tests.celery_servers import TASK, RedisServer, celery_env, needs_redis
 from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for
 
 pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("redis-server") is None,
-        reason="Debian's redis-server is not installed here (apt-get install redis-server)",
-    ),
+    needs_redis,
     pytest.mark.usefixtures("transactional_db"),
 ]
-
-TASK = "tests.record_tick"
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as started:
-        yield started
 
 
 @pytest.fixture

@@ -19,15 +19,12 @@ import pytest
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.testing import (
-    PostgresNotFound,
     PostgresServer,
     Standby,
-    start_postgres,
-    start_standby,
 )
 
 from .conftest import MANAGE, manage_env
-from .test_standby import manage
+from .test_standby import migrated_pair
 from .waiting import wait_for
 
 
@@ -35,15 +32,9 @@ from .waiting import wait_for
 def paired() -> Iterator[tuple[PostgresServer, Standby]]:
     """A migrated primary whose standby is synchronous for the commits that ask for it (one
     test uses it: a pair costs seconds of CPU to start, which every xdist worker would pay)."""
-    try:
-        primary = start_postgres()
-    except PostgresNotFound as error:
-        pytest.skip(str(error))
-    with primary:
-        done = manage(primary.url(), "migrate", "--no-input", timeout=180)
-        assert done.returncode == 0, done.stderr
-        with start_standby(primary, synchronous=True, synchronous_commit="local") as standby:
-            yield primary, standby
+    primary, standby = migrated_pair(logged=False, synchronous=True, synchronous_commit="local")
+    with primary, standby:
+        yield primary, standby
 
 
 def waiting_for_standby(primary: PostgresServer) -> list[str]:

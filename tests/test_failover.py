@@ -17,15 +17,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from django_advisory_cron import exitcodes
-from django_advisory_cron.testing import PostgresNotFound, start_postgres, start_standby
 from django_advisory_cron.worker.presence import RECONNECT_PAUSES
 
 from .conftest import MANAGE, manage_env
-from .test_standby import manage, multi_host_url
+from .test_standby import migrated_pair, multi_host_url
 from .test_worker_edges import Lines
 from .waiting import wait_for
 
@@ -46,6 +47,36 @@ def ticks_started(workers: list[Lines]) -> Counter[tuple[str, str]]:
     )
 
 
+@contextmanager
+def cronworkers(url: str, env: dict[str, str], count: int) -> Iterator[list[Lines]]:
+    """``count`` real ``cronworker`` processes on ``url``, each one's log read as it comes;
+    stopped with SIGTERM at the end of the block (each must exit as told), killed if it
+    failed."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker"],
+            env=manage_env(url, **env),
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    workers = [Lines(process) for process in processes]
+    try:
+        yield workers
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            assert process.wait(timeout=60) == exitcodes.SIGTERM
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+        for lines in workers:
+            lines.finish()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("synchronous", [True, False], ids=["synchronous", "asynchronous"])
 @pytest.mark.parametrize("stop", ["immediate", "fast"])
@@ -55,53 +86,26 @@ def test_a_failover_under_three_workers(
     """With a synchronous standby no tick runs twice; with an asynchronous one the ticks run
     twice are counted (``ticks_run_twice``), not asserted: a claim committed on the old
     primary may not have reached the standby."""
-    try:
-        primary = start_postgres()
-    except PostgresNotFound as error:
-        pytest.skip(str(error))
-    with primary:
-        done = manage(primary.url(), "migrate", "--no-input", timeout=180)
-        assert done.returncode == 0, done.stderr
-        with start_standby(primary, synchronous=synchronous) as standby:
-            url = multi_host_url(primary, standby, target_session_attrs="read-write")
-            env = {
-                "ADVISORY_CRON_JSON": json.dumps({"JOBS_MODULE": "bench_worker_tasks"}),
-                "BENCH_WORKER_JOBS": str(JOBS),
-                "BENCH_WORKER_EVERY": str(EVERY),
-            }
-            processes = [
-                subprocess.Popen(
-                    [sys.executable, str(MANAGE), "cronworker"],
-                    env=manage_env(url, **env),
-                    stderr=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    text=True,
-                )
-                for _ in range(3)
+    primary, standby = migrated_pair(logged=False, synchronous=synchronous)
+    with primary, standby:
+        url = multi_host_url(primary, standby, target_session_attrs="read-write")
+        env = {
+            "ADVISORY_CRON_JSON": json.dumps({"JOBS_MODULE": "bench_worker_tasks"}),
+            "BENCH_WORKER_JOBS": str(JOBS),
+            "BENCH_WORKER_EVERY": str(EVERY),
+        }
+        with cronworkers(url, env, 3) as workers:
+            wait_for(lambda: sum(ticks_started(workers).values()) >= 2 * JOBS, timeout=60)
+            stopped = time.monotonic()
+            standby.stop_primary(stop)
+            standby.promote()
+            promoted = time.monotonic()
+            back = [
+                wait_for(lambda lines=lines: lines.times("database reachable again"), 60)[0]
+                for lines in workers
             ]
-            workers = [Lines(process) for process in processes]
-            try:
-                wait_for(lambda: sum(ticks_started(workers).values()) >= 2 * JOBS, timeout=60)
-                stopped = time.monotonic()
-                standby.stop_primary(stop)
-                standby.promote()
-                promoted = time.monotonic()
-                back = [
-                    wait_for(lambda lines=lines: lines.times("database reachable again"), 60)[0]
-                    for lines in workers
-                ]
-                before = sum(ticks_started(workers).values())
-                wait_for(lambda: sum(ticks_started(workers).values()) >= before + 2 * JOBS, 60)
-                for process in processes:
-                    process.send_signal(signal.SIGTERM)
-                for process in processes:
-                    assert process.wait(timeout=60) == exitcodes.SIGTERM
-            finally:
-                for process in processes:
-                    if process.poll() is None:
-                        process.kill()
-                for lines in workers:
-                    lines.finish()
+            before = sum(ticks_started(workers).values())
+            wait_for(lambda: sum(ticks_started(workers).values()) >= before + 2 * JOBS, 60)
     reconnected = max(back) - promoted
     started = ticks_started(workers)
     record = request.node.user_properties.append  # the numbers, in the report (--junitxml)
@@ -121,56 +125,25 @@ def test_a_run_in_flight_on_the_old_primary_is_recorded(request: pytest.FixtureR
     is on the new primary as ``running``. The worker that ran it learns its lock is lost,
     stops the body at its next query and records ``lock_lost`` on the new primary, and no
     worker starts that tick again."""
-    try:
-        primary = start_postgres()
-    except PostgresNotFound as error:
-        pytest.skip(str(error))
-    with primary:
-        done = manage(primary.url(), "migrate", "--no-input", timeout=180)
-        assert done.returncode == 0, done.stderr
-        with start_standby(primary, synchronous=True) as standby:
-            url = multi_host_url(primary, standby, target_session_attrs="read-write")
-            env = {
-                "ADVISORY_CRON_JSON": json.dumps({"JOBS_MODULE": "failover_tasks"}),
-                "FAILOVER_JOBS": "2",
-            }
-            processes = [
-                subprocess.Popen(
-                    [sys.executable, str(MANAGE), "cronworker"],
-                    env=manage_env(url, **env),
-                    stderr=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    text=True,
-                )
-                for _ in range(2)
-            ]
-            workers = [Lines(process) for process in processes]
-            try:
-                long = wait_for(
-                    lambda: [t for j, t in ticks_started(workers) if j == "failover_long"]
-                )
-                wait_for(lambda: run_statuses(primary.url(), "failover_long") == ["running"])
-                standby.stop_primary("immediate")
-                standby.promote()
-                promoted = time.monotonic()
-                wait_for(
-                    lambda: [
-                        s for s in run_statuses(standby.url(), "failover_long") if s != "running"
-                    ],
-                    timeout=60,
-                )
-                recorded = time.monotonic() - promoted
-                for process in processes:
-                    process.send_signal(signal.SIGTERM)
-                for process in processes:
-                    assert process.wait(timeout=60) == exitcodes.SIGTERM
-            finally:
-                for process in processes:
-                    if process.poll() is None:
-                        process.kill()
-                for lines in workers:
-                    lines.finish()
-            rows = run_rows(standby.url(), "failover_long")
+    primary, standby = migrated_pair(logged=False, synchronous=True)
+    with primary, standby:
+        url = multi_host_url(primary, standby, target_session_attrs="read-write")
+        env = {
+            "ADVISORY_CRON_JSON": json.dumps({"JOBS_MODULE": "failover_tasks"}),
+            "FAILOVER_JOBS": "2",
+        }
+        with cronworkers(url, env, 2) as workers:
+            long = wait_for(lambda: [t for j, t in ticks_started(workers) if j == "failover_long"])
+            wait_for(lambda: run_statuses(primary.url(), "failover_long") == ["running"])
+            standby.stop_primary("immediate")
+            standby.promote()
+            promoted = time.monotonic()
+            wait_for(
+                lambda: [s for s in run_statuses(standby.url(), "failover_long") if s != "running"],
+                timeout=60,
+            )
+            recorded = time.monotonic() - promoted
+        rows = run_rows(standby.url(), "failover_long")
     request.node.user_properties.append(
         ("lock_lost_recorded_after_promotion_s", round(recorded, 2))
     )

@@ -103,9 +103,10 @@ def manage(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedPro
     )
 
 
-def migrated_pair() -> tuple[PostgresServer, Standby]:
-    """A primary with the app's tables and a streaming standby that logs every statement it
-    receives (the first, sent here, shows that it does)."""
+def migrated_pair(*, logged: bool = True, **standby: Any) -> tuple[PostgresServer, Standby]:
+    """A primary with the app's tables and a streaming standby (``standby``: the options of
+    ``start_standby``); ``logged``, the standby logs every statement it receives (the first,
+    sent here, shows that it does). The test skips where PostgreSQL is not found."""
     try:
         primary = start_postgres()
     except PostgresNotFound as error:
@@ -113,13 +114,15 @@ def migrated_pair() -> tuple[PostgresServer, Standby]:
     try:
         done = manage(primary.url(), "migrate", "--no-input", timeout=180)
         assert done.returncode == 0, done.stderr
-        standby = start_standby(primary, config={"log_statement": "'all'"})
+        config = {"log_statement": "'all'"} if logged else None
+        started = start_standby(primary, config=config, **standby)
     except BaseException:
         primary.stop()
         raise
-    with psycopg.connect(standby.url(), autocommit=True) as conn:
-        conn.execute("SELECT 'logged'")
-    return primary, standby
+    if logged:
+        with psycopg.connect(started.url(), autocommit=True) as conn:
+            conn.execute("SELECT 'logged'")
+    return primary, started
 
 
 @pytest.fixture(scope="module")

@@ -55,8 +55,13 @@ def setup() -> tuple[Any, str]:
                 },
             }
         ],
-        # Warm lock connections, as in a scheduler process (a plain process keeps none).
-        ADVISORY_CRON={"JOBS_MODULE": "bench_jobs_none", "LOCK_POOL_SIZE": 8},
+        # Warm lock connections, as in a scheduler process (a plain process keeps none); the
+        # commands bench_catalog's schedules call.
+        ADVISORY_CRON={
+            "JOBS_MODULE": "bench_jobs_none",
+            "LOCK_POOL_SIZE": 8,
+            "SCHEDULE_COMMANDS": ["clearsessions", "sendtestemail"],
+        },
     )
     django.setup()
     from django.core.management import call_command

@@ -183,6 +183,12 @@ def _one_of(choices: tuple[object, ...]) -> Callable[[object], str | None]:
     return check
 
 
+def _names(value: object) -> str | None:
+    if isinstance(value, (list, tuple)) and all(isinstance(name, str) and name for name in value):
+        return None
+    return "must be a list of names (strings)"
+
+
 def _schedules(value: object) -> str | None:
     if isinstance(value, (list, tuple)):
         return None  # each entry is checked on its own (E171-E175)
@@ -269,6 +275,14 @@ SETTINGS: dict[str, Setting] = {
     # Schedules declared in settings, as django-crontab's CRONJOBS: (cron, job, args, kwargs)
     # tuples, or dicts; registered at start-up as jobs of their own (source "settings").
     "SCHEDULES": Setting([], "E170", _schedules),
+    # The management commands a schedule kept in the database (admin, cronjob add, import)
+    # may call: whoever may add a schedule runs these with any arguments, in every worker.
+    # Only clearsessions by default: it deletes expired sessions and takes no path, code or
+    # address. SCHEDULES entries are the site's own code and are not held to it.
+    "SCHEDULE_COMMANDS": Setting(["clearsessions"], "E176", _names),
+    # The Celery tasks a schedule kept in the database may send (deliver="celery"), by the
+    # name Celery registers them under; none by default.
+    "SCHEDULE_CELERY_TASKS": Setting([], "E177", _names),
     # The claim and the finish of a run wait for a synchronous standby this far ("on",
     # "remote_write", "remote_apply"); None: as the server's synchronous_commit says.
     "SYNCHRONOUS_COMMIT": Setting(None, "E132", _one_of(SYNCHRONOUS_COMMIT_CHOICES)),
@@ -432,8 +446,21 @@ class AppSettings:
         return list(value) if isinstance(value, (list, tuple)) else []  # else E170
 
     @property
+    def SCHEDULE_COMMANDS(self) -> frozenset[str]:
+        return _allowed(self._get("SCHEDULE_COMMANDS"))
+
+    @property
+    def SCHEDULE_CELERY_TASKS(self) -> frozenset[str]:
+        return _allowed(self._get("SCHEDULE_CELERY_TASKS"))
+
+    @property
     def SYNCHRONOUS_COMMIT(self) -> SynchronousCommit | None:
         return cast("SynchronousCommit | None", self._get("SYNCHRONOUS_COMMIT"))
+
+
+def _allowed(value: object) -> frozenset[str]:
+    """An allow-list's names; an invalid one allows nothing (its check says why)."""
+    return frozenset(cast("list[str]", value)) if _names(value) is None else frozenset()
 
 
 app_settings = AppSettings()

@@ -107,3 +107,12 @@ LOGGING = {
 # Subprocesses started by a test may set ADVISORY_CRON (a JSON object), e.g. another
 # JOBS_MODULE or a shorter HEARTBEAT.
 ADVISORY_CRON = json.loads(os.environ.get("ADVISORY_CRON_JSON") or "{}")
+# The commands and Celery tasks the tests' database schedules call (never shell and the like,
+# which the allow-list tests try).
+TEST_SCHEDULE_COMMANDS = [
+    *("check", "clearsessions", "flakymark", "loud", "marker", "noop"),
+    *("migrate", "sendtestemail"),  # their arguments are checked, never run
+]
+TEST_CELERY_TASKS = ["tests.record_tick", "billing.ping"]
+ADVISORY_CRON.setdefault("SCHEDULE_COMMANDS", TEST_SCHEDULE_COMMANDS)
+ADVISORY_CRON.setdefault("SCHEDULE_CELERY_TASKS", TEST_CELERY_TASKS)

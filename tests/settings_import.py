@@ -16,7 +16,14 @@ HAS_BEAT = importlib.util.find_spec("django_celery_beat") is not None
 if HAS_BEAT:
     INSTALLED_APPS = [*INSTALLED_APPS, "django_celery_beat"]
 
-ADVISORY_CRON = {"JOBS_MODULE": "import_tasks"}
+ADVISORY_CRON = {
+    "JOBS_MODULE": "import_tasks",
+    # The Celery tasks CELERY_BEAT_SCHEDULE and the periodic tasks below name (--deliver celery).
+    "SCHEDULE_CELERY_TASKS": [
+        *("tests.jobsapp.import_tasks.send_report", "tests.jobsapp.import_tasks.purge_tokens"),
+        *("send_report", "purge", "proj.tasks.gone"),
+    ],
+}
 
 CELERY_TIMEZONE = "Europe/Paris"
 CELERY_BEAT_SCHEDULE = {

@@ -183,7 +183,8 @@ def test_tick_of_reads_the_header() -> None:
     assert tick_of(object()) is None
 
 
-def test_a_schedule_sent_to_celery_names_any_task_and_no_command() -> None:
+@override_settings(ADVISORY_CRON={"SCHEDULE_CELERY_TASKS": ["proj.tasks.cleanup"]})
+def test_a_schedule_sent_to_celery_names_an_allowed_task_and_no_command() -> None:
     sent = Definition(name="x", job="proj.tasks.cleanup", deliver="celery:reports", every=60)
     assert sent.problems(known=[]) == []
     assert sent.calls == "Celery task proj.tasks.cleanup"

@@ -51,7 +51,8 @@ PROBLEM_FIELDS = [
         ),
         (r"there is no registered job ", "job"),
         (r"job .* cannot be called with these arguments: ", "args"),
-        (r"there is no management command ", "command"),
+        (r"there is no management command |manage\.py \S+ is not a command a schedule ", "command"),
+        (r"Celery task .* is not a task a schedule may send", "job"),
         (r"manage\.py \S+ has no option ", "kwargs"),
         (r"manage\.py \S+(:| refuses) these arguments", "args"),
         (r"the arguments must ", "args"),
@@ -126,8 +127,8 @@ def choices(names: Iterable[str], current: str) -> list[tuple[str, str]]:
 class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     """A schedule as typed in the admin, checked as ``manage.py cronjob add`` checks one: every
     problem of its [Definition][django_advisory_cron.run.definitions.Definition] is a form
-    error, on its field. It calls only a registered job or an installed management command,
-    chosen from a list: never a dotted path."""
+    error, on its field. It calls only a registered job or a management command the settings
+    allow, chosen from a list: never a dotted path."""
 
     job = forms.ChoiceField(
         label=_("Job"),
@@ -137,7 +138,16 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     command = forms.ChoiceField(
         label=_("Management command"),
         required=False,
-        help_text=_("Or the management command it calls: one of the two."),
+        help_text=_(
+            "Or the management command it calls: one of the two. Only those "
+            "ADVISORY_CRON['SCHEDULE_COMMANDS'] allows."
+        ),
+        error_messages={
+            "invalid_choice": _(
+                "%(value)s is not a command a schedule may call: those are the installed "
+                "commands ADVISORY_CRON['SCHEDULE_COMMANDS'] names"
+            )
+        },
     )
 
     class Meta:
@@ -210,7 +220,8 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         saved = self.instance
         jobs = (job.name for job in registry.all())
         self.fields["job"].choices = choices(jobs, saved.job)  # type: ignore[attr-defined]
-        self.fields["command"].choices = choices(get_commands(), saved.command)  # type: ignore[attr-defined]
+        allowed = app_settings.SCHEDULE_COMMANDS.intersection(get_commands())
+        self.fields["command"].choices = choices(allowed, saved.command)  # type: ignore[attr-defined]
 
     def clean_args(self) -> Any:
         """An empty field is no arguments."""

@@ -3,7 +3,10 @@ django-crontab's ``CRONJOBS``.
 
 Each entry becomes a [Definition][django_advisory_cron.run.definitions.Definition], is
 checked by its ``problems``, and is registered at start-up as a job of its own
-(``source="settings"``), which an operator can override like a job defined in code. An entry
+(``source="settings"``), which an operator can override like a job defined in code. Settings
+are the site's code: an entry may call any management command or Celery task, where a
+schedule kept in the database calls only those ``SCHEDULE_COMMANDS`` and
+``SCHEDULE_CELERY_TASKS`` allow. An entry
 that is refused is not registered; the system check reports it (E171-E175), so a typo in
 settings is one line at ``manage.py check``, never a traceback at import.
 """
@@ -103,7 +106,9 @@ def read() -> list[Declared]:
             found.append(Declared(index, None, {"shape": [str(error)]}))
             continue
         problems: dict[str, list[str]] = {
-            kind: lines for kind, lines in definition.problems_by_kind(known).items() if lines
+            kind: lines
+            for kind, lines in definition.problems_by_kind(known, "settings").items()
+            if lines
         }
         if definition.name in taken:
             problems["name"] = [

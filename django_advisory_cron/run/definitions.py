@@ -5,7 +5,9 @@ database's schedules, from ``ADVISORY_CRON["SCHEDULES"]``, from the admin's form
 ``manage.py cronjob add``; all of them are checked by
 [problems][django_advisory_cron.run.definitions.Definition.problems], so a bad schedule is
 refused where it is typed, in one line, and a worker never meets one. A schedule can only
-call a registered job or an installed management command: never a dotted path.
+call a registered job, or a management command or Celery task the settings allow
+(``SCHEDULE_COMMANDS``, ``SCHEDULE_CELERY_TASKS``): never a dotted path. An entry of
+``SCHEDULES`` is the site's own code, as its settings are, and is not held to those lists.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Literal
 from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..conf import CATCH_UP_CHOICES, CatchUp, app_settings
 from ..core.keys import job_key
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import describe_interval, zone_problem
@@ -109,22 +111,25 @@ class Definition:
             return f"Celery task {self.job}"
         return f"job {self.job}"
 
-    def problems(self, known: Iterable[Job[Any, Any]] | None = None) -> list[str]:
+    def problems(
+        self, known: Iterable[Job[Any, Any]] | None = None, source: Source = "database"
+    ) -> list[str]:
         """Why this definition cannot be scheduled, one line each (``[]``: it can).
 
         ``known`` are the other jobs it must not clash with by name or lock key (default:
-        the registered jobs)."""
-        return [line for lines in self.problems_by_kind(known).values() for line in lines]
+        the registered jobs). A definition from ``source="settings"`` may call any command
+        or Celery task; one kept in the database, only those the settings allow."""
+        return [line for lines in self.problems_by_kind(known, source).values() for line in lines]
 
     def problems_by_kind(
-        self, known: Iterable[Job[Any, Any]] | None = None
+        self, known: Iterable[Job[Any, Any]] | None = None, source: Source = "database"
     ) -> dict[ProblemKind, list[str]]:
         """``problems``, by what they are about: the system check of
         ``ADVISORY_CRON["SCHEDULES"]`` gives each kind an id of its own."""
         others = {job.name: job for job in (registry.all() if known is None else known)}
         return {
             "name": self._name_problems(others),
-            "target": self._target_problems(),
+            "target": self._target_problems(allowed_only=source != "settings"),
             "schedule": self._schedule_problems(),
             "options": self._option_problems(),
         }
@@ -157,7 +162,7 @@ class Definition:
                 return [f"the name {name!r} has the same lock key as job {other.name!r}"]
         return []
 
-    def _target_problems(self) -> list[str]:
+    def _target_problems(self, allowed_only: bool) -> list[str]:
         if self.override:
             if self.job or self.command or self.args or self.kwargs:
                 return ["an override changes a code job's schedule; it calls nothing else"]
@@ -180,10 +185,16 @@ class Definition:
                     "a schedule sent to Celery names the Celery task as its job; a management "
                     "command runs here, not in Celery"
                 ]
-            return []  # any task name: Celery's workers know their tasks, this process need not
+            # Celery's workers know their tasks, this process need not: only the name is checked.
+            if allowed_only and self.job not in app_settings.SCHEDULE_CELERY_TASKS:
+                return [
+                    f"Celery task {self.job} is not a task a schedule may send; add "
+                    f"{self.job!r} to ADVISORY_CRON['SCHEDULE_CELERY_TASKS'] to allow it"
+                ]
+            return []
         if self.job:
             return _job_call_problems(self.job, self.args, self.kwargs)
-        return _command_call_problems(self.command, self.args, self.kwargs)
+        return _command_call_problems(self.command, self.args, self.kwargs, allowed_only)
 
     def _schedule_problems(self) -> list[str]:
         if self.cron and self.every is not None:
@@ -292,10 +303,17 @@ def _command_parser(app: str | BaseCommand, name: str) -> CommandParser | str:
         return f"manage.py {name} cannot be loaded: {first_line(error)}"
 
 
-def _command_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
+def _command_call_problems(
+    name: str, args: list[Any], kwargs: dict[str, Any], allowed_only: bool
+) -> list[str]:
     commands = get_commands()
     if name not in commands:
         return [f"there is no management command {name!r}"]
+    if allowed_only and name not in app_settings.SCHEDULE_COMMANDS:
+        return [
+            f"manage.py {name} is not a command a schedule may call; add {name!r} to "
+            "ADVISORY_CRON['SCHEDULE_COMMANDS'] to allow it"
+        ]
     parser = _command_parser(commands[name], name)
     if isinstance(parser, str):
         return [parser]

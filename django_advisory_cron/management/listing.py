@@ -15,6 +15,7 @@ from ..models import JobRun
 from ..ops.charts import human_duration
 from ..ops.status import JobStatus, job_statuses
 from ..run.catalog import Catalog
+from ..run.definitions import one_line
 from ..run.jobs import Job
 from ..worker.fleet import live_workers
 
@@ -57,8 +58,8 @@ def job_list(found: Catalog, alias: str, as_json: bool) -> list[str]:
     else:
         lines.append("No jobs are registered.")
     lines += [
-        f"{name}: a database schedule that cannot run: {why} (manage.py cronjob edit "
-        f"{name}, or remove it)"
+        f"{one_line(name)}: a database schedule that cannot run: {why} (manage.py cronjob "
+        f"edit {one_line(name)}, or remove it)"
         for name, why in sorted(found.broken.items())
     ]
     if statuses:

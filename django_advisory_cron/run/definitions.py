@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,6 +45,9 @@ NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "
 MAX_DESCRIPTION = 500
 #: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
 ProblemKind = Literal["name", "target", "schedule", "options"]
+#: The characters a name cannot hold: controls (a newline would forge a log line), unpaired
+#: surrogates (not storable), and line and paragraph separators.
+UNPRINTABLE = ("Cc", "Cs", "Zl", "Zp")
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,12 @@ class Definition:
             return ["a schedule needs a name, without spaces around it"]
         if len(name) > MAX_JOB_NAME:
             return [f"the name is {len(name)} characters long; at most {MAX_JOB_NAME}"]
+        unprintable = next((c for c in name if unicodedata.category(c) in UNPRINTABLE), None)
+        if unprintable is not None:
+            return [
+                f"the name holds the control character U+{ord(unprintable):04X}; a name is "
+                "one line of printable text"
+            ]
         if self.override:
             if name not in registry:
                 return [f"there is no job {name!r} defined in code to override"]
@@ -275,6 +285,15 @@ class Definition:
         if self.every is not None:
             return describe_interval(timedelta(seconds=self.every))
         return self.cron
+
+
+def one_line(name: str) -> str:
+    """``name`` with each character a name cannot hold (``UNPRINTABLE``) written as its
+    escape, ``\\n`` for a newline: a row written past the checks still shows on one line."""
+    return "".join(
+        c.encode("unicode_escape").decode() if unicodedata.category(c) in UNPRINTABLE else c
+        for c in name
+    )
 
 
 def _text(value: object) -> str:

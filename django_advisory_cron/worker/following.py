@@ -29,6 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..db import sql
 from ..run import catalog
 from ..run.claims import ClaimConnection
+from ..run.definitions import one_line
 from ..run.jobs import Job
 from .clock import Wakeup
 from .requests import RunRequests
@@ -111,7 +112,7 @@ class Following:
                     "cronworker %s: schedule %s is not run: %s; fix or remove it in the admin "
                     "or with manage.py cronjob",
                     self._identity,
-                    name,
+                    one_line(name),
                     why,
                 )
         self._broken = dict(found.broken)

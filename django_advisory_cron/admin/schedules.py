@@ -128,7 +128,7 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     """A schedule as typed in the admin, checked as ``manage.py cronjob add`` checks one: every
     problem of its [Definition][django_advisory_cron.run.definitions.Definition] is a form
     error, on its field. It calls only a registered job or a management command the settings
-    allow, chosen from a list: never a dotted path."""
+    allow, chosen from a list: never a dotted path. Its name cannot change once it exists."""
 
     job = forms.ChoiceField(
         label=_("Job"),
@@ -218,6 +218,12 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         saved = self.instance
+        if saved.pk and "name" in self.fields:  # its lock, ticks and history go by it
+            self.fields["name"].disabled = True
+            self.fields["name"].help_text = _(
+                "The name its runs, lock and ticks go by cannot change: to rename, add the "
+                "schedule under its new name and remove this one."
+            )
         jobs = (job.name for job in registry.all())
         self.fields["job"].choices = choices(jobs, saved.job)  # type: ignore[attr-defined]
         allowed = app_settings.SCHEDULE_COMMANDS.intersection(get_commands())

@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, DataError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.psycopg_any import is_psycopg3
 from django.db.utils import load_backend
@@ -80,6 +80,13 @@ def unavailable(alias: str, error: BaseException) -> DatabaseUnavailable:
         f"cannot reach PostgreSQL at {describe_server(alias)} (alias {alias!r}): "
         f"{first_line(error)}"
     )
+
+
+def refused_value(error: BaseException) -> bool:
+    """Whether a statement failed for a value it carried (a text the database's encoding
+    cannot hold, one the driver cannot encode): nothing of it ran, and its connection is as
+    it was. Never a sign that the connection, or a lock it holds, is gone."""
+    return isinstance(error, (DataError, ValueError))
 
 
 def ensure_connected(connection: BaseDatabaseWrapper) -> None:

@@ -67,10 +67,11 @@ def one_line(stderr: str) -> str:
 def test_runlocked_says_the_database_is_read_only_and_exits_69(
     read_only: Switch, manage: Any
 ) -> None:
-    done = manage("runlocked", "ro_tick")
-    assert done.returncode == exitcodes.DATABASE_UNAVAILABLE, done.stderr
-    line = one_line(done.stderr)
-    assert READ_ONLY in line and line.endswith("; ro_tick did not run"), line
+    for scope in ("session", "transaction"):
+        done = manage("runlocked", "--scope", scope, "ro_tick")
+        assert done.returncode == exitcodes.DATABASE_UNAVAILABLE, done.stderr
+        line = one_line(done.stderr)
+        assert READ_ONLY in line and line.endswith("; ro_tick did not run"), line
     read_only.off()
     assert not JobRun.objects.exists() and not Marker.objects.exists()
 

@@ -46,6 +46,12 @@ class ServerIsStandby(DatabaseUnavailable):
     the connection reaches the primary."""
 
 
+class DatabaseReadOnly(DatabaseUnavailable):
+    """The lock database refuses writes (``default_transaction_read_only`` is on, or the server
+    was switched to read-only): no run can be claimed or recorded, so none starts;
+    unavailable until it accepts writes again."""
+
+
 class LockLost(AdvisoryCronError):
     """The lock's connection died, or its backend no longer holds the lock, while a job ran.
 

@@ -3,7 +3,7 @@
 OK = 0  # the job ran, or was skipped (another replica has it, its tick already ran, paused)
 JOB_FAILED = 1  # the job raised; the run is recorded as failed and the traceback logged
 USAGE = 2  # bad arguments, unknown job, invalid schedule
-DATABASE_UNAVAILABLE = 69  # EX_UNAVAILABLE: the lock database cannot be reached
+DATABASE_UNAVAILABLE = 69  # EX_UNAVAILABLE: the lock database cannot be reached, or is read-only
 LOCK_LOST = 75  # EX_TEMPFAIL: the lock's connection died while the job ran
 CONFIG = 78  # EX_CONFIG: the lock database is not PostgreSQL, or a transaction-scope misuse
 TIMED_OUT = 124  # the job ran past its timeout: stopped, recorded timed out (as timeout(1))

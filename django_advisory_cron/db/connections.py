@@ -33,13 +33,19 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, DataError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.psycopg_any import is_psycopg3
 from django.db.utils import load_backend
 
 from ..conf import app_settings
-from ..exceptions import DatabaseUnavailable, LockDatabaseError, ServerIsStandby, first_line
+from ..exceptions import (
+    DatabaseReadOnly,
+    DatabaseUnavailable,
+    LockDatabaseError,
+    ServerIsStandby,
+    first_line,
+)
 from . import sql
 from .deadlines import Deadline, watchdog
 
@@ -80,6 +86,38 @@ def unavailable(alias: str, error: BaseException) -> DatabaseUnavailable:
         f"cannot reach PostgreSQL at {describe_server(alias)} (alias {alias!r}): "
         f"{first_line(error)}"
     )
+
+
+#: SQLSTATE ``read_only_sql_transaction``: a write refused because the transaction is read-only.
+READ_ONLY_SQLSTATE = "25006"
+
+
+def read_only(error: BaseException) -> bool:
+    """Whether ``error`` (or what it was raised from) is a write refused because the server,
+    or the database's default, makes every transaction read-only."""
+    cause: BaseException | None = error
+    while cause is not None:
+        code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+        if code == READ_ONLY_SQLSTATE:
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def refusing_writes(alias: str | None) -> DatabaseReadOnly:
+    """The one-line error for a database that refused one of our writes as read-only."""
+    at = f" at {describe_server(alias)} (alias {alias!r})" if alias else ""
+    return DatabaseReadOnly(
+        f"the database{at} is read-only: it refuses writes (default_transaction_read_only is "
+        "on, or the server was switched to read-only)"
+    )
+
+
+def refused_value(error: BaseException) -> bool:
+    """Whether a statement failed for a value it carried (a text the database's encoding
+    cannot hold, one the driver cannot encode): nothing of it ran, and its connection is as
+    it was. Never a sign that the connection, or a lock it holds, is gone."""
+    return isinstance(error, (DataError, ValueError))
 
 
 def ensure_connected(connection: BaseDatabaseWrapper) -> None:
@@ -252,7 +290,9 @@ def _cut(connection: BaseDatabaseWrapper) -> None:
 
 @contextmanager
 def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[Callable[[], bool]]:
-    """Raise ``DatabaseUnavailable`` if the block's statements get no answer in time.
+    """Raise ``DatabaseUnavailable`` if the block's statements get no answer in time, and
+    ``DatabaseReadOnly`` if the server refuses one of them as a write in a read-only
+    transaction (the blocks hold our own statements, never a job's).
 
     On time-out the connection is cut (see ``_cut()``) and unusable afterwards; for a lock
     connection that also ends the lock, as a dead network would. Yields ``done``: calling it
@@ -267,6 +307,8 @@ def answer_within(connection: BaseDatabaseWrapper, seconds: float) -> Iterator[C
                 f"no answer from PostgreSQL at {describe_server(connection.alias)} "
                 f"(alias {connection.alias!r}) within {seconds:g} s"
             ) from error
+        if read_only(error):
+            raise refusing_writes(connection.alias) from error
         raise
     finally:
         watchdog.disarm(deadline)

@@ -11,6 +11,7 @@ the key arguments (two ints, or ``hashtext(name)``).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -375,13 +376,13 @@ SELECT CASE WHEN o.settled THEN {_lock_call("pg_advisory_unlock", "o")} ELSE fal
         **_keys([claim.key for claim in claims]),
         "refs": [claim.reference for claim in claims],
         "manual": [claim.manual for claim in claims],
-        "task_ids": [claim.task_id for claim in claims],
+        "task_ids": [storable(claim.task_id) for claim in claims],
         "once": [claim.once for claim in claims],
         "match_n": [n for n, _match in numbered],
         "match_at": [at for _n, (at, _tick) in numbered],
         "match_tick": [tick for _n, (_at, tick) in numbered],
         "skew": max_skew,
-        "host": host,
+        "host": storable(host),
         "pid": pid,
         "lease": lease,
         "final": final,
@@ -415,8 +416,21 @@ def _skip_rows() -> str:
     )
 
 
+#: What PostgreSQL text cannot hold: NUL, and unpaired surrogates (what ``os.fsdecode`` makes
+#: of a byte that is not UTF-8), which the driver cannot encode.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` as a run row can hold it: each NUL and each unpaired surrogate becomes U+FFFD
+    (the same length, so bounded output stays bounded; idempotent). Every text a run's row is
+    written with goes through it, so no job's output or error can make the row's statement
+    fail."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
-    return {"job": job, "host": host, "pid": pid, "task_id": task_id}
+    return {"job": job, "host": storable(host), "pid": pid, "task_id": storable(task_id)}
 
 
 def renew_leases(runs: Sequence[tuple[int, LockKey]], *, lease: float) -> Statement:
@@ -518,10 +532,10 @@ def finish_run(
     params = {
         **key.params,
         "status": status,
-        "error": error,
+        "error": storable(error),
         "id": run_id,
         "attempts": attempts,
-        "output": output,
+        "output": storable(output),
         "synchronous_commit": synchronous_commit,
     }
     return _then_unlock(update, key, scope, shared), params
@@ -563,7 +577,7 @@ def mark_lock_lost(*, run_id: int, job: str, host: str, pid: int, error: str) ->
         "UPDATE {table} SET status = {s_lock_lost}, error = %(error)s "
         f"WHERE {_OWN_ROW} AND status = {{s_running}}"
     )
-    return sql, {**_who(job, host, pid), "id": run_id, "error": error}
+    return sql, {**_who(job, host, pid), "id": run_id, "error": storable(error)}
 
 
 def record_lost_run(
@@ -608,13 +622,13 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
  WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)"""
     ).replace("OWN_ROW", _OWN_ROW)
     who = _who(job, host, pid, task_id)
-    return sql, {**who, "id": run_id, "tick": tick, "status": status, "error": error}
+    return sql, {**who, "id": run_id, "tick": tick, "status": status, "error": storable(error)}
 
 
 def fail_committed_run(*, run_id: int, error: str) -> Statement:
     """A run whose transaction committed but whose ``on_commit`` callback raised: failed."""
     sql = _fill("UPDATE {table} SET status = {s_failed}, error = %(error)s WHERE id = %(id)s")
-    return sql, {"id": run_id, "error": error}
+    return sql, {"id": run_id, "error": storable(error)}
 
 
 # -- enqueueing a tick to a task queue ---------------------------------------------------------
@@ -662,7 +676,7 @@ def enqueued(*, claim_id: int, task_id: str, record: bool = False) -> Statement:
     """Store the task result id the backend returned on the claim; with ``record``, also
     record the tick's run as succeeded (sent) with it, from the claim's start until now: one
     row ``(run id,)`` then, none if the tick already had a run."""
-    params = {"id": claim_id, "task_id": task_id}
+    params = {"id": claim_id, "task_id": storable(task_id)}
     if not record:
         return _fill("UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s"), params
     sql = _fill(
@@ -697,7 +711,7 @@ SELECT job, tick, host, pid, enqueued, clock_timestamp(), {s_failed}, %(error)s 
 ON CONFLICT DO NOTHING
 RETURNING id"""
     )
-    return sql, {"id": claim_id, "error": error}
+    return sql, {"id": claim_id, "error": storable(error)}
 
 
 def unclaimed_send(
@@ -718,7 +732,7 @@ RETURNING id"""
         **_who(job, host, pid, task_id),
         "started": started,
         "manual": manual,
-        "error": error,
+        "error": storable(error),
     }
 
 
@@ -740,7 +754,7 @@ VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp
                    ORDER BY started DESC LIMIT 1) || ') is still running', %(otherwise)s))
 RETURNING error"""
     )
-    return sql, {**_who(job, host, pid), "tick": tick, "otherwise": otherwise}
+    return sql, {**_who(job, host, pid), "tick": tick, "otherwise": storable(otherwise)}
 
 
 _CHILD_ROW = (
@@ -773,7 +787,7 @@ SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(
  WHERE NOT EXISTS (SELECT 1 FROM mine)
 ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING"""
     )
-    return sql, {**_who(job, host, pid), "tick": tick, "status": status, "error": error}
+    return sql, {**_who(job, host, pid), "tick": tick, "status": status, "error": storable(error)}
 
 
 # -- pause, resume, run now -------------------------------------------------------------------

@@ -51,6 +51,7 @@ from ..db.connections import (
     checkout,
     ensure_connected,
     pipelined,
+    refused_value,
     require_postgresql,
 )
 from ..db.interrupts import deferred_signals
@@ -443,7 +444,10 @@ class AdvisoryLock:
 
         ``error`` is what ended the holder's work, if anything. Transaction scope: the release
         statement runs and the transaction commits when the lock was taken (the body's own
-        work was rolled back to its savepoint if it failed); a failed commit is raised.
+        work was rolled back to its savepoint if it failed); a failed commit is raised. Session
+        scope: a releasing statement refused for a value it carries (see
+        [refused_value][django_advisory_cron.db.connections.refused_value]) is raised once the
+        lock is unlocked; it is no loss of the lock.
         """
         if self._released:
             return
@@ -464,12 +468,13 @@ class AdvisoryLock:
         # every statement completed, or a release whose unlock-all ran and whose unlock found
         # the lock.
         reusable = False
+        refused: Exception | None = None
         try:
             if self.acquired and not self.lost:
                 statement = self.statements.release(self.key, "session", error)
                 assert statement is not None
                 with self._held_signals("session"):
-                    row = self._send_release(statement)
+                    row, refused = self._release_or_unlock(statement)
                 reusable = self._check_unlocked(row)
             else:
                 reusable = not self.acquired and not self.lost and not self._trying
@@ -479,10 +484,28 @@ class AdvisoryLock:
             self.mark_lost(failure)
         finally:
             self._give_back(reusable)
+        if refused is not None:
+            raise refused  # the lock is released; its owner records its end otherwise
+
+    def _release_or_unlock(self, statement: Statement) -> tuple[Row | None, Exception | None]:
+        """Send the releasing statement; if it is refused for a value it carries, nothing of
+        it ran and the lock is still held: unlock it alone, and return the refusal too."""
+        try:
+            return self._send_release(statement), None
+        except Exception as failure:
+            if not refused_value(failure):
+                raise
+            return self._send_release(self._unlock()), failure
 
     def _send_release(self, statement: Statement) -> Row | None:
         """Send the releasing statement of a held session lock."""
         return self.send(statement)
+
+    def _unlock(self) -> Statement:
+        """The statement releasing the session lock with nothing else."""
+        statement = sql.release_lock(self.key, "session")
+        assert statement is not None
+        return statement
 
     def _give_back(self, reusable: bool) -> None:
         """Return the lock connection to the process's warm set, for reuse if ``reusable``

@@ -17,12 +17,24 @@ from django.core.management.base import (
     CommandParser,
     SystemCheckError,
 )
-from django.db import InterfaceError, OperationalError, ProgrammingError, connections
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
+    connections,
+)
 
 from .. import exitcodes
 from ..conf import APP_LABEL, CHECK_TAG, check_id
-from ..db.connections import bound_connect, unavailable
-from ..exceptions import DatabaseUnavailable, LockDatabaseError, first_line
+from ..db.connections import bound_connect, read_only, refusing_writes, unavailable
+from ..exceptions import (
+    CommandFailed,
+    DatabaseReadOnly,
+    DatabaseUnavailable,
+    LockDatabaseError,
+    first_line,
+)
 from ..run import catalog
 from ..run.catalog import Catalog
 from ..run.jobs import registry
@@ -94,7 +106,7 @@ class AppCommand(BaseCommand):
         command, as ``leave`` prints it (Django would name the exception's class); with
         ``--traceback``, and for ``call_command``, it is raised as it is."""
         try:
-            return super().execute(*args, **options)
+            return self._writes_refused(*args, **options)
         except CommandError as error:
             if (
                 not getattr(self, "_called_from_command_line", False)
@@ -103,6 +115,19 @@ class AppCommand(BaseCommand):
             ):
                 raise
             self.leave(error.returncode, str(error))
+
+    def _writes_refused(self, *args: Any, **options: Any) -> Any:
+        """Django's ``execute``; a write the database refused as read-only (an ORM write, or
+        one of our statements) ends the command with one line and exit 69."""
+        try:
+            return super().execute(*args, **options)
+        except (DatabaseError, DatabaseReadOnly) as error:
+            if not read_only(error):
+                raise
+            refused = error if isinstance(error, DatabaseReadOnly) else refusing_writes(None)
+            raise CommandFailed(
+                f"{refused}; nothing was changed", exitcodes.DATABASE_UNAVAILABLE
+            ) from error
 
     def catalog(self, alias: str) -> Catalog:
         """Every job, as the database's schedules make them (see

@@ -15,6 +15,7 @@ from django.db import ProgrammingError
 
 from .. import exitcodes, signals
 from ..exceptions import (
+    DatabaseReadOnly,
     DatabaseUnavailable,
     InvalidSchedule,
     JobTimedOut,
@@ -97,6 +98,8 @@ def outcome(
     first = first_line(ended)
     if isinstance(ended, InvalidSchedule):
         return exitcodes.USAGE, f"job {name!r}: {first}"
+    if isinstance(ended, DatabaseReadOnly):
+        return exitcodes.DATABASE_UNAVAILABLE, f"{first}; {name} did not run"
     if isinstance(ended, DatabaseUnavailable):
         return exitcodes.DATABASE_UNAVAILABLE, first
     if isinstance(ended, (LockDatabaseError, LockScopeError)):

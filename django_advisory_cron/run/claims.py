@@ -84,6 +84,9 @@ class SharedLock(AdvisoryLock):
     def _send_release(self, statement: Statement) -> Row | None:
         return self.claims.release(self, statement)
 
+    def _unlock(self) -> Statement:
+        return sql.unlock_one(self.key)
+
     def _give_back(self, reusable: bool) -> None:
         if self.acquired and self.lost:
             # Its row was closed under it (or its connection died): if the connection lives,

@@ -31,7 +31,7 @@ from ..core.keys import LockKey
 from ..core.scopes import ResolvedScope
 from ..core.statuses import RunStatus
 from ..db import sql
-from ..db.connections import unpooled_connection
+from ..db.connections import refused_value, unpooled_connection
 from ..db.sql import Statement
 from ..exceptions import JobTimedOut, LockScopeError, stopping_signal
 from ..lock.advisory import Row, Send
@@ -346,8 +346,9 @@ def _on_fresh(alias: str, statement: Statement, patience: float) -> tuple[bool, 
                 cursor.execute(sql_text, params)
                 row = cursor.fetchone() if cursor.description else None
             return True, None if row is None else tuple(row)
-        except DatabaseError as error:
-            if time.monotonic() + delay > deadline:
+        except (DatabaseError, ValueError) as error:
+            # A refused value is refused again: no retry.
+            if refused_value(error) or time.monotonic() + delay > deadline:
                 logger.error("could not record on %r: %s", alias, error)
                 return False, None
         finally:

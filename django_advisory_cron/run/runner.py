@@ -30,6 +30,7 @@ from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.scopes import Scope
 from ..db.aliases import lock_database
+from ..db.connections import refused_value
 from ..exceptions import (
     SIGNAL_ATTRIBUTE,
     JobFailed,
@@ -430,14 +431,19 @@ def _run(
     late: BaseException | None = None
     try:
         lock.release(error)
-    except Exception as failure:  # transaction scope: the finish or the commit failed
-        status, text = _after_failed_release(lock, record, failure, text)
-        if status == history.LOCK_LOST:
-            cause = error if isinstance(error, Exception) else failure
-            lost = LockLost(f"{LOST_IN_TRANSACTION} ({first_line(cause)})")
-            lost.__cause__ = cause
-            error = lost if error is None or isinstance(error, Exception) else error
-        error = error or failure
+    except Exception as failure:
+        if refused_value(failure):  # the finish was refused for a text it carried
+            status, text = _after_refused_finish(lock, record, failure, status, text)
+            if status == history.FAILED:
+                error = error or failure
+        else:  # transaction scope: the finish or the commit failed
+            status, text = _after_failed_release(lock, record, failure, text)
+            if status == history.LOCK_LOST:
+                cause = error if isinstance(error, Exception) else failure
+                lost = LockLost(f"{LOST_IN_TRANSACTION} ({first_line(cause)})")
+                lost.__cause__ = cause
+                error = lost if error is None or isinstance(error, Exception) else error
+            error = error or failure
     except BaseException as raised:
         if lock.committed and not _is_stop(raised):
             # Transaction scope: the run committed, then an on_commit callback the job
@@ -461,6 +467,23 @@ def _run(
 
 #: What the job's own queries raise when its database connection is gone.
 CONNECTION_ERRORS = (OperationalError, InterfaceError)
+
+
+def _after_refused_finish(
+    lock: AdvisoryLock, record: history.RunRecord, failure: Exception, status: str, text: str
+) -> tuple[str, str]:
+    """Record a run whose finishing statement was refused for a text it carried (one a
+    database whose encoding is not UTF-8 cannot hold), through a fresh connection, with its
+    error text in ASCII, which every database holds; return its status and error text. In
+    transaction scope the refusal rolled the lock's transaction back, the job's work with it:
+    the run failed."""
+    notes = [f"the run's error text and output could not be stored ({first_line(failure)})"]
+    if lock.scope == "transaction":
+        status = history.FAILED
+        notes.append("the job's database work was rolled back")
+    text = "\n".join([*notes, text]).strip().encode("ascii", "backslashreplace").decode()
+    record.finish_lost(status, text)
+    return status, text
 
 
 def _after_failed_release(

@@ -19,7 +19,7 @@ import threading
 from django.db import DatabaseError, connections
 
 from ..db import pooler
-from ..exceptions import DatabaseUnavailable, ServerIsStandby, first_line
+from ..exceptions import DatabaseReadOnly, DatabaseUnavailable, ServerIsStandby, first_line
 from ..run.claims import ClaimConnection
 
 logger = logging.getLogger("django_advisory_cron")
@@ -60,13 +60,17 @@ class Attendance:
     def reattend(self, error: BaseException | None) -> bool:
         """Reach the database again after ``error`` (or at a persistent start), pausing longer
         each time; ``False`` when stopped meanwhile."""
+        # A read-only database answers: it was not lost, and is not "reachable again".
+        read_only = isinstance(error, DatabaseReadOnly)
         if error is not None:
             # Pause before the first attempt too, longer after each loss in a row: a database
             # that accepts connections and then fails every pass must not be spun on.
             pause = reconnect_pause(self.losses)
             self.losses += 1
             logger.warning(
-                "cronworker %s: lost the database (%s); reconnecting in %g s",
+                "cronworker %s: %s; ran nothing, retrying in %g s"
+                if read_only
+                else "cronworker %s: lost the database (%s); reconnecting in %g s",
                 self.identity,
                 first_line(error),
                 pause,
@@ -90,7 +94,7 @@ class Attendance:
                 self._stop.wait(pause)
                 attempt += 1
                 continue
-            if error is not None or attempt:
+            if (error is not None or attempt) and not read_only:
                 logger.warning("cronworker %s: database reachable again", self.identity)
             return True
         return False

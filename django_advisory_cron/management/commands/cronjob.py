@@ -134,7 +134,7 @@ exit codes:
        import: the source cannot be read here (nothing written), or some of its entries
        could not be imported (each said why; the others were)
   4    trigger: no cronworker is connected to the database, nothing was recorded
-  69   the lock database cannot be reached
+  69   the lock database cannot be reached, or is read-only (nothing was changed)
   78   configuration error: the job state or schedule table is missing (run migrate), not
        PostgreSQL, or a system check of django-advisory-cron reports an error (one line
        each, at start; manage.py check shows them all; --skip-checks starts anyway)

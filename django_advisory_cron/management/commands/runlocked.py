@@ -31,7 +31,7 @@ exit codes:
        schedule sent to Celery): the tick was enqueued, or another scheduler had enqueued it
   1    the job raised; the run is recorded as failed and the traceback logged
   2    usage error: unknown job, bad arguments, invalid schedule
-  69   the lock database cannot be reached
+  69   the lock database cannot be reached, or is read-only (nothing ran)
   75   the lock's connection was lost while the job ran
   78   configuration error: the lock database is not PostgreSQL, misused scope, the
        run-history table is missing (run migrate), or a system check of

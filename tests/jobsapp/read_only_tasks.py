@@ -1,0 +1,24 @@
+"""Jobs for the read-only database tests, loaded with ``ADVISORY_CRON_JSON='{"JOBS_MODULE":
+"read_only_tasks"}'``."""
+
+import os
+
+from django.db import connection, transaction
+
+from django_advisory_cron import locked_task
+
+from .models import Marker
+
+
+@locked_task(name="ro_tick", every=1)
+def ro_tick() -> None:
+    Marker.objects.create(job="ro_tick", pid=os.getpid())
+
+
+@locked_task(name="ro_body")
+def ro_body() -> None:
+    """Writes in a transaction it made read-only itself: the job's own failure."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION READ ONLY")
+        Marker.objects.create(job="ro_body", pid=os.getpid())

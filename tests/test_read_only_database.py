@@ -1,0 +1,108 @@
+"""A lock database that refuses writes (``default_transaction_read_only``, a primary switched to
+read-only): nothing runs, and every command says so in one line with exit 69 (the database is
+unavailable), not as a failed job; ``cronworker`` says it at each attempt and runs the job once
+the database accepts writes again. A job's own query refused as read-only stays the job's
+failure. Real processes against the test server, its database switched read-only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from psycopg import sql as pgsql
+
+from django_advisory_cron import exitcodes
+from django_advisory_cron.models import JobRun, RunStatus
+from tests.jobsapp.models import Marker
+from tests.test_worker_edges import Lines
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+
+READ_ONLY = "is read-only: it refuses writes"
+
+
+@pytest.fixture(autouse=True)
+def read_only_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "read_only_tasks"}))
+
+
+class Switch:
+    """Turns the test database's ``default_transaction_read_only`` on and off (new
+    connections see it)."""
+
+    def __init__(self, admin: Any) -> None:
+        self.admin = admin
+        self.name = pgsql.Identifier(connection.settings_dict["NAME"])
+
+    def on(self) -> None:
+        statement = "ALTER DATABASE {} SET default_transaction_read_only = on"
+        self.admin.execute(pgsql.SQL(statement).format(self.name))
+
+    def off(self) -> None:
+        statement = "ALTER DATABASE {} RESET default_transaction_read_only"
+        self.admin.execute(pgsql.SQL(statement).format(self.name))
+        connections.close_all()  # one opened meanwhile would stay read-only
+
+
+@pytest.fixture
+def read_only(raw_connect: Any) -> Iterator[Switch]:
+    switch = Switch(raw_connect())
+    switch.on()
+    try:
+        yield switch
+    finally:
+        switch.off()
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_runlocked_says_the_database_is_read_only_and_exits_69(
+    read_only: Switch, manage: Any
+) -> None:
+    for scope in ("session", "transaction"):
+        done = manage("runlocked", "--scope", scope, "ro_tick")
+        assert done.returncode == exitcodes.DATABASE_UNAVAILABLE, done.stderr
+        line = one_line(done.stderr)
+        assert READ_ONLY in line and line.endswith("; ro_tick did not run"), line
+    read_only.off()
+    assert not JobRun.objects.exists() and not Marker.objects.exists()
+
+
+def test_cronjob_says_the_database_is_read_only_and_exits_69(
+    read_only: Switch, manage: Any
+) -> None:
+    for args in (["pause", "ro_tick"], ["edit", "ro_tick", "--disable"]):
+        done = manage("cronjob", *args)
+        assert done.returncode == exitcodes.DATABASE_UNAVAILABLE, done.stderr
+        line = one_line(done.stderr)
+        assert READ_ONLY in line and line.endswith("; nothing was changed"), line
+
+
+def test_a_jobs_own_read_only_query_is_its_failure(manage: Any) -> None:
+    done = manage("runlocked", "ro_body")
+    assert done.returncode == exitcodes.JOB_FAILED, done.stderr
+    assert JobRun.objects.get(job="ro_body").status == RunStatus.FAILED
+
+
+def test_cronworker_says_so_at_each_attempt_and_runs_once_writes_are_accepted(
+    read_only: Switch, spawn: Any
+) -> None:
+    worker = spawn("cronworker", "ro_tick")
+    lines = Lines(worker)
+    wait_for(lambda: len(lines.times(READ_ONLY)) >= 2)
+    assert worker.poll() is None
+    read_only.off()
+    wait_for(lambda: Marker.objects.filter(job="ro_tick").exists())
+    worker.terminate()
+    said = lines.finish()
+    assert "Traceback" not in said and "reachable again" not in said
+    refused = [line for line in said.splitlines() if READ_ONLY in line]
+    assert all(line.endswith(" s") and "ran nothing, retrying in" in line for line in refused)

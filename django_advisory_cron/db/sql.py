@@ -832,7 +832,8 @@ def latest_recorded_ticks(jobs: list[str]) -> Statement:
     tick)``), and the tick of the most recently started row that has one (the ``(job,
     started)`` index), which is where a later skip would be. A pause decides every tick up to
     its end (``now()`` while it lasts), though its skips leave no row: a job resumes with its
-    next tick.
+    next tick. So does a reset of its override, for a job with a tick or a pause (the
+    override's ``changed`` anchored catch-up until the reset deleted it).
 
     Pruning keeps both rows of every job (``JobRun.objects.prunable``): they are what the
     once-per-tick and catch-up rules read, so a worker's next start never finds a tick it
@@ -840,14 +841,16 @@ def latest_recorded_ticks(jobs: list[str]) -> Statement:
     """
     sql = _fill(
         """
-SELECT j.job, GREATEST(
+SELECT j.job, GREATEST(r.latest, CASE WHEN r.latest IS NOT NULL THEN s.schedule_reset END)
+  FROM unnest(%(jobs)s::text[]) AS j(job)
+  LEFT JOIN {state} s ON s.job = j.job
+  CROSS JOIN LATERAL (SELECT GREATEST(
     (SELECT tick FROM {table} WHERE job = j.job AND status IN ({taking}) AND tick IS NOT NULL
       ORDER BY tick DESC LIMIT 1),
     (SELECT tick FROM {table} WHERE job = j.job AND tick IS NOT NULL
       ORDER BY started DESC LIMIT 1),
-    (SELECT CASE WHEN PAUSED_NOW THEN now() ELSE paused_until END
-       FROM {state} WHERE job = j.job AND paused_at IS NOT NULL))
-  FROM unnest(%(jobs)s::text[]) AS j(job)"""
+    CASE WHEN s.paused_at IS NULL THEN NULL
+         WHEN PAUSED_NOW THEN now() ELSE s.paused_until END) AS latest) r"""
     )
     return _run_parts(sql), {"jobs": list(jobs)}
 

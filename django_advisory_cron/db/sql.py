@@ -640,9 +640,10 @@ def claim_enqueue(
     one, so the table stays as small as the ticks it still has to tell apart.
 
     With a ``lease`` (seconds: how long the send may take), the send is recorded as the tick's
-    run: the winner writes it ``running`` now (``run_id``), with that lease, and every claimer
-    ends this job's sends whose lease ran out (their sender died before the queue answered) as
-    ``failed``, saying so: ``dead`` is ``[[run id, tick, error], ...]`` of those, or NULL.
+    run: the winner writes it ``running`` now (``run_id``), with that lease (a send in flight,
+    not a tick that ``ran``), and every claimer ends this job's sends whose lease ran out
+    (their sender died before the queue answered) as ``failed``, saying so: ``dead`` is
+    ``[[run id, tick, error], ...]`` of those, or NULL.
     """
     sql = _fill(
         _run_parts(
@@ -678,7 +679,8 @@ ins AS (
 )
 SELECT (SELECT id FROM ins),
        EXISTS (SELECT 1 FROM {table} WHERE job = %(job)s AND tick = %(tick)s
-                  AND status IN ({taking})),
+                  AND status IN ({taking})
+                  AND (%(lease)s::float8 IS NULL OR status <> {s_running})),
        (SELECT why FROM p),
        (SELECT id FROM run),
        (SELECT json_agg(json_build_array(id, tick, error) ORDER BY tick) FROM dead)"""

@@ -152,9 +152,10 @@ class JobRun(models.Model):
 
 
 class JobState(models.Model):
-    """What an operator said about a job: paused (maybe until a time), and "run now" requests.
+    """What an operator said about a job: paused (maybe until a time), "run now" requests,
+    and when its override was last dropped.
 
-    Jobs live in code; a row exists only for a job someone paused or triggered.
+    Jobs live in code; a row exists only for a job someone paused, triggered or reset.
     """
 
     job = models.CharField(_("job"), max_length=200, primary_key=True)
@@ -170,6 +171,11 @@ class JobState(models.Model):
         _("run requested by"), max_length=150, blank=True, default=""
     )
     changed = models.DateTimeField(_("changed"), auto_now=True)
+    #: When the job's override was last deleted (a reset to its code's schedule), on the
+    #: database's clock, set by the schedules' table (migration 0014): the override's
+    #: ``changed`` anchored catch-up, and this does once it is gone, so a worker started
+    #: later does not catch up ticks the override took away.
+    schedule_reset = models.DateTimeField(_("schedule reset"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("job state")

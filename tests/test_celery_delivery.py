@@ -67,8 +67,8 @@ def every_second() -> Schedule:
     )
 
 
-def cronworkers(spawn: Any, broker: str, ledger: Path, count: int) -> list[Any]:
-    env = {"ADVISORY_CRON_JSON": settings_json(), **celery_env(broker, ledger)}
+def cronworkers(spawn: Any, broker: str, ledger: Path, count: int, **settings: Any) -> list[Any]:
+    env = {"ADVISORY_CRON_JSON": settings_json(**settings), **celery_env(broker, ledger)}
     return [spawn("cronworker", "--grace", "5", env=env) for _ in range(count)]
 
 

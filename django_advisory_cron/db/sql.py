@@ -635,15 +635,29 @@ def fail_committed_run(*, run_id: int, error: str) -> Statement:
 
 
 def claim_enqueue(
-    *, job: str, tick: datetime, backend: str, host: str, pid: int, keep_days: int
+    *,
+    job: str,
+    tick: datetime,
+    backend: str,
+    host: str,
+    pid: int,
+    keep_days: int,
+    lease: float | None = None,
 ) -> Statement:
-    """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id, ran, paused)``;
-    ``claim_id`` is NULL for every scheduler but the first, for all of them once the tick has a
-    run (a late scheduler, or one after ``runlocked`` ran the tick by hand), which ``ran``
-    tells apart, and while the job is paused, which ``paused`` says (why, as a skip row would).
+    """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id, ran, paused, run_id,
+    dead)``; ``claim_id`` is NULL for every scheduler but the first, for all of them once the
+    tick has a run (a late scheduler, or one after ``runlocked`` ran the tick by hand), which
+    ``ran`` tells apart, and while the job is paused, which ``paused`` says (why, as a skip row
+    would).
 
     The winner also deletes this job's claims for ticks more than ``keep_days`` before this
     one, so the table stays as small as the ticks it still has to tell apart.
+
+    With a ``lease`` (seconds: how long the send may take), the send is recorded as the tick's
+    run: the winner writes it ``running`` now (``run_id``), with that lease (a send in flight,
+    not a tick that ``ran``), and every claimer ends this job's sends whose lease ran out
+    (their sender died before the queue answered) as ``failed``, saying so: ``dead`` is
+    ``[[run id, tick, error], ...]`` of those, or NULL.
     """
     sql = _fill(
         _run_parts(
@@ -656,39 +670,60 @@ ins AS (
                           AND status IN ({taking}))
        AND NOT EXISTS (SELECT 1 FROM p)
     ON CONFLICT (job, tick) DO NOTHING
-    RETURNING id
+    RETURNING id, enqueued
 ), old AS (
     DELETE FROM {claims}
      WHERE job = %(job)s AND tick < %(tick)s::timestamptz - make_interval(days => %(keep)s)
        AND EXISTS (SELECT 1 FROM ins)
+), run AS (
+    INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
+    SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, enqueued, {s_running}, '',
+           clock_timestamp() + make_interval(secs => %(lease)s::float8)
+      FROM ins WHERE %(lease)s::float8 IS NOT NULL
+    ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
+    RETURNING id
+), dead AS (
+    UPDATE {table} SET status = {s_failed}, finished = clock_timestamp(), lease_until = NULL,
+           error = 'its sender (host ' || host || ' pid ' || pid || ') died waiting for '
+                   || %(backend)s || ': the message may or may not have been sent; found by '
+                   || 'host ' || %(host)s || ' pid ' || %(pid)s
+     WHERE %(lease)s::float8 IS NOT NULL AND job = %(job)s AND status = {s_running}
+       AND lease_until < clock_timestamp()
+    RETURNING id, tick, error
 )
 SELECT (SELECT id FROM ins),
        EXISTS (SELECT 1 FROM {table} WHERE job = %(job)s AND tick = %(tick)s
-                  AND status IN ({taking})),
-       (SELECT why FROM p)"""
+                  AND status IN ({taking})
+                  AND (%(lease)s::float8 IS NULL OR status <> {s_running})),
+       (SELECT why FROM p),
+       (SELECT id FROM run),
+       (SELECT json_agg(json_build_array(id, tick, error) ORDER BY tick) FROM dead)"""
         )
     )
-    params = {**_who(job, host, pid), "tick": tick, "backend": backend, "keep": keep_days}
+    params = {
+        **_who(job, host, pid),
+        "tick": tick,
+        "backend": backend,
+        "keep": keep_days,
+        "lease": lease,
+    }
     return sql, params
 
 
-def enqueued(*, claim_id: int, task_id: str, record: bool = False) -> Statement:
-    """Store the task result id the backend returned on the claim; with ``record``, also
-    record the tick's run as succeeded (sent) with it, from the claim's start until now: one
-    row ``(run id,)`` then, none if the tick already had a run."""
-    params = {"id": claim_id, "task_id": storable(task_id)}
-    if not record:
+def enqueued(*, claim_id: int, task_id: str, run_id: int | None = None) -> Statement:
+    """Store the task result id the backend returned on the claim, and on the tick's run
+    ``run_id`` (written at the claim) if any: succeeded (sent) with it, until now, whatever
+    became of it meanwhile (a sender slower than its lease, found dead, was not). One row
+    ``(run id,)`` then."""
+    params = {"id": claim_id, "task_id": storable(task_id), "run": run_id}
+    if run_id is None:
         return _fill("UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s"), params
     sql = _fill(
         """
-WITH claim AS (
-    UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s
-    RETURNING job, tick, host, pid, enqueued
-)
-INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
-SELECT job, tick, host, pid, enqueued, clock_timestamp(), {s_succeeded}, '', %(task_id)s
-  FROM claim
-ON CONFLICT DO NOTHING
+WITH claim AS (UPDATE {claims} SET task_id = %(task_id)s WHERE id = %(id)s)
+UPDATE {table} SET status = {s_succeeded}, finished = clock_timestamp(), lease_until = NULL,
+       error = '', task_id = %(task_id)s
+ WHERE id = %(run)s
 RETURNING id"""
     )
     return sql, params
@@ -699,19 +734,19 @@ def release_claim(*, claim_id: int) -> Statement:
     return _fill("DELETE FROM {claims} WHERE id = %(id)s"), {"id": claim_id}
 
 
-def refused_send(*, claim_id: int, error: str) -> Statement:
-    """Record a claimed tick whose message the queue refused as the tick's failed run, with
-    ``error`` (the claim goes: the failed run takes the tick): one row ``(run id,)``, none if
-    the tick already had a run."""
+def refused_send(*, claim_id: int, run_id: int | None, error: str) -> Statement:
+    """Record a claimed tick whose message the queue refused: its run ``run_id`` (written at
+    the claim) failed, with ``error`` (the claim goes: the failed run takes the tick). One row
+    ``(run id,)``, none without a run (the tick had one already)."""
     sql = _fill(
         """
-WITH claim AS (DELETE FROM {claims} WHERE id = %(id)s RETURNING job, tick, host, pid, enqueued)
-INSERT INTO {table} (job, tick, host, pid, started, finished, status, error)
-SELECT job, tick, host, pid, enqueued, clock_timestamp(), {s_failed}, %(error)s FROM claim
-ON CONFLICT DO NOTHING
+WITH claim AS (DELETE FROM {claims} WHERE id = %(id)s)
+UPDATE {table} SET status = {s_failed}, finished = clock_timestamp(), lease_until = NULL,
+       error = %(error)s
+ WHERE id = %(run)s
 RETURNING id"""
     )
-    return sql, {"id": claim_id, "error": storable(error)}
+    return sql, {"id": claim_id, "run": run_id, "error": storable(error)}
 
 
 def unclaimed_send(
@@ -846,7 +881,8 @@ def latest_recorded_ticks(jobs: list[str]) -> Statement:
     tick)``), and the tick of the most recently started row that has one (the ``(job,
     started)`` index), which is where a later skip would be. A pause decides every tick up to
     its end (``now()`` while it lasts), though its skips leave no row: a job resumes with its
-    next tick.
+    next tick. So does a reset of its override, for a job with a tick or a pause (the
+    override's ``changed`` anchored catch-up until the reset deleted it).
 
     Pruning keeps both rows of every job (``JobRun.objects.prunable``): they are what the
     once-per-tick and catch-up rules read, so a worker's next start never finds a tick it
@@ -854,14 +890,16 @@ def latest_recorded_ticks(jobs: list[str]) -> Statement:
     """
     sql = _fill(
         """
-SELECT j.job, GREATEST(
+SELECT j.job, GREATEST(r.latest, CASE WHEN r.latest IS NOT NULL THEN s.schedule_reset END)
+  FROM unnest(%(jobs)s::text[]) AS j(job)
+  LEFT JOIN {state} s ON s.job = j.job
+  CROSS JOIN LATERAL (SELECT GREATEST(
     (SELECT tick FROM {table} WHERE job = j.job AND status IN ({taking}) AND tick IS NOT NULL
       ORDER BY tick DESC LIMIT 1),
     (SELECT tick FROM {table} WHERE job = j.job AND tick IS NOT NULL
       ORDER BY started DESC LIMIT 1),
-    (SELECT CASE WHEN PAUSED_NOW THEN now() ELSE paused_until END
-       FROM {state} WHERE job = j.job AND paused_at IS NOT NULL))
-  FROM unnest(%(jobs)s::text[]) AS j(job)"""
+    CASE WHEN s.paused_at IS NULL THEN NULL
+         WHEN PAUSED_NOW THEN now() ELSE s.paused_until END) AS latest) r"""
     )
     return _run_parts(sql), {"jobs": list(jobs)}
 

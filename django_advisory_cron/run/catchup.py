@@ -20,8 +20,9 @@ Where the missed ticks start:
 
 * ``cronworker`` at start-up: after the job's latest recorded tick
   ([recorded_ticks][django_advisory_cron.run.catchup.recorded_ticks]; any row with a tick counts,
-  skips included, and a pause decides every tick up to its end). A job with **no recorded
-  tick** has missed nothing: the first worker ever
+  skips included, a pause decides every tick up to its end, and neither the edit of its
+  schedule nor the reset of its override is crossed). A job with **no recorded tick** has
+  missed nothing: the first worker ever
   to run it starts with its next tick, and nothing from before it started runs.
 * ``cronworker`` waking after ticks passed (a suspended VM, a long pause): after the tick it
   woke for, or after the latest recorded tick when other replicas ran some of them meanwhile.
@@ -51,7 +52,8 @@ _MICROSECOND = timedelta(microseconds=1)
 
 def recorded_ticks(connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, datetime]:
     """The latest tick each named job has a row for (skips included), or the end of its last
-    pause when later; jobs with neither are left out. One statement for all of them.
+    pause or its last reset when later; jobs with neither a tick nor a pause are left out. One
+    statement for all of them.
     ``prune_jobruns`` keeps the rows it reads."""
     rows = fetch_all(connection, sql.latest_recorded_ticks(names))
     return {job: tick for job, tick in rows if tick is not None}

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
+
 from .. import signals
 from ..conf import app_settings
 from ..core.statuses import RunStatus
@@ -40,7 +42,7 @@ def hand_over(
     target: str,
     send: Callable[[datetime], str],
     using: str | None = None,
-    record: bool = False,
+    record: float | None = None,
     manual: bool = False,
 ) -> Delivery:
     """Claim ``tick`` of ``job`` (or, for an unscheduled run, the tick nearest the
@@ -50,10 +52,14 @@ def hand_over(
     now, ``runlocked --manual``) claims no tick: it is sent as asked, like a manual run.
 
     ``target`` says where it goes (stored on the claim). A refused send gives the claim back,
-    so the tick can be sent again; with ``record`` it is recorded instead as the tick's failed
-    run, with the error, and a sent one as its succeeded run with the message's id: for a
-    queue whose task is not a job of this app, so nothing else would write the tick's run. A
-    send that claimed no tick is then recorded as a run without one (``manual`` or not).
+    so the tick can be sent again. With ``record`` (the seconds a send may take, at most), the
+    send is the tick's run instead, for a queue whose task is not a job of this app, so nothing
+    else would write it: written ``running`` with the claim, leased for that long, then
+    succeeded with the message's id, or failed with the error. A sender that dies meanwhile
+    leaves it running; the next claim of the job, by any scheduler, once the lease ran out,
+    records it failed: the message may or may not have been sent, and it is not sent again (at
+    most once). A send that claimed no tick is recorded after it as a run without one
+    (``manual`` or not).
     """
     alias = lock_database(using, job.using)
     at = tick or database_now(alias)
@@ -70,10 +76,15 @@ def hand_over(
                 host=HOST,
                 pid=os.getpid(),
                 keep_days=CLAIM_KEEP_DAYS,
+                lease=record,
             ),
         )
         assert claim is not None
-        claim_id, ran, paused = claim
+        claim_id, ran, paused, run_id, dead = claim
+        for found_id, found_tick, died in dead or ():
+            when = parse_datetime(found_tick)
+            logger.warning("job %s: tick %s: %s", job.name, when, died)
+            _report(job, (found_id,), when, False, alias, "", DeliveryError(died))
         if paused is not None:
             # As a paused job's ticks are not run: every scheduler logs it, none records it.
             logger.info("job %s: tick %s not handed over: %s", job.name, matched, paused)
@@ -85,9 +96,9 @@ def hand_over(
     try:
         task_id = send(matched or at)
     except DeliveryError as error:
-        if record:
+        if record is not None:
             refused = (
-                sql.refused_send(claim_id=claim_id, error=str(error))
+                sql.refused_send(claim_id=claim_id, run_id=run_id, error=str(error))
                 if claim_id is not None
                 else _unclaimed(job, at, manual, "", str(error))
             )
@@ -95,12 +106,15 @@ def hand_over(
         elif claim_id is not None:
             fetch_one(alias, sql.release_claim(claim_id=claim_id))
         raise
-    if claim_id is not None:
-        row = fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id, record=record))
-    else:
-        row = fetch_one(alias, _unclaimed(job, at, manual, task_id, "")) if record else None
-    if record:
-        _report(job, row, matched, manual, alias, task_id, None)
+    if record is not None:
+        sent = (
+            sql.enqueued(claim_id=claim_id, task_id=task_id, run_id=run_id)
+            if claim_id is not None
+            else _unclaimed(job, at, manual, task_id, "")
+        )
+        _report(job, fetch_one(alias, sent), matched, manual, alias, task_id, None)
+    elif claim_id is not None:
+        fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id))
     what = "run now" if manual else f"tick {matched}"
     logger.info("job %s: %s enqueued to %s as task %s", job.name, what, target, task_id)
     return Delivery(job.name, matched, target, enqueued=True, task_id=task_id)
@@ -117,8 +131,8 @@ def _report(
 ) -> None:
     """Tell the push monitors (Sentry Crons, ping URLs, failure notices) of a send recorded
     here as its tick's run (``row``: its id; ``None`` when the tick already had a run), through
-    the signals a run sends (only the sender sends them): a sent message is a run that
-    succeeded, a refused one a run that failed."""
+    the signals a run sends (only the recorder sends them): a sent message is a run that
+    succeeded, a refused one (or one whose sender died) a run that failed."""
     if row is None:
         return
     # Not at the top: the runner needs the models, and Celery task modules import this module

@@ -5,7 +5,9 @@ sends the task by name (``app.send_task``), with the schedule's arguments and th
 message's headers. The send is bounded: each attempt to reach the broker (connect, read,
 write) has ``CELERY_SEND_TIMEOUT`` seconds, and there are at most ``SEND_ATTEMPTS``. The run
 history records each tick: ``succeeded`` when sent (with the Celery task id), ``failed`` with
-a one-line error when the broker could not take it. What the task then does is Celery's.
+a one-line error when the broker could not take it, or when its sender died before the broker
+answered (found once the send's bound, ``send_lease()``, has passed). What the task then does
+is Celery's.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ TIMEOUT_OPTIONS = {
     "redis": ("socket_timeout", "socket_connect_timeout"),
     "amqp": ("read_timeout", "write_timeout"),
 }
+
+
+def send_lease() -> float:
+    """Seconds a send takes at most: each attempt connects, writes and reads within
+    ``CELERY_SEND_TIMEOUT`` each, with half a second between the attempts; a second more for
+    a loaded machine. A sender not done by then is taken for dead."""
+    return SEND_ATTEMPTS * 3 * app_settings.CELERY_SEND_TIMEOUT + 0.5 * (SEND_ATTEMPTS - 1) + 1
 
 
 def call_of(job: DeliverableJob, args: Sequence[Any] = ()) -> RemoteCall:
@@ -157,7 +166,7 @@ class CeleryDeliverer:
             target=job.deliver or "celery",
             send=lambda moment: send(app, job, call, moment),
             using=using,
-            record=True,
+            record=send_lease(),
             manual=manual,
         )
 

@@ -181,6 +181,8 @@ class AdvisoryLock:
         self.acquired = False
         self.lost = False
         self._losing = threading.Lock()
+        #: Set once the loss has been told (``on_lost`` has returned): see ``wait_lost``.
+        self._lost_told = threading.Event()
         #: Transaction scope: the lock's transaction committed (set before on_commit callbacks
         #: that the body registered run, so a failing callback is told apart from a failed
         #: commit).
@@ -426,7 +428,15 @@ class AdvisoryLock:
             self,
             lost_text(error),
         )
-        self.on_lost(self, error)
+        try:
+            self.on_lost(self, error)
+        finally:
+            self._lost_told.set()
+
+    def wait_lost(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less if the lock is lost meanwhile; whether it was. The
+        waiter wakes once ``on_lost`` has been told (the row marked, the signal sent)."""
+        return self._lost_told.wait(seconds)
 
     # -- releasing -----------------------------------------------------------------------
 

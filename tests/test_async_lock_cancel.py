@@ -58,7 +58,8 @@ def test_a_cancelled_async_wait_keeps_no_lock(raw_connect: Any) -> None:
     assert acquired_again
     assert not holders(observer, key)
     # Another process's connection takes it too.
-    assert replica.execute("SELECT pg_try_advisory_lock(%(lock_ns)s, %(lock_id)s)", key.params)
+    taken = replica.execute("SELECT pg_try_advisory_lock(%(lock_ns)s, %(lock_id)s)", key.params)
+    assert taken.fetchone() == (True,)
     assert holders(observer, key) == [replica.info.backend_pid]
 
 

@@ -589,12 +589,16 @@ def record_lost_run(
     tick: datetime | None,
     status: str,
     error: str,
+    attempts: int = 1,
+    output: str = "",
     task_id: str = "",
 ) -> Statement:
     """Record the end of a run whose lock was lost, once its body has ended, through another
     connection than the lost one.
 
-    Its row (session scope) is finished as ``finish_run`` finishes it. A row that rolled back
+    Its row (session scope) is finished as ``finish_run`` finishes it, with how many
+    ``attempts`` its body took and what it captured (a row already closed keeps its own). A
+    row that rolled back
     with its lost connection (transaction scope: ``run_id`` is gone, or was never known) is
     written again: its tick stays taken (``lock_lost`` and ``failed`` take it) unless another
     replica already ran it, in which case this row is kept without a tick, so the history
@@ -602,27 +606,41 @@ def record_lost_run(
     sql = _fill(
         """
 WITH upd AS (
-    UPDATE {table} SET"""
+    UPDATE {table} SET
+    attempts = CASE WHEN status IN ({s_running}, {s_lock_lost}) THEN %(attempts)s
+                    ELSE attempts END,
+    output = CASE WHEN status IN ({s_running}, {s_lock_lost}) THEN %(output)s
+                  ELSE output END,"""
         + _FINISH
         + """
      WHERE OWN_ROW
     RETURNING id
 ), ins AS (
-    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
+    INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, attempts,
+                         output, task_id)
     SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-           %(status)s, %(error)s, %(task_id)s
+           %(status)s, %(error)s, %(attempts)s, %(output)s, %(task_id)s
      WHERE NOT EXISTS (SELECT 1 FROM upd)
     ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
     RETURNING id
 )
-INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, task_id)
+INSERT INTO {table} (job, tick, host, pid, started, finished, status, error, attempts, output,
+                     task_id)
 SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %(status)s,
        %(error)s || E'\\n(tick ' || %(tick)s::text || ' was run by another replica)',
-       %(task_id)s
+       %(attempts)s, %(output)s, %(task_id)s
  WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)"""
     ).replace("OWN_ROW", _OWN_ROW)
     who = _who(job, host, pid, task_id)
-    return sql, {**who, "id": run_id, "tick": tick, "status": status, "error": storable(error)}
+    return sql, {
+        **who,
+        "id": run_id,
+        "tick": tick,
+        "status": status,
+        "error": storable(error),
+        "attempts": attempts,
+        "output": storable(output),
+    }
 
 
 def fail_committed_run(*, run_id: int, error: str) -> Statement:

@@ -69,6 +69,10 @@ MAX_POLL_INTERVAL = 0.5
 Row = tuple[Any, ...]
 Send = Callable[[Statement], "Row | None"]
 
+#: Releases of cancelled ``async with`` waits still going (the event loop keeps only weak
+#: references to its tasks).
+_GIVING_UP: set[asyncio.Future[None]] = set()
+
 
 class LockStatements(Protocol):
     """The statements a lock sends; the run history supplies its own."""
@@ -182,6 +186,8 @@ class AdvisoryLock:
         self.acquired = False
         self.lost = False
         self._losing = threading.Lock()
+        #: Set once the loss has been told (``on_lost`` has returned): see ``wait_lost``.
+        self._lost_told = threading.Event()
         #: Transaction scope: the lock's transaction committed (set before on_commit callbacks
         #: that the body registered run, so a failing callback is told apart from a failed
         #: commit).
@@ -206,6 +212,8 @@ class AdvisoryLock:
         self._on_commit: Callable[[], None] | None = None
         #: Taken with ``async with``: its statements run in a worker thread.
         self._in_async = False
+        #: Set when the task waiting for it was cancelled: the wait ends at once.
+        self._abandoned = threading.Event()
 
     def __bool__(self) -> bool:
         return self.acquired
@@ -225,9 +233,29 @@ class AdvisoryLock:
     async def __aenter__(self) -> AdvisoryLock:
         """``async with advisory_lock(...)``: the same lock, its blocking statements (and a
         ``wait``) in a worker thread, so the event loop serves other requests meanwhile.
-        Session scope only: Django runs no transaction across ``await``."""
+        Session scope only: Django runs no transaction across ``await``.
+
+        Cancelled while it waits (a request's timeout, a client gone), it stops waiting, and
+        what the thread took is released before the cancellation goes on: no ``__aexit__``
+        would ever release it."""
         self._in_async = True
-        return await asyncio.to_thread(self.acquire)
+        taking = asyncio.ensure_future(asyncio.to_thread(self.acquire))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            self._abandoned.set()
+            giving_up = asyncio.ensure_future(self._give_up(taking))
+            _GIVING_UP.add(giving_up)  # runs to its end, even if this task is cancelled again
+            giving_up.add_done_callback(_GIVING_UP.discard)
+            await asyncio.shield(giving_up)
+            raise
+
+    async def _give_up(self, taking: asyncio.Future[AdvisoryLock]) -> None:
+        """Once the thread's last statement has returned, release whatever it took."""
+        await asyncio.wait([taking])
+        if not taking.cancelled():
+            taking.exception()  # a failed acquire() released what it took
+        await asyncio.to_thread(self.release)
 
     async def __aexit__(
         self,
@@ -265,15 +293,15 @@ class AdvisoryLock:
         return self
 
     def _attempts(self) -> Iterator[bool]:
-        """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s."""
+        """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s
+        (or until the waiting task is cancelled: no further attempt then)."""
         deadline = time.monotonic() + self.wait
         delay = POLL_START
         while True:
             remaining = deadline - time.monotonic()
             yield remaining <= 0
-            if remaining <= 0:
+            if remaining <= 0 or self._abandoned.wait(min(delay, remaining)):
                 return
-            time.sleep(min(delay, max(remaining, 0)))
             delay = min(delay * 2, MAX_POLL_INTERVAL)
 
     def send(self, statement: Statement) -> Row | None:
@@ -427,7 +455,15 @@ class AdvisoryLock:
             self,
             lost_text(error),
         )
-        self.on_lost(self, error)
+        try:
+            self.on_lost(self, error)
+        finally:
+            self._lost_told.set()
+
+    def wait_lost(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less if the lock is lost meanwhile; whether it was. The
+        waiter wakes once ``on_lost`` has been told (the row marked, the signal sent)."""
+        return self._lost_told.wait(seconds)
 
     # -- releasing -----------------------------------------------------------------------
 

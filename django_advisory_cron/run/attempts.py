@@ -1,7 +1,7 @@
 """How a run calls its job's function: once, or again after a failure its retry policy
 retries (see [retries][django_advisory_cron.core.retries]) while there is room before its
-next tick; an ``async def`` function awaited to its end in an event loop of the run's
-thread."""
+next tick and its lock is held; an ``async def`` function awaited to its end in an event loop
+of the run's thread."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from django.db import connections, transaction
 
 from ..core.retries import RetryPolicy
 from ..core.schedule import Schedule
-from ..exceptions import first_line
+from ..exceptions import LockLost, first_line
 from ..lock.advisory import AdvisoryLock
 from . import history
 
@@ -52,7 +52,8 @@ def call_body(
     kwargs: dict[str, Any],
 ) -> Any:
     """Call the job's function, again after a failure its retry policy retries while there is
-    room before its next tick: under the same lock, in the same run. In transaction scope
+    room before its next tick: under the same lock, in the same run, and never once the lock
+    is lost (the back-off wakes then and raises ``LockLost``). In transaction scope
     each attempt has a savepoint of its own, so a failed attempt's work is rolled back before
     the next one."""
     policy = job.retry
@@ -83,7 +84,11 @@ def call_body(
                 raised,
                 delay,
             )
-            time.sleep(delay)
+            # The back-off wakes on a lost lock: another process may hold it by now.
+            if lock.wait_lost(delay):
+                why = f"its lock was lost before attempt {failed + 1}"
+                logger.warning("job %s: attempt %d failed; not retried: %s", job.name, failed, why)
+                raise LockLost(f"job {job.name}: {why}; not retried") from error
             record.attempts += 1
 
 

@@ -274,8 +274,8 @@ class RunRecord:
 
     def finish_lost(self, status: str, text: str) -> bool:
         """Record the end of a run whose lock was lost (or whose holder is going away), through
-        a fresh connection: its row is finished, or written again if it rolled back with its
-        lost connection (transaction scope)."""
+        a fresh connection: its row is finished, with its attempts and output so far, or
+        written again if it rolled back with its lost connection (transaction scope)."""
         statement = sql.record_lost_run(
             run_id=self.facts.run_id,
             job=self.facts.job,
@@ -284,6 +284,8 @@ class RunRecord:
             tick=self.facts.tick,
             status=status,
             error=text,
+            attempts=self.attempts,
+            output=self.output,
             task_id=self.task_id,
         )
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)

@@ -426,8 +426,9 @@ def _run(
     except BaseException as raised:
         error = raised
     status = history.status_of(error)
-    text = history.error_text(error) if error is not None else ""
-    record.outcome = (status, "\n".join(filter(None, [*record.failed_attempts, text])))
+    last = history.error_text(error) if error is not None else ""
+    text = "\n".join(filter(None, [*record.failed_attempts, last]))
+    record.outcome = (status, text)
     late: BaseException | None = None
     try:
         lock.release(error)

@@ -2,6 +2,7 @@
 "retry_tasks"}'``: each attempt leaves a ``Marker``; a job fails until its attempt number
 reaches the one named by a file."""
 
+import logging
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 from django_advisory_cron import locked_task
 
 from .models import Marker
+
+logger = logging.getLogger(__name__)
 
 
 class Flaky(Exception):
@@ -49,3 +52,15 @@ def flaky_every() -> None:
 def flaky_soon() -> None:
     """Its back-off is longer than its interval: the next tick comes before a retry could."""
     _attempt("flaky_soon", 99)
+
+
+@locked_task(name="flaky_lost", schedule="0 0 1 1 *", retries=3, retry_backoff=4, capture=True)
+def flaky_lost() -> None:
+    """Fails at every attempt, each written to a file first (not a row: once the lock is
+    lost, the run's queries stop, and an attempt started then must still be seen)."""
+    attempts = Path(os.environ["FLAKY_DIR"]) / "flaky_lost"
+    with attempts.open("a") as written:
+        written.write("attempt\n")
+    number = len(attempts.read_text().splitlines())
+    logger.warning("attempt %d of flaky_lost", number)
+    raise Flaky(f"attempt {number} of flaky_lost fails")

@@ -475,16 +475,22 @@ def _after_refused_finish(
 ) -> tuple[str, str]:
     """Record a run whose finishing statement was refused for a text it carried (one a
     database whose encoding is not UTF-8 cannot hold), through a fresh connection, with its
-    error text in ASCII, which every database holds; return its status and error text. In
-    transaction scope the refusal rolled the lock's transaction back, the job's work with it:
-    the run failed."""
-    notes = [f"the run's error text and output could not be stored ({first_line(failure)})"]
+    error text and output in ASCII, which every database holds; return its status and error
+    text. In transaction scope the refusal rolled the lock's transaction back, the job's work
+    with it: the run failed."""
+    notes = [f"the run's error text and output were stored escaped ({first_line(failure)})"]
     if lock.scope == "transaction":
         status = history.FAILED
         notes.append("the job's database work was rolled back")
-    text = "\n".join([*notes, text]).strip().encode("ascii", "backslashreplace").decode()
+    text = _ascii("\n".join([*notes, text]).strip())
+    record.output = _ascii(record.output)
     record.finish_lost(status, text)
     return status, text
+
+
+def _ascii(text: str) -> str:
+    """``text`` with every character outside ASCII written as its backslash escape."""
+    return text.encode("ascii", "backslashreplace").decode()
 
 
 def _after_failed_release(

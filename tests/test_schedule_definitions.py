@@ -58,7 +58,7 @@ def schedule_jobs(fresh_registry: None) -> None:
             "either a cron expression or an interval, not both",
         ),
         (Definition("a", job="mark", args=["x"]), "needs a cron expression or an interval"),
-        (Definition("a", job="mark", args=["x"], every=0), "more than 0 seconds"),
+        (Definition("a", job="mark", args=["x"], every=0), "a number of seconds from 1 to"),
         (
             Definition("mark", job="mark", args=["x"], every=5),
             "the name 'mark' is taken by a job defined in code",

@@ -16,8 +16,10 @@ from django.urls import reverse
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import Schedule
+from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
 
+from .test_admin_schedules import ADD_URL, EDITING, errors, form
 from .test_cronjob_schedules import ok, refused
 from .waiting import wait_for
 
@@ -57,6 +59,19 @@ def test_add_refuses_seconds_a_job_cannot_be_built_with(
 ) -> None:
     added = manage("cronjob", "add", "poison", "--command", "noop", *options)
     assert refused(added) == f"cronjob: cannot add 'poison': {says}"
+    assert not Schedule.objects.exists()
+
+
+def test_the_admin_form_refuses_them_on_their_fields(
+    fresh_registry: None, django_user_model: Any
+) -> None:
+    importlib.reload(importlib.import_module("tests.jobsapp.schedule_tasks"))
+    editor = logged_in(django_user_model, "editor", EDITING)
+    posted = editor.post(ADD_URL, form(cron="", every="1e-9", timeout="1e300"))
+    assert errors(posted) == {
+        "every": [INTERVAL.format("1e-09")],
+        "timeout": [SECONDS.format("timeout", "1e+300")],
+    }
     assert not Schedule.objects.exists()
 
 
@@ -117,7 +132,7 @@ def test_a_row_no_rule_accepts_leaves_every_other_job_running(
     assert sorted(shown["cannot_run"]) == sorted(POISON)
     assert shown["cannot_run"]["poison"] == INTERVAL.format("1e-09")
     assert shown["cannot_run"]["forever"] == (
-        "its starts and ends are outside the years 1 to 9999; give times within them"
+        "its start and end are outside the years 1 to 9999; give times within them"
     )
     assert "alive" in {job["job"] for job in shown["jobs"]}
     status = manage("cronstatus")
@@ -135,6 +150,8 @@ def test_a_row_no_rule_accepts_leaves_every_other_job_running(
         "poison: removed (it called manage.py noop); its run history is kept.\n"
     )
     assert not Schedule.objects.filter(name="poison").exists()
+    ok(manage("cronjob", "edit", "deep", "--args", "[]"))  # what could be read is kept
+    assert "deep" not in json.loads(ok(manage("cronjob", "list", "--json")))["cannot_run"]
     worker.terminate()
     logged = worker.communicate(timeout=30)[1]
     assert "schedule deep is not run: " in logged, logged[-2000:]
@@ -155,4 +172,8 @@ def test_two_schedules_sharing_a_lock_key_both_cannot_run(manage: Any, raw_conne
         first: f"it has the same lock key as schedule {second!r}; rename one of them",
         second: f"it has the same lock key as schedule {first!r}; rename one of them",
     }
-    assert refused(manage("runlocked", first)).startswith("runlocked: ")
+    assert refused(manage("runlocked", first)) == (
+        f"runlocked: the schedule {first!r} cannot run: it has the same lock key as schedule "
+        f"{second!r}; rename one of them; change it with 'manage.py cronjob edit {first}', or "
+        "remove it"
+    )

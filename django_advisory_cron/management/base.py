@@ -151,3 +151,11 @@ def no_job_named(names: list[str], otherwise: str, known: Iterable[str] | None =
     known = [job.name for job in registry.all()] if known is None else list(known)
     hint = did_you_mean(names[0], known, otherwise)
     return f"no job named {', '.join(map(repr, names))}{hint}"
+
+
+def cannot_run(name: str, why: str) -> str:
+    """The line for a database schedule that cannot run, asked for by name."""
+    return (
+        f"the schedule {name!r} cannot run: {why}; change it with 'manage.py cronjob edit "
+        f"{name}', or remove it"
+    )

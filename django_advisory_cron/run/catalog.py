@@ -174,24 +174,29 @@ def read(connection: BaseDatabaseWrapper) -> Catalog:
     return catalog
 
 
+#: The times of a row, as its reason for not running names them.
+_TIMES = {"starts": "start", "ends": "end", "changed": "time of its last change"}
+
+
 def _definition(values: dict[str, Any]) -> tuple[Definition, str]:
     """What a row says, and why it cannot run when it cannot be read whole (``""``: it can).
-    Such a row is still a definition by its name, which ``cronjob`` changes or removes."""
+    Such a row is still a definition, by its name and what could be read (what could not is
+    left empty), which ``cronjob`` changes or removes."""
     why = ""
     if values["unreadable"]:
-        verb = "are" if " and " in values["unreadable"] else "is"
+        times = [_TIMES[name] for name in values["unreadable"].split(" and ")]
+        verb = "are" if len(times) > 1 else "is"
         why = (
-            f"its {values['unreadable']} {verb} outside the years 1 to 9999; give times within them"
+            f"its {' and '.join(times)} {verb} outside the years 1 to 9999; give times within them"
         )
-    for column in ("args", "kwargs"):
+    for column, empty in (("args", []), ("kwargs", {})):
         # Django reads jsonb as text, and decodes it in the field: so do we.
         if isinstance(values[column], str):
             try:
                 values[column] = json.loads(values[column])
             except (ValueError, RecursionError) as error:  # nested deeper than Python reads
-                return Definition(values["name"], override=bool(values["override"])), (
-                    why or f"its {column} cannot be read: {first_line(error)}"
-                )
+                values[column] = empty
+                why = why or f"its {column} cannot be read: {first_line(error)}"
     return Definition.from_values(values), why
 
 

@@ -23,7 +23,7 @@ from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...run.catalog import Catalog
 from ...run.jobs import Job
 from .. import importers, job_actions, listing, schedule_changes
-from ..base import AppCommand, no_job_named
+from ..base import AppCommand, cannot_run, no_job_named
 from ..crontab import crontab_lines
 from ..schedule_options import SCHEDULE_OPTIONS, Refused
 
@@ -345,11 +345,7 @@ class Command(AppCommand):
         if name in found:
             return found.get(name)
         if name in found.broken:
-            self.leave(
-                exitcodes.USAGE,
-                f"the schedule {name!r} cannot run: {found.broken[name]}; change it with "
-                f"'manage.py cronjob edit {name}', or remove it",
-            )
+            self.leave(exitcodes.USAGE, cannot_run(name, found.broken[name]))
         self.leave(exitcodes.USAGE, no_job_named([name], "see cronjob list", known=found.jobs))
 
     def _change(self, action: str, found: Catalog, alias: str, options: dict[str, Any]) -> None:

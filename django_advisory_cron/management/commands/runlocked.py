@@ -21,7 +21,7 @@ from ...run.catalog import Catalog
 from ...run.jobs import Job, registry
 from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
-from ..base import AppCommand, did_you_mean
+from ..base import AppCommand, cannot_run, did_you_mean
 from ..runs import outcome, sent, signals_unwind
 
 EPILOG = """\
@@ -283,6 +283,8 @@ class Command(AppCommand):
                     + _options_first(name, arguments),
                 )
             return job, arguments
+        if name in found.broken:
+            self.leave(exitcodes.USAGE, cannot_run(name, found.broken[name]))
         if name in get_commands():
             return _command_job(name, arguments), []
         candidates = list(found.jobs) + sorted(get_commands())

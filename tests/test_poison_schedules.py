@@ -20,6 +20,7 @@ from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
 
 from .test_admin_schedules import ADD_URL, EDITING, errors, form
+from .test_cronjob_import import _manage
 from .test_cronjob_schedules import ok, refused
 from .waiting import wait_for
 
@@ -72,6 +73,18 @@ def test_the_admin_form_refuses_them_on_their_fields(
         "every": [INTERVAL.format("1e-09")],
         "timeout": [SECONDS.format("timeout", "1e+300")],
     }
+    assert not Schedule.objects.exists()
+
+
+def test_import_refuses_a_celery_beat_entry_of_100_nanoseconds(db_url: str) -> None:
+    done = _manage(
+        db_url, "cronjob", "import", "--from", "celery-beat",
+        settings="tests.settings_import_poison",
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (exitcodes.USAGE, ""), done.stderr
+    assert done.stdout.splitlines()[0] == (
+        f"CELERY_BEAT_SCHEDULE['every-100-ns'] -> every-100-ns: refused: {INTERVAL.format('1e-07')}"
+    )
     assert not Schedule.objects.exists()
 
 

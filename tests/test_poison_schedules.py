@@ -105,6 +105,7 @@ POISON: dict[str, dict[str, Any]] = {
     "zone": {"every": None, "cron": "0 * * * *", "timezone": "../../etc/passwd"},
     "catchup": {"catch_up": "sometimes"},
     "deliver": {"deliver": "celery:" + "x" * 190},
+    "code_yearly": {"override": True, "command": "", "every": 1e-9},  # overrides a code job
 }
 
 

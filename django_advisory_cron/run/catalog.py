@@ -84,19 +84,18 @@ def build(
         if definition.name in broken:
             continue
         try:
-            if definition.override:
-                if definition.name in code:
-                    jobs[definition.name] = overridden(code[definition.name], definition)
-                else:
-                    broken[definition.name] = (
-                        f"it overrides job {definition.name!r}, which is no longer defined in code"
-                    )
+            if definition.override and definition.name not in code:
+                broken[definition.name] = (
+                    f"it overrides job {definition.name!r}, which is no longer defined in code"
+                )
                 continue
             problems = definition.problems(known=code.values())
             if problems:
                 broken[definition.name] = problems[0]
-                continue
-            made[definition.name] = to_job(definition)
+            elif definition.override:
+                jobs[definition.name] = overridden(code[definition.name], definition)
+            else:
+                made[definition.name] = to_job(definition)
         except Exception as error:  # the rules' own gap: this row is out, the others run
             broken[definition.name] = f"it cannot be made into a job: {first_line(error)}"
     broken.update(_sharing_locks(made.values()))

@@ -72,6 +72,23 @@ def schedule_jobs(fresh_registry: None) -> None:
             Definition.from_values({"name": "a", "job": "mark", "args": {"x": 1}, "every": 5}),
             "must be a JSON list",
         ),
+        # What the schedules table cannot store (issue 33): refused, not written.
+        (
+            Definition("a\x00b", job="mark", args=["x"], every=5),
+            "the name must not hold NUL or an unpaired surrogate",
+        ),
+        (
+            Definition("a", job="mark", args=["\ud800"], every=5),
+            "the arguments must not hold NUL or an unpaired surrogate",
+        ),
+        (
+            Definition("a", job="mark", args=[float("nan")], every=5),
+            "the arguments must not hold NaN or infinity (JSON has none)",
+        ),
+        (
+            Definition("a", job="t" * 201, deliver="celery", every=5),
+            "the job is 201 characters long; at most 200",
+        ),
     ],
 )
 def test_each_bad_input_is_one_line(definition: Definition, problem: str) -> None:

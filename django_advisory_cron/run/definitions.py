@@ -60,8 +60,19 @@ EARLIEST = EPOCH
 LATEST = datetime(9999, 1, 1, tzinfo=EPOCH.tzinfo)
 #: The most retries a schedule sets within one tick.
 MAX_RETRIES = 100
-#: The text columns of a schedule (their lengths are the model's).
-TEXT_FIELDS = ("name", "job", "command", "cron", "timezone", "deliver", "description")
+#: The text columns of a schedule (their lengths are the model's), and their arguments, by
+#: what people call them.
+TEXT_FIELDS = {
+    "name": "name",
+    "job": "job",
+    "command": "command",
+    "cron": "cron expression",
+    "timezone": "time zone",
+    "deliver": "delivery",
+    "description": "description",
+    "args": "arguments",
+    "kwargs": "keyword arguments",
+}
 #: What PostgreSQL cannot store in text or ``jsonb``: NUL, and a lone surrogate (which
 #: cannot be encoded in UTF-8).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -268,21 +279,20 @@ class Definition:
         from ..models import Schedule  # here: this module is imported before the models
 
         problems = []
-        for name in TEXT_FIELDS:
-            text = getattr(self, name)
-            longest = getattr(Schedule._meta.get_field(name), "max_length", None)
-            if name != "name" and isinstance(text, str) and longest and len(text) > longest:
-                problems.append(f"the {name} is {len(text)} characters long; at most {longest}")
-            if isinstance(text, str) and _UNSTORABLE.search(text):
-                problems.append(f"the {name} holds a NUL or an unpaired surrogate character")
-        for name in ("args", "kwargs"):
+        for name, what in TEXT_FIELDS.items():
             value = getattr(self, name)
+            longest = getattr(Schedule._meta.get_field(name), "max_length", None)
+            if name != "name" and isinstance(value, str) and longest and len(value) > longest:
+                problems.append(f"the {what} is {len(value)} characters long; at most {longest}")
             if any(_UNSTORABLE.search(text) for text in _texts(value)):
-                problems.append(f"the {name} hold a NUL or an unpaired surrogate character")
+                problems.append(f"the {what} must not hold NUL or an unpaired surrogate")
+        for name in ("args", "kwargs"):
             try:
-                json.dumps(value, allow_nan=False)
+                json.dumps(getattr(self, name), allow_nan=False)
             except ValueError:
-                problems.append(f"the {name} hold NaN or infinity, which JSON has not")
+                problems.append(
+                    f"the {TEXT_FIELDS[name]} must not hold NaN or infinity (JSON has none)"
+                )
             except (TypeError, RecursionError):
                 pass
         return problems

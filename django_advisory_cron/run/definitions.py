@@ -39,10 +39,10 @@ AROUND = ("retries", "retry_backoff", "at_most_once", "capture")
 OVERRIDABLE = ("cron", "every", "timezone", "enabled")
 #: The fields of a new schedule that an override must leave empty (its description is a note).
 NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "ends", *AROUND)
-#: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
-ProblemKind = Literal["name", "target", "schedule", "options"]
 #: The longest description a schedule stores (``Schedule.description``'s ``max_length``).
 MAX_DESCRIPTION = 500
+#: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
+ProblemKind = Literal["name", "target", "schedule", "options"]
 #: The longest of a schedule's durations (interval, timeout, max lateness, retry back-off): a
 #: year's, so that every tick, deadline and timer the job computes from it is in range.
 MAX_DURATION = timedelta(days=366)

@@ -262,7 +262,10 @@ BAD_INPUT = [
         "last day of the month",
     ),
     (["--command", "noop", "--every", "soon"], "--every must be a number of seconds, not 'soon'"),
-    (["--command", "noop", "--every", "0"], "the interval must be more than 0 seconds, not 0"),
+    (
+        ["--command", "noop", "--every", "0"],
+        "the interval must be a number of seconds from 1 to 31622400 (366 days), not 0",
+    ),
     (
         ["--command", "noop", "--every", "60", "--catch-up", "sometimes"],
         "catch-up must be one of latest, all, none, not 'sometimes'",
@@ -313,7 +316,8 @@ def test_add_and_edit_refuse_names_zones_and_empty_edits(manage: Any) -> None:
         "cronjob: cannot edit 'x': nothing to change; see manage.py cronjob edit -h"
     )
     assert refused(manage("cronjob", "edit", "x", "--every", "-1")) == (
-        "cronjob: cannot edit 'x': the interval must be more than 0 seconds, not -1"
+        "cronjob: cannot edit 'x': the interval must be a number of seconds from 1 to 31622400 "
+        "(366 days), not -1"
     )
     assert refused(manage("cronjob", "reset", "x")) == (
         "cronjob: cannot reset 'x': it is a schedule kept in the database, with no code to go "

@@ -58,7 +58,7 @@ def schedule_jobs(fresh_registry: None) -> None:
             "either a cron expression or an interval, not both",
         ),
         (Definition("a", job="mark", args=["x"]), "needs a cron expression or an interval"),
-        (Definition("a", job="mark", args=["x"], every=0), "more than 0 seconds"),
+        (Definition("a", job="mark", args=["x"], every=0), "a number of seconds from 1 to"),
         (
             Definition("mark", job="mark", args=["x"], every=5),
             "the name 'mark' is taken by a job defined in code",
@@ -71,6 +71,23 @@ def schedule_jobs(fresh_registry: None) -> None:
         (  # as a form or the command line may hand it over: a JSON object
             Definition.from_values({"name": "a", "job": "mark", "args": {"x": 1}, "every": 5}),
             "must be a JSON list",
+        ),
+        # What the schedules table cannot store (issue 33): refused, not written.
+        (
+            Definition("a\x00b", job="mark", args=["x"], every=5),
+            "the name must not hold NUL or an unpaired surrogate",
+        ),
+        (
+            Definition("a", job="mark", args=["\ud800"], every=5),
+            "the arguments must not hold NUL or an unpaired surrogate",
+        ),
+        (
+            Definition("a", job="mark", args=[float("nan")], every=5),
+            "the arguments must not hold NaN or infinity (JSON has none)",
+        ),
+        (
+            Definition("a", job="t" * 201, deliver="celery", every=5),
+            "the job is 201 characters long; at most 200",
         ),
     ],
 )

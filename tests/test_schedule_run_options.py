@@ -200,7 +200,7 @@ def test_the_admin_form_sets_them_and_the_change_page_shows_what_applies(editor:
     ("changes", "field", "says"),
     [
         ({"retries": "-1"}, "retries", "greater than or equal to 0"),
-        ({"retries": "2", "retry_backoff": "0"}, "retry_backoff", "retry_backoff must be"),
+        ({"retries": "2", "retry_backoff": "0"}, "retry_backoff", "the retry back-off must be"),
         ({"retry_backoff": "2"}, "retry_backoff", "a retry back-off applies to the schedule's"),
         (
             {"name": "code_yearly", "override": "on", "job": "", "args": "", "retries": "2"},

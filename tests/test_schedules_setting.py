@@ -149,6 +149,12 @@ BAD = [
      "[11] ('mark(c)'): a time zone applies to a cron expression, not to an interval."),
     ({"job": "mark", "args": ["d"], "every": 60, "catch_up": "sometimes"}, "E175",
      "[12] ('mark(d)'): catch-up must be one of latest, all, none, not 'sometimes'."),
+    # A sub-microsecond interval is no timedelta: checked as the job holds it (issue 33).
+    ({"job": "mark", "args": ["e"], "every": 1e-7}, "E174", "[13] ('mark(e)'): the interval "
+     "must be a number of seconds from 1 to 31622400 (366 days), not 1e-07."),
+    ({"job": "mark", "args": ["f"], "every": 60, "timeout": 1e300}, "E175", "[14] ('mark(f)'): "
+     "the timeout must be a number of seconds from 0.000001 to 31622400 (366 days), not "
+     "1e+300."),
 ]  # fmt: skip
 
 

@@ -66,7 +66,7 @@ PROBLEM_FIELDS = [
         (r"deliver |unknown delivery ", "deliver"),
         (r"the schedule ends before it starts", "ends"),
         (r"retries must ", "retries"),
-        (r"retry_backoff must |a retry back-off ", "retry_backoff"),
+        (r"retry_backoff must |a retry back-off |the retry back-off ", "retry_backoff"),
         (r"a schedule sent to Celery runs in ", "deliver"),
     )
 ]

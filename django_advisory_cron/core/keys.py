@@ -64,6 +64,16 @@ class LockKey:
             return None
         return (self.namespace & 0xFFFFFFFF, self.objid & 0xFFFFFFFF, 2)
 
+    def same_lock(self, other: LockKey) -> bool:
+        """Whether ``other`` takes the lock this key takes: in ``sha256`` mode two names can
+        (their ``objid`` is 32 bits of a hash), which equality, comparing names, misses. In
+        ``hashtext`` mode only the server knows the value: the same name."""
+        if self.mode != other.mode:
+            return False
+        if self.mode == "sha256":
+            return (self.namespace, self.objid) == (other.namespace, other.objid)
+        return self.name == other.name
+
     def __str__(self) -> str:
         if self.mode == "sha256":
             return f"({self.namespace}, {self.objid})"

@@ -395,14 +395,15 @@ class Schedule:
         return [(again, tick) for tick, again in sorted(found.items())]
 
 
-def _seconds_text(seconds: float) -> str:
+def seconds_text(seconds: float) -> str:
+    """``90.5`` -> ``"90.5"``: seconds to the microsecond, without trailing zeros."""
     return f"{seconds:.6f}".rstrip("0").rstrip(".")
 
 
 def describe_interval(interval: timedelta) -> str:
     """``timedelta(seconds=90)`` -> ``"every 1m30s"``; fractions of a second in seconds."""
     if interval % _SECOND:
-        return f"every {_seconds_text(interval / _SECOND)}s"
+        return f"every {seconds_text(interval / _SECOND)}s"
     rest, parts = int(interval / _SECOND), []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         count, rest = divmod(rest, size)
@@ -450,7 +451,7 @@ class Every(Schedule):
         self.has_seconds = bool(self.interval % timedelta(minutes=1))
 
     def __repr__(self) -> str:
-        return f"Every({_seconds_text(self.interval / _SECOND)})"
+        return f"Every({seconds_text(self.interval / _SECOND)})"
 
     @property
     def min_interval(self) -> timedelta:

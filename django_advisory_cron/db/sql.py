@@ -981,14 +981,30 @@ SCHEDULE_COLUMNS = (
 )
 
 
+#: A schedule's times that Python can hold (a day inside its years 1 to 9999, for any zone):
+#: the database takes more (``'infinity'``, the year 200000), which the driver cannot read.
+_READABLE_TIME = "BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'"
+_TIME_COLUMNS = ("starts", "ends", "changed")
+
+
 def schedule_rows() -> Statement:
     """Every schedule kept in the database, and the version they make (the same as a
-    sighting's), read together: ``SCHEDULE_COLUMNS`` then the version, one row each; a
-    single row of ``NULL`` columns and the version when there is none."""
-    columns = ", ".join(f"s.{column}" for column in SCHEDULE_COLUMNS)
+    sighting's), read together: ``SCHEDULE_COLUMNS``, the names of its times Python cannot
+    hold (read as ``NULL``; ``''``: none), then the version, one row each; a single row of
+    ``NULL`` columns and the version when there is none."""
+    columns = ", ".join(
+        f"CASE WHEN s.{column} {_READABLE_TIME} THEN s.{column} END"
+        if column in _TIME_COLUMNS
+        else f"s.{column}"
+        for column in SCHEDULE_COLUMNS
+    )
+    unreadable = ", ".join(
+        f"CASE WHEN NOT s.{column} {_READABLE_TIME} THEN '{column}' END" for column in _TIME_COLUMNS
+    )
     return (
         _fill(
-            f"SELECT {columns}, v.version FROM (SELECT {_SCHEDULES_VERSION} AS version) v "
+            f"SELECT {columns}, concat_ws(' and ', {unreadable}), v.version "
+            f"FROM (SELECT {_SCHEDULES_VERSION} AS version) v "
             "LEFT JOIN {schedules} s ON true ORDER BY s.name"
         ),
         {},

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from ..conf import app_settings
 from ..db import sql
 from ..db.connections import require_postgresql
 from ..db.execute import fetch_all
-from ..exceptions import UnknownJob
+from ..exceptions import UnknownJob, first_line
 from .definitions import Definition, overridden, to_job
 from .jobs import Job, registry
 
@@ -68,26 +68,56 @@ class Catalog:
         return next((d for d in self.definitions if d.name == name), None)
 
 
-def build(definitions: list[Definition], version: str = "") -> Catalog:
-    """The catalog the code's jobs and these database ``definitions`` make."""
+def build(
+    definitions: list[Definition], version: str = "", unreadable: dict[str, str] | None = None
+) -> Catalog:
+    """The catalog the code's jobs and these database ``definitions`` make; those named in
+    ``unreadable`` (a row that could not be read whole) are left out with its reason.
+
+    Whatever one row holds, the others are made: a row that cannot be made into a job is
+    left out and reported, never raised (every command and every worker reads this)."""
     code = {job.name: job for job in registry.all()}
     jobs = dict(code)
-    broken: dict[str, str] = {}
+    broken: dict[str, str] = dict(unreadable or {})
+    made: dict[str, Job[..., Any]] = {}
     for definition in definitions:
-        if definition.override:
-            if definition.name in code:
-                jobs[definition.name] = overridden(code[definition.name], definition)
-            else:
+        if definition.name in broken:
+            continue
+        try:
+            if definition.override and definition.name not in code:
                 broken[definition.name] = (
                     f"it overrides job {definition.name!r}, which is no longer defined in code"
                 )
-            continue
-        problems = definition.problems(known=code.values())
-        if problems:
-            broken[definition.name] = problems[0]
-            continue
-        jobs[definition.name] = to_job(definition)
+                continue
+            problems = definition.problems(known=code.values())
+            if problems:
+                broken[definition.name] = problems[0]
+            elif definition.override:
+                jobs[definition.name] = overridden(code[definition.name], definition)
+            else:
+                made[definition.name] = to_job(definition)
+        except Exception as error:  # the rules' own gap: this row is out, the others run
+            broken[definition.name] = f"it cannot be made into a job: {first_line(error)}"
+    broken.update(_sharing_locks(made.values()))
+    jobs.update((name, job) for name, job in made.items() if name not in broken)
     return Catalog(version, jobs, definitions, broken)
+
+
+def _sharing_locks(jobs: Iterable[Job[..., Any]]) -> dict[str, str]:
+    """Why each database schedule whose lock key is another's cannot run. Each was checked
+    against the others when it was written, but two written at once (or in SQL) were not:
+    both are left out, as neither came first by any measure that outlives a rename."""
+    by_key: dict[tuple[int, int], list[str]] = {}
+    for job in jobs:
+        by_key.setdefault((job.key.namespace, job.key.objid), []).append(job.name)
+    return {
+        name: f"it has the same lock key as schedule {', '.join(map(repr, others))}; "
+        "rename one of them"
+        for names in by_key.values()
+        if len(names) > 1
+        for name in names
+        if (others := [other for other in names if other != name])
+    }
 
 
 @dataclass(frozen=True)
@@ -129,20 +159,44 @@ def read(connection: BaseDatabaseWrapper) -> Catalog:
     last = _last
     if last is not None and last.made_from(rows, code):
         return last.catalog
-    names = sql.SCHEDULE_COLUMNS
-    definitions = []
+    names = (*sql.SCHEDULE_COLUMNS, "unreadable")
+    definitions, unreadable = [], {}
     for row in rows:
         if row[0] is None:
             continue
-        values = dict(zip(names, row, strict=False))
-        for column in ("args", "kwargs"):
-            # Django reads jsonb as text, and decodes it in the field: so do we.
-            if isinstance(values[column], str):
-                values[column] = json.loads(values[column])
-        definitions.append(Definition.from_values(values))
-    catalog = build(definitions, rows[0][-1] if rows else "")
+        definition, why = _definition(dict(zip(names, row, strict=False)))
+        definitions.append(definition)
+        if why:
+            unreadable[definition.name] = why
+    catalog = build(definitions, rows[0][-1] if rows else "", unreadable)
     _last = _Made(rows, code, catalog)
     return catalog
+
+
+#: The times of a row, as its reason for not running names them.
+_TIMES = {"starts": "start", "ends": "end", "changed": "time of its last change"}
+
+
+def _definition(values: dict[str, Any]) -> tuple[Definition, str]:
+    """What a row says, and why it cannot run when it cannot be read whole (``""``: it can).
+    Such a row is still a definition, by its name and what could be read (what could not is
+    left empty), which ``cronjob`` changes or removes."""
+    why = ""
+    if values["unreadable"]:
+        times = [_TIMES[name] for name in values["unreadable"].split(" and ")]
+        verb = "are" if len(times) > 1 else "is"
+        why = (
+            f"its {' and '.join(times)} {verb} outside the years 1 to 9999; give times within them"
+        )
+    for column, empty in (("args", []), ("kwargs", {})):
+        # Django reads jsonb as text, and decodes it in the field: so do we.
+        if isinstance(values[column], str):
+            try:
+                values[column] = json.loads(values[column])
+            except (ValueError, RecursionError) as error:  # nested deeper than Python reads
+                values[column] = empty
+                why = why or f"its {column} cannot be read: {first_line(error)}"
+    return Definition.from_values(values), why
 
 
 def current(using: str | None = None) -> Catalog:

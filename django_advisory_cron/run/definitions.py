@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import math
+import json
+import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -28,7 +29,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ..conf import CATCH_UP_CHOICES, CatchUp, app_settings
 from ..core.keys import job_key
 from ..core.retries import RetryPolicy, policy_problem
-from ..core.schedule import describe_interval, zone_problem
+from ..core.schedule import EPOCH, describe_interval, seconds_text, zone_problem
 from ..exceptions import InvalidSchedule, first_line
 from .delivery import RemoteCall, sends_by_name
 from .delivery import parse as parse_deliver
@@ -48,6 +49,39 @@ ProblemKind = Literal["name", "target", "schedule", "options"]
 #: The characters a name cannot hold: controls (a newline would forge a log line), unpaired
 #: surrogates (not storable), and line and paragraph separators.
 UNPRINTABLE = ("Cc", "Cs", "Zl", "Zp")
+#: The longest of a schedule's durations (interval, timeout, max lateness, retry back-off): a
+#: year's, so that every tick, deadline and timer the job computes from it is in range.
+MAX_DURATION = timedelta(days=366)
+#: Each duration's field, its name for people, and its least value: an interval of a second
+#: (the worker's clock), the others of a microsecond (what a ``timedelta`` holds).
+DURATIONS = {
+    "every": ("interval", timedelta(seconds=1)),
+    "timeout": ("timeout", timedelta(microseconds=1)),
+    "max_lateness": ("max lateness", timedelta(microseconds=1)),
+    "retry_backoff": ("retry back-off", timedelta(microseconds=1)),
+}
+#: The first and last times a schedule may start or end at (its ticks are counted from the
+#: first, and a time near the years 1 or 9999 leaves no room to count).
+EARLIEST = EPOCH
+LATEST = datetime(9999, 1, 1, tzinfo=EPOCH.tzinfo)
+#: The most retries a schedule sets within one tick.
+MAX_RETRIES = 100
+#: The text columns of a schedule (their lengths are the model's), and their arguments, by
+#: what people call them.
+TEXT_FIELDS = {
+    "name": "name",
+    "job": "job",
+    "command": "command",
+    "cron": "cron expression",
+    "timezone": "time zone",
+    "deliver": "delivery",
+    "description": "description",
+    "args": "arguments",
+    "kwargs": "keyword arguments",
+}
+#: What PostgreSQL cannot store in text or ``jsonb``: NUL, and a lone surrogate (which
+#: cannot be encoded in UTF-8).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -168,7 +202,7 @@ class Definition:
             return [f"the name {name!r} is taken by a job {where}; pick another name{instead}"]
         key = job_key(name)
         for other in others.values():
-            if other.key == key:
+            if other.key.same_lock(key):
                 return [f"the name {name!r} has the same lock key as job {other.name!r}"]
         return []
 
@@ -214,11 +248,10 @@ class Definition:
                 return [] if not self.timezone else ["a time zone needs a cron expression"]
             return ["a schedule needs a cron expression or an interval (every N seconds)"]
         if self.every is not None:
-            every = self.every
-            if isinstance(every, bool) or not isinstance(every, (int, float)):
-                return [f"the interval must be a number of seconds, not {_text(every)}"]
-            if not 0 < every < math.inf:
-                return [f"the interval must be more than 0 seconds, not {every:g}"]
+            try:
+                duration("every", self.every)
+            except ValueError as error:
+                return [str(error)]
             if self.timezone:
                 return ["a time zone applies to a cron expression, not to an interval"]
             return []
@@ -240,11 +273,17 @@ class Definition:
             problems.append(
                 f"catch-up must be one of {', '.join(CATCH_UP_CHOICES)}, not {self.catch_up!r}"
             )
-        for label, value in (("max lateness", self.max_lateness), ("timeout", self.timeout)):
-            if value is not None and not (
-                isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-            ):
-                problems.append(f"the {label} must be a number of seconds above 0")
+        for name in ("max_lateness", "timeout"):
+            try:
+                _optional(name, getattr(self, name))
+            except ValueError as error:
+                problems.append(str(error))
+        for name, moment in (("start", self.starts), ("end", self.ends)):
+            if moment is not None and not EARLIEST <= moment < LATEST:
+                problems.append(
+                    f"the {name} must be from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} (UTC), "
+                    f"not {moment.isoformat()}"
+                )
         if self.deliver:
             try:
                 parse_deliver(self.deliver)
@@ -252,12 +291,32 @@ class Definition:
                 problems.append(str(error))
         if self.starts and self.ends and self.ends <= self.starts:
             problems.append("the schedule ends before it starts")
-        if len(self.description) > MAX_DESCRIPTION:
-            problems.append(
-                f"the description is {len(self.description)} characters long; at most "
-                f"{MAX_DESCRIPTION}"
-            )
-        return problems + self._around_problems()
+        return problems + self._storable_problems() + self._around_problems()
+
+    def _storable_problems(self) -> list[str]:
+        """What the database's schedules table cannot hold: text longer than its column,
+        NUL or a lone surrogate in a text or in the arguments, NaN or infinity in the
+        arguments (a settings entry's arguments that are no JSON are not stored: not judged)."""
+        from ..models import Schedule  # here: this module is imported before the models
+
+        problems = []
+        for name, what in TEXT_FIELDS.items():
+            value = getattr(self, name)
+            longest = getattr(Schedule._meta.get_field(name), "max_length", None)
+            if name != "name" and isinstance(value, str) and longest and len(value) > longest:
+                problems.append(f"the {what} is {len(value)} characters long; at most {longest}")
+            if any(_UNSTORABLE.search(text) for text in _texts(value)):
+                problems.append(f"the {what} must not hold NUL or an unpaired surrogate")
+        for name in ("args", "kwargs"):
+            try:
+                json.dumps(getattr(self, name), allow_nan=False)
+            except ValueError:
+                problems.append(
+                    f"the {TEXT_FIELDS[name]} must not hold NaN or infinity (JSON has none)"
+                )
+            except (TypeError, RecursionError):
+                pass
+        return problems
 
     def _around_problems(self) -> list[str]:
         """What it sets around the body: a retry policy, and not for a body run elsewhere."""
@@ -270,10 +329,15 @@ class Definition:
             ]
         if self.retries is None and self.retry_backoff is None:
             return []
-        backoff = 1.0 if self.retry_backoff is None else self.retry_backoff
-        problem = policy_problem(self.retries or 0, backoff, backoff, Exception)
+        problem = policy_problem(self.retries or 0, 1.0, 1.0, Exception)
         if problem:
             return [problem]
+        if self.retries is not None and self.retries > MAX_RETRIES:
+            return [f"retries must be a whole number from 0 to {MAX_RETRIES}, not {self.retries}"]
+        try:
+            _optional("retry_backoff", self.retry_backoff)
+        except ValueError as error:
+            return [str(error)]
         if self.retry_backoff is not None and not self.retries:
             return [
                 "a retry back-off applies to the schedule's own retries: give retries above 0 too"
@@ -281,9 +345,13 @@ class Definition:
         return []
 
     def schedule_text(self) -> str:
-        """Its schedule as people read it: the cron expression, or ``every 30s``."""
+        """Its schedule as people read it: the cron expression, or ``every 30s`` (an
+        interval out of bounds as it is written: its schedule cannot run)."""
         if self.every is not None:
-            return describe_interval(timedelta(seconds=self.every))
+            try:
+                return describe_interval(duration("every", self.every))
+            except ValueError:
+                return f"every {self.every}s"
         return self.cron
 
 
@@ -294,6 +362,51 @@ def one_line(name: str) -> str:
         c.encode("unicode_escape").decode() if unicodedata.category(c) in UNPRINTABLE else c
         for c in name
     )
+
+
+def duration(name: str, seconds: object) -> timedelta:
+    """The duration field ``name`` (of ``DURATIONS``) says, ``seconds``, as the job is built
+    with it. Raises ``ValueError``, in one line with the bounds, for what is no number of
+    seconds or, once a ``timedelta`` (whole microseconds), out of them."""
+    what, least = DURATIONS[name]
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ValueError(f"the {what} must be a number of seconds, not {_text(seconds)}")
+    try:
+        made: timedelta | None = timedelta(seconds=seconds)
+    except (OverflowError, ValueError):  # too many days, or NaN
+        made = None
+    if made is None or not least <= made <= MAX_DURATION:
+        raise ValueError(
+            f"the {what} must be a number of seconds from "
+            f"{seconds_text(least.total_seconds())} to "
+            f"{seconds_text(MAX_DURATION.total_seconds())} ({MAX_DURATION.days} days), "
+            f"not {seconds:g}"
+        )
+    return made
+
+
+def _optional(name: str, seconds: object) -> timedelta | None:
+    """``duration``, or ``None`` when the field is not set."""
+    return None if seconds is None else duration(name, seconds)
+
+
+def _seconds(name: str, seconds: float | None) -> float | None:
+    """``duration``, as the float seconds a job holds (``None``: not set)."""
+    made = _optional(name, seconds)
+    return None if made is None else made.total_seconds()
+
+
+def _texts(value: object) -> Iterator[str]:
+    """Every string in a JSON-like ``value``: its keys and its values, however nested."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(key)
+            yield from _texts(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _texts(item)
 
 
 def _text(value: object) -> str:
@@ -408,12 +521,12 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         func=run,
         name=definition.name,
         cron=definition.cron or None,
-        every=None if definition.every is None else timedelta(seconds=definition.every),
+        every=_optional("every", definition.every),
         timezone=definition.timezone or None,
         using=using,
         catch_up=_catch_up(definition.catch_up),
-        max_lateness=definition.max_lateness,
-        timeout=definition.timeout,
+        max_lateness=_seconds("max_lateness", definition.max_lateness),
+        timeout=_seconds("timeout", definition.timeout),
         deliver=definition.deliver or None,
         at_most_once=once,
         retry=retry,
@@ -432,7 +545,7 @@ def overridden(job: Job[..., Any], override: Definition) -> Job[..., Any]:
     changes: dict[str, Any] = {"enabled": override.enabled}
     if override.cron or override.every is not None:
         changes["cron"] = override.cron or None
-        changes["every"] = None if override.every is None else timedelta(seconds=override.every)
+        changes["every"] = _optional("every", override.every)
         changes["timezone"] = override.timezone or None
     differs = tuple(
         name for name in OVERRIDABLE if changes.get(name, getattr(job, name)) != getattr(job, name)
@@ -448,7 +561,7 @@ def _retry(definition: Definition, inherited: RetryPolicy | None) -> RetryPolicy
     if not definition.retries:
         return None
     base = inherited or RetryPolicy(0)
-    backoff = base.backoff if definition.retry_backoff is None else definition.retry_backoff
+    backoff = _seconds("retry_backoff", definition.retry_backoff) or base.backoff
     return dataclasses.replace(base, retries=definition.retries, backoff=backoff)
 
 

@@ -75,7 +75,7 @@ def schedule_jobs(fresh_registry: None) -> None:
         # What the schedules table cannot store (issue 33): refused, not written.
         (
             Definition("a\x00b", job="mark", args=["x"], every=5),
-            "the name must not hold NUL or an unpaired surrogate",
+            "the name holds the control character U+0000",
         ),
         (
             Definition("a", job="mark", args=["\ud800"], every=5),
@@ -93,7 +93,7 @@ def schedule_jobs(fresh_registry: None) -> None:
 )
 def test_each_bad_input_is_one_line(definition: Definition, problem: str) -> None:
     problems = definition.problems()
-    assert problems and problem in problems[0], problems
+    assert any(problem in line for line in problems), problems
     assert all("\n" not in line for line in problems)
 
 

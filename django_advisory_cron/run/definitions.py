@@ -67,9 +67,8 @@ LATEST = datetime(9999, 1, 1, tzinfo=EPOCH.tzinfo)
 #: The most retries a schedule sets within one tick.
 MAX_RETRIES = 100
 #: The text columns of a schedule (their lengths are the model's), and their arguments, by
-#: what people call them.
+#: what people call them; its name has rules of its own (``UNPRINTABLE``, ``MAX_JOB_NAME``).
 TEXT_FIELDS = {
-    "name": "name",
     "job": "job",
     "command": "command",
     "cron": "cron expression",
@@ -303,7 +302,7 @@ class Definition:
         for name, what in TEXT_FIELDS.items():
             value = getattr(self, name)
             longest = getattr(Schedule._meta.get_field(name), "max_length", None)
-            if name != "name" and isinstance(value, str) and longest and len(value) > longest:
+            if isinstance(value, str) and longest and len(value) > longest:
                 problems.append(f"the {what} is {len(value)} characters long; at most {longest}")
             if any(_UNSTORABLE.search(text) for text in _texts(value)):
                 problems.append(f"the {what} must not hold NUL or an unpaired surrogate")

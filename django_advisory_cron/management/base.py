@@ -1,13 +1,14 @@
 """What this app's management commands share: an epilog printed as written (exit-code
-tables), leaving with one line and a documented exit code, refusing to start while a system
-check of this app reports an error, and reading the jobs with the database's schedules."""
+tables), leaving with one line and a documented exit code (a usage error too), refusing to
+start while a system check of this app reports an error, and reading the jobs with the
+database's schedules."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
 from django.core import checks
@@ -22,14 +23,40 @@ from django.db import InterfaceError, OperationalError, ProgrammingError, connec
 from .. import exitcodes
 from ..conf import APP_LABEL, CHECK_TAG, check_id
 from ..db.connections import bound_connect, unavailable
-from ..exceptions import DatabaseUnavailable, LockDatabaseError, first_line
+from ..exceptions import CommandFailed, DatabaseUnavailable, LockDatabaseError, first_line
 from ..run import catalog
 from ..run.catalog import Catalog
 from ..run.jobs import registry
+from .arguments import Bounded, text
 
 #: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
 #: ran the checks: a job's invalid schedule.
 USAGE_CHECKS = frozenset({check_id("E005"), check_id("E007"), check_id("E008")})
+
+
+class UsageParser(CommandParser):
+    """A parser whose usage errors, on the command line, are one line named after the command
+    (and its action), with exit 2, where argparse prints the whole usage first; from
+    ``call_command`` they raise, as Django's do."""
+
+    def error(self, message: str) -> NoReturn:
+        if not self.called_from_command_line:
+            super().error(message)
+        named = ": ".join(self.prog.split()[1:])  # "manage.py cronjob pause": cronjob: pause
+        sys.stderr.write(f"{named}: {message} (see {self.prog} -h)\n")
+        sys.exit(exitcodes.USAGE)
+
+
+def _typed(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, Callable[[Any], Any]]]:
+    """Each option of a type of [arguments][django_advisory_cron.management.arguments]: its
+    dest, flag and type, the actions' (subparsers') included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _typed(sub)
+        elif isinstance(action.type, Bounded) or action.type is text:
+            flag = action.option_strings[-1] if action.option_strings else action.dest
+            yield action.dest, flag, action.type
 
 
 class AppCommand(BaseCommand):
@@ -41,6 +68,8 @@ class AppCommand(BaseCommand):
     #: ``database``) get no database here and do nothing: ``manage.py check --database`` runs
     #: them.
     requires_system_checks = [CHECK_TAG]
+    #: Each typed option's dest, flag and type (see ``execute``).
+    _types: tuple[tuple[str, str, Callable[[Any], Any]], ...] = ()
 
     def check(
         self,
@@ -87,13 +116,28 @@ class AppCommand(BaseCommand):
         if self.epilog:
             parser.formatter_class = argparse.RawDescriptionHelpFormatter
             parser.epilog = self.epilog
+        # Django makes every command's parser a CommandParser: this one says a usage error in
+        # one line (it only overrides ``error``).
+        parser.__class__ = UsageParser
+        self._types = tuple(_typed(parser))
         return parser
 
     def execute(self, *args: Any, **options: Any) -> Any:
         """As Django's, but on the command line a ``CommandError`` is one line named after the
         command, as ``leave`` prints it (Django would name the exception's class); with
-        ``--traceback``, and for ``call_command``, it is raised as it is."""
+        ``--traceback``, and for ``call_command``, it is raised as it is. Options pass their
+        type again: ``call_command`` gives those passed by keyword as they are (a command of a
+        schedule gets its ``kwargs`` so), past the parser."""
         try:
+            for dest, flag, kind in self._types:
+                value = options.get(dest)
+                try:
+                    if isinstance(value, list):
+                        options[dest] = [kind(item) for item in value]
+                    elif value is not None:
+                        options[dest] = kind(value)
+                except argparse.ArgumentTypeError as error:
+                    raise CommandFailed(f"{flag} {error}", exitcodes.USAGE) from None
             return super().execute(*args, **options)
         except CommandError as error:
             if (

@@ -125,19 +125,9 @@ class AppCommand(BaseCommand):
     def execute(self, *args: Any, **options: Any) -> Any:
         """As Django's, but on the command line a ``CommandError`` is one line named after the
         command, as ``leave`` prints it (Django would name the exception's class); with
-        ``--traceback``, and for ``call_command``, it is raised as it is. Options pass their
-        type again: ``call_command`` gives those passed by keyword as they are (a command of a
-        schedule gets its ``kwargs`` so), past the parser."""
+        ``--traceback``, and for ``call_command``, it is raised as it is."""
         try:
-            for dest, flag, kind in self._types:
-                value = options.get(dest)
-                try:
-                    if isinstance(value, list):
-                        options[dest] = [kind(item) for item in value]
-                    elif value is not None:
-                        options[dest] = kind(value)
-                except argparse.ArgumentTypeError as error:
-                    raise CommandFailed(f"{flag} {error}", exitcodes.USAGE) from None
+            self._retype(options)
             return super().execute(*args, **options)
         except CommandError as error:
             if (
@@ -147,6 +137,20 @@ class AppCommand(BaseCommand):
             ):
                 raise
             self.leave(error.returncode, str(error))
+
+    def _retype(self, options: dict[str, Any]) -> None:
+        """Pass the typed options through their type again: ``call_command`` gives those passed
+        by keyword as they are, past the parser (a schedule's command gets its ``kwargs``
+        so). A value refused is a usage error."""
+        for dest, flag, kind in self._types:
+            value = options.get(dest)
+            try:
+                if isinstance(value, list):
+                    options[dest] = [kind(item) for item in value]
+                elif value is not None:
+                    options[dest] = kind(value)
+            except argparse.ArgumentTypeError as error:
+                raise CommandFailed(f"{flag} {error}", exitcodes.USAGE) from None
 
     def catalog(self, alias: str) -> Catalog:
         """Every job, as the database's schedules make them (see

@@ -1,8 +1,10 @@
 """A real HTTP server for the monitoring tests: it records what monitors would receive.
 
 The first path segment decides how it answers: ``/ok/...`` 200, ``/500/...`` 500,
-``/hang/...`` never (until the server stops). ``/api/<project>/envelope/`` is Sentry's
-ingestion endpoint: its envelopes are decoded with the SDK's own parser.
+``/hang/...`` never (until the server stops), ``/slow/...`` 200 after ``SLOW`` seconds (a
+receiver that takes a request and answers past a 1-s ``PING_TIMEOUT``).
+``/api/<project>/envelope/`` is Sentry's ingestion endpoint: its envelopes are decoded with the
+SDK's own parser.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+#: Seconds a ``/slow/`` request waits for its answer.
+SLOW = 2.0
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,7 @@ class Request:
     path: str
     body: bytes
     at: float
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class Recorder(ThreadingHTTPServer):
@@ -89,10 +95,13 @@ class Handler(BaseHTTPRequestHandler):
             import brotli  # type: ignore[import-not-found]
 
             body = brotli.decompress(body)
-        self.server.record(Request(self.command, self.path, body, time.monotonic()))
+        headers = dict(self.headers.items())
+        self.server.record(Request(self.command, self.path, body, time.monotonic(), headers))
         mode = self.path.split("/")[1]
         if mode == "hang":
             self.server.stopping.wait(60)
+            return
+        if mode == "slow" and self.server.stopping.wait(SLOW):
             return
         status = 500 if mode == "500" else 200
         self.send_response(status)

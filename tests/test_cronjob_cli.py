@@ -191,7 +191,8 @@ def test_history_refuses_an_unknown_job_and_a_limit_below_one(manage: Any) -> No
     zero = manage("cronjob", "history", "--limit", "0", "cli_broken")
     assert (zero.returncode, zero.stderr) == (
         exitcodes.USAGE,
-        "cronjob: --limit must be at least 1, not 0\n",
+        "cronjob: history: argument --limit: must be a whole number from 1 to 10000, not '0' "
+        "(see manage.py cronjob history -h)\n",
     )
 
 

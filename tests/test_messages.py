@@ -109,11 +109,16 @@ def test_cronstatus_unknown_job_suggests_and_names_no_class(manage: Any) -> None
 
 def test_prune_names_the_option_that_is_wrong(manage: Any) -> None:
     days = manage("prune_jobruns", "--days", "0")
-    assert (days.returncode, days.stderr) == (1, "prune_jobruns: --days must be positive, not 0\n")
+    assert (days.returncode, days.stderr) == (
+        exitcodes.USAGE,
+        "prune_jobruns: argument --days: must be a whole number from 1 to 36500, not '0' (see "
+        "manage.py prune_jobruns -h)\n",
+    )
     batch = manage("prune_jobruns", "--batch-size", "-3")
     assert (batch.returncode, batch.stderr) == (
-        1,
-        "prune_jobruns: --batch-size must be positive, not -3\n",
+        exitcodes.USAGE,
+        "prune_jobruns: argument --batch-size: must be a whole number from 1 to 100000, not "
+        "'-3' (see manage.py prune_jobruns -h)\n",
     )
 
 
@@ -198,5 +203,7 @@ def test_worker_start_up_says_a_missed_tick_is_due_now(
 
 def test_call_command_still_raises_the_command_error() -> None:
     """Only the command line prints the one line; code calling a command gets the exception."""
-    with pytest.raises(CommandFailed, match=r"^--days must be positive, not 0$"):
+    with pytest.raises(
+        CommandFailed, match=r"^--days must be a whole number from 1 to 36500, not 0$"
+    ):
         call_command("prune_jobruns", days=0)

@@ -15,7 +15,10 @@ extend nor end it.
 The streak is one indexed statement after the run has finished (its row is committed), and
 the pause one more; the mail and the webhook go to a background thread, as pings do (each
 attempt bounded by ``PING_TIMEOUT``, retried ``PING_RETRIES`` times, a failure logged once),
-so a slow mail server or a hanging webhook never delays or fails a run.
+so a slow mail server or a hanging webhook never delays or fails a run. A webhook's POST that
+went out and got no answer is not sent again (the receiver may have it: a slow one would get
+each notice again per retry); each carries an ``Idempotency-Key`` header, the same for every
+attempt, derived from the job, the run and the event.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from ..db.execute import fetch_one
 from ..exceptions import first_line
 from ..run import control
 from ..run.history import HOST
-from .pings import Ping, Pinger
+from .pings import Ping, Pinger, idempotency_key
 
 #: Who a pause after failures is by, as the admin and ``cronjob list`` show it.
 PAUSED_BY = "failure notices"
@@ -109,7 +112,8 @@ def notify(job: Any, notices: Settings, document: dict[str, Any]) -> None:
         text = f"{document['text']}\n\n{details}\n".encode()
         notifier.send(Mail(job.name, "", text, subject=document["text"]))
     if notices.webhook:
-        notifier.send(Ping(job.name, notices.webhook, body, "application/json"))
+        key = idempotency_key(job.name, document["run_id"], document["event"])
+        notifier.send(Ping(job.name, notices.webhook, body, "application/json", key))
 
 
 class FailureNotices:

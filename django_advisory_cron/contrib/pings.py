@@ -7,7 +7,10 @@ line of the error as the request body. That is the protocol of healthchecks.io (
 services that copy it).
 
 Pings never fail or delay a job: they are queued to one background thread that sends them in
-order, each attempt bounded by ``PING_TIMEOUT`` and retried ``PING_RETRIES`` times. At exit a
+order, each attempt bounded by ``PING_TIMEOUT`` and retried ``PING_RETRIES`` times when it could
+not be sent or was answered with an error status; a request sent and left unanswered (a slow
+monitor) is not sent again, as it may have arrived. Every retry carries the same
+``Idempotency-Key`` header, derived from the job, its run and what the request says. At exit a
 process waits for its queued pings at most ``PING_TIMEOUT`` seconds in all, so a short-lived
 ``runlocked`` still sends its success ping and a hanging monitor costs it that long at most.
 An unreachable monitor is logged once (without the URL, which holds the check's secret key),
@@ -24,11 +27,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ..conf import app_settings
+from ..exceptions import first_line
 from ..exitcodes import JOB_FAILED, LOCK_LOST, SIGINT, SIGTERM
 
 logger = logging.getLogger("django_advisory_cron")
@@ -40,6 +45,19 @@ MAX_BODY = 10_000
 #: What a failed attempt raises: a network error, a URL refused, or an answer that is not HTTP
 #: (anything else would end the sending thread, and every later ping with it).
 FAILURES = (OSError, ValueError, http.client.HTTPException)
+#: The namespace of the idempotency keys.
+KEYS = uuid.UUID("5b0f2a52-3f57-4c43-9a55-4d1c0ee9b6a1")
+
+
+class Unanswered(OSError):
+    """The request went out and no answer came (``PING_TIMEOUT`` passed, the connection
+    dropped, the answer was not HTTP): it may have arrived, so it is not sent again."""
+
+
+def idempotency_key(*parts: object) -> str:
+    """The ``Idempotency-Key`` of a request about ``parts``: the same in every process and
+    attempt, so that a receiver can tell a request it already took."""
+    return str(uuid.uuid5(KEYS, "\x1f".join(map(str, parts))))
 
 
 def ping_url(job: str) -> str | None:
@@ -69,6 +87,8 @@ class Ping:
     url: str
     body: bytes | None = None
     content_type: str = "text/plain; charset=utf-8"
+    #: Its ``Idempotency-Key`` header (none when empty).
+    key: str = ""
 
     @property
     def destination(self) -> str:
@@ -76,14 +96,28 @@ class Ping:
         return urlsplit(self.url).netloc
 
     def send(self) -> None:
-        """One attempt, bounded by ``PING_TIMEOUT``; one of ``FAILURES`` when it fails."""
+        """One attempt, bounded by ``PING_TIMEOUT``; one of ``FAILURES`` when it fails,
+        ``Unanswered`` when it may have arrived."""
         method = "GET" if self.body is None else "POST"
         request = urllib.request.Request(self.url, data=self.body, method=method)
         request.add_header("User-Agent", "django-advisory-cron")
         if self.body is not None:
             request.add_header("Content-Type", self.content_type)
-        with urllib.request.urlopen(request, timeout=app_settings.PING_TIMEOUT) as response:
-            response.read()
+        if self.key:
+            request.add_header("Idempotency-Key", self.key)
+        try:
+            with urllib.request.urlopen(request, timeout=app_settings.PING_TIMEOUT) as response:
+                response.read()
+        except urllib.error.URLError:
+            # urllib wraps what fails before the request is out (no connection, a timeout
+            # connecting), and an answer with an error status (HTTPError).
+            raise
+        except (OSError, http.client.HTTPException) as error:
+            # Raised as they are once the request was sent: waiting for, or reading, the answer.
+            cause = first_line(error) or type(error).__name__
+            raise Unanswered(
+                f"sent, but no answer came ({cause}); not sent again, as it may have arrived"
+            ) from error
 
 
 class Pinger:
@@ -139,9 +173,12 @@ class Pinger:
         for attempt in range(retries + 1):
             try:
                 ping.send()
+            except Unanswered as error:
+                self._failed(ping, error, attempt + 1)
+                return
             except FAILURES as error:
                 if attempt == retries:
-                    self._failed(ping, error)
+                    self._failed(ping, error, attempt + 1)
                     return
                 time.sleep(FIRST_BACKOFF * 2**attempt)
             else:
@@ -150,7 +187,7 @@ class Pinger:
                 self.failing = False
                 return
 
-    def _failed(self, ping: Ping, error: Exception) -> None:
+    def _failed(self, ping: Ping, error: Exception, attempts: int) -> None:
         if self.failing:
             return
         self.failing = True
@@ -162,7 +199,7 @@ class Pinger:
             self.label,
             ping.job,
             ping.destination,
-            app_settings.PING_RETRIES + 1,
+            attempts,
             error,
         )
 
@@ -178,16 +215,29 @@ class Pings:
     def started(self, job: Any, run: Any) -> None:
         url = ping_url(job.name)
         if url is not None:
-            pinger.send(Ping(job.name, f"{url.rstrip('/')}/start"))
+            pinger.send(Ping(job.name, f"{url.rstrip('/')}/start", key=_key(job, run, "start")))
 
     def ended(self, job: Any, run: Any) -> None:
         url = ping_url(job.name)
         if url is None:
             return
         if run.status == "succeeded":
-            pinger.send(Ping(job.name, url))
+            pinger.send(Ping(job.name, url, key=_key(job, run, "succeeded")))
             return
         error = run.error
         line = (str(error).strip().splitlines() or [""])[-1] if error is not None else ""
         body = f"job {job.name} {run.status}: {line}".strip()[:MAX_BODY]
-        pinger.send(Ping(job.name, f"{url.rstrip('/')}/{exit_status(run)}", body.encode()))
+        pinger.send(
+            Ping(
+                job.name,
+                f"{url.rstrip('/')}/{exit_status(run)}",
+                body.encode(),
+                key=_key(job, run, run.status),
+            )
+        )
+
+
+def _key(job: Any, run: Any, what: str) -> str:
+    """The idempotency key of the ping saying ``what`` of ``run`` (none for a run without a
+    row: nothing tells its pings from another's)."""
+    return idempotency_key(job.name, run.run_id, what) if run.run_id is not None else ""

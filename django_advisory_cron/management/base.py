@@ -1,13 +1,14 @@
 """What this app's management commands share: an epilog printed as written (exit-code
-tables), leaving with one line and a documented exit code, refusing to start while a system
-check of this app reports an error, and reading the jobs with the database's schedules."""
+tables), leaving with one line and a documented exit code (a usage error too), refusing to
+start while a system check of this app reports an error, and reading the jobs with the
+database's schedules."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
 from django.core import checks
@@ -38,10 +39,36 @@ from ..exceptions import (
 from ..run import catalog
 from ..run.catalog import Catalog
 from ..run.jobs import registry
+from .arguments import Bounded, text
 
 #: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
 #: ran the checks: a job's invalid schedule.
 USAGE_CHECKS = frozenset({check_id("E005"), check_id("E007"), check_id("E008")})
+
+
+class UsageParser(CommandParser):
+    """A parser whose usage errors, on the command line, are one line named after the command
+    (and its action), with exit 2, where argparse prints the whole usage first; from
+    ``call_command`` they raise, as Django's do."""
+
+    def error(self, message: str) -> NoReturn:
+        if not self.called_from_command_line:
+            super().error(message)
+        named = ": ".join(self.prog.split()[1:])  # "manage.py cronjob pause": cronjob: pause
+        sys.stderr.write(f"{named}: {message} (see {self.prog} -h)\n")
+        sys.exit(exitcodes.USAGE)
+
+
+def _typed(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, Callable[[Any], Any]]]:
+    """Each option of a type of [arguments][django_advisory_cron.management.arguments]: its
+    dest, flag and type, the actions' (subparsers') included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _typed(sub)
+        elif isinstance(action.type, Bounded) or action.type is text:
+            flag = action.option_strings[-1] if action.option_strings else action.dest
+            yield action.dest, flag, action.type
 
 
 class AppCommand(BaseCommand):
@@ -53,6 +80,8 @@ class AppCommand(BaseCommand):
     #: ``database``) get no database here and do nothing: ``manage.py check --database`` runs
     #: them.
     requires_system_checks = [CHECK_TAG]
+    #: Each typed option's dest, flag and type (see ``execute``).
+    _types: tuple[tuple[str, str, Callable[[Any], Any]], ...] = ()
 
     def check(
         self,
@@ -99,6 +128,10 @@ class AppCommand(BaseCommand):
         if self.epilog:
             parser.formatter_class = argparse.RawDescriptionHelpFormatter
             parser.epilog = self.epilog
+        # Django makes every command's parser a CommandParser: this one says a usage error in
+        # one line (it only overrides ``error``).
+        parser.__class__ = UsageParser
+        self._types = tuple(_typed(parser))
         return parser
 
     def execute(self, *args: Any, **options: Any) -> Any:
@@ -106,6 +139,7 @@ class AppCommand(BaseCommand):
         command, as ``leave`` prints it (Django would name the exception's class); with
         ``--traceback``, and for ``call_command``, it is raised as it is."""
         try:
+            self._retype(options)
             return self._writes_refused(*args, **options)
         except CommandError as error:
             if (
@@ -128,6 +162,20 @@ class AppCommand(BaseCommand):
             raise CommandFailed(
                 f"{refused}; nothing was changed", exitcodes.DATABASE_UNAVAILABLE
             ) from error
+
+    def _retype(self, options: dict[str, Any]) -> None:
+        """Pass the typed options through their type again: ``call_command`` gives those passed
+        by keyword as they are, past the parser (a schedule's command gets its ``kwargs``
+        so). A value refused is a usage error."""
+        for dest, flag, kind in self._types:
+            value = options.get(dest)
+            try:
+                if isinstance(value, list):
+                    options[dest] = [kind(item) for item in value]
+                elif value is not None:
+                    options[dest] = kind(value)
+            except argparse.ArgumentTypeError as error:
+                raise CommandFailed(f"{flag} {error}", exitcodes.USAGE) from None
 
     def catalog(self, alias: str) -> Catalog:
         """Every job, as the database's schedules make them (see

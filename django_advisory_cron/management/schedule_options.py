@@ -6,6 +6,7 @@ an interval, a command a job, ...), so that the command only wires them and the 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import typing
@@ -15,6 +16,8 @@ from typing import Any
 from ..run.declared import aware
 from ..run.definitions import OVERRIDABLE, Definition
 from ..run.jobs import Job
+from .arguments import number
+from .arguments import text as utf8_text
 
 #: Each option: its flag, the definition field it sets (its ``dest`` is ``set_FIELD``: Django
 #: takes ``args`` for itself), and its metavar and help.
@@ -117,11 +120,15 @@ def fields_given(options: dict[str, Any]) -> dict[str, Any]:
         if field in _JSON:
             try:
                 found[field] = json.loads(text)
+                # An escaped lone surrogate ("\\ud800") is JSON, not storable text.
+                utf8_text(json.dumps(found[field], ensure_ascii=False))
             except ValueError as error:
                 raise Refused(f"{flag} is not JSON ({error}); give {_JSON[field]}") from None
+            except argparse.ArgumentTypeError as error:
+                raise Refused(f"{flag} {error}") from None
         elif kind == float | None:
             try:
-                found[field] = float(text) if text.strip() else None
+                found[field] = number(text) if text.strip() else None
             except ValueError:
                 raise Refused(f"{flag} must be a number of seconds, not {text!r}") from None
         elif kind == int | None:

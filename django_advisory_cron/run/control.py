@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ..core import moments
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import fetch_one
@@ -28,12 +29,16 @@ _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "min": 60, "s": 1}
 def parse_until(text: str, now: datetime) -> datetime:
     """When a pause given as ``text`` ends: an ISO 8601 date-time (without an offset it is in
     ``TIME_ZONE``) or a duration from ``now`` such as ``90s``, ``30m``, ``2h``, ``1d`` or
-    ``1h30m``. Raises ``ValueError`` with a one-line message; a time not after ``now`` too."""
+    ``1h30m``. Raises ``ValueError`` with a one-line message; a time not after ``now``, or
+    not within [moments][django_advisory_cron.core.moments], too."""
     cleaned = text.strip()
     parts = _DURATION.findall(cleaned)
     if parts and _DURATION.sub("", cleaned).strip() == "":
         seconds = sum(float(number) * _UNIT_SECONDS[unit.lower()] for number, unit in parts)
-        until = now + timedelta(seconds=seconds)
+        try:
+            until = now + timedelta(seconds=seconds)
+        except OverflowError:  # past what a date-time holds
+            until = moments.LATEST + timedelta(days=1)
     else:
         try:
             parsed = parse_datetime(cleaned)
@@ -45,6 +50,9 @@ def parse_until(text: str, now: datetime) -> datetime:
                 "date-time (2026-12-24T08:00, 2026-12-24T08:00+01:00)"
             )
         until = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+    if not moments.within(until):
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise ValueError(f"{shown!r} ends outside {moments.SPAN}")
     if until <= now:
         raise ValueError(f"{text!r} is not in the future (the database's clock says {now:%c})")
     return until

@@ -23,6 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from .. import conf
 from ..conf import ScheduleEntry, app_settings
+from ..core import moments
 from .definitions import Definition, to_job
 from .delivery import sends_by_name
 from .jobs import Job, registry
@@ -227,4 +228,7 @@ def aware(value: object, what: str) -> datetime:
             f"{what} must be an ISO 8601 date-time such as 2026-12-24T08:00 (or "
             f"2026-12-24T08:00+01:00), not {value!r}"
         )
-    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+    moment = moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+    if not moments.within(moment):
+        raise ValueError(f"{what} must be a date-time from {moments.SPAN}, not {value!r}")
+    return moment

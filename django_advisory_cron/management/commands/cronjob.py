@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from typing import Any, NoReturn
+from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import OperationalError, ProgrammingError
@@ -23,7 +23,9 @@ from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...run.catalog import Catalog
 from ...run.jobs import Job
 from .. import importers, job_actions, listing, schedule_changes
-from ..base import AppCommand, cannot_run, no_job_named
+from ..arguments import LIMIT
+from ..arguments import text as utf8_text
+from ..base import AppCommand, UsageParser, cannot_run, no_job_named
 from ..crontab import crontab_lines
 from ..schedule_options import SCHEDULE_OPTIONS, Refused
 
@@ -127,12 +129,13 @@ exit codes:
   0    done (trigger: requested; --here: the job ran, or was skipped as runlocked says;
        reset: also when there was no override)
   1    trigger --here: the job raised (recorded as failed)
-  2    usage error: unknown job, bad --until, --limit below 1; add, edit: a schedule that
-       cannot run (one line saying why: unknown job or command, arguments it does not take,
-       a bad cron expression or zone, a name taken, ...), nothing was written; remove, reset:
-       a job defined in code or settings, or a database schedule with nothing to reset;
-       import: the source cannot be read here (nothing written), or some of its entries
-       could not be imported (each said why; the others were)
+  2    usage error: unknown job, bad --until, a value out of its option's bounds (see
+       -h); add, edit: a schedule that cannot run (one line saying why: unknown job or
+       command, arguments it does not take, a bad cron expression or zone, a name taken,
+       ...), nothing was written; remove, reset: a job defined in code or settings, or a
+       database schedule with nothing to reset; import: the source cannot be read here
+       (nothing written), or some of its entries could not be imported (each said why;
+       the others were)
   4    trigger: no cronworker is connected to the database, nothing was recorded
   69   the lock database cannot be reached, or is read-only (nothing was changed)
   78   configuration error: the job state or schedule table is missing (run migrate), not
@@ -149,17 +152,6 @@ def _said(action: str) -> str:
     return f"{action} {arguments}".rstrip() + f": {text.rstrip('.')}."
 
 
-class ActionParser(CommandParser):
-    """An action's parser: a usage error is one line, as the command's other errors are."""
-
-    def error(self, message: str) -> NoReturn:
-        if not self.called_from_command_line:
-            super().error(message)
-        action = self.prog.rpartition(" ")[2]
-        sys.stderr.write(f"cronjob: {action}: {message} (see manage.py cronjob {action} -h)\n")
-        sys.exit(exitcodes.USAGE)
-
-
 class Command(AppCommand):
     epilog = EPILOG
     help = (
@@ -170,7 +162,7 @@ class Command(AppCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(
-            dest="action", metavar="ACTION", required=True, parser_class=ActionParser
+            dest="action", metavar="ACTION", required=True, parser_class=UsageParser
         )
         jobs = actions.add_parser(
             "list", help="list the jobs and their state", description=_said("list")
@@ -179,9 +171,13 @@ class Command(AppCommand):
         history = actions.add_parser(
             "history", help="show a job's last runs", description=_said("history")
         )
-        history.add_argument("job", metavar="JOB")
+        history.add_argument("job", type=utf8_text, metavar="JOB")
         history.add_argument(
-            "--limit", type=int, default=20, metavar="N", help="how many runs (default 20)"
+            "--limit",
+            type=LIMIT,
+            default=20,
+            metavar="N",
+            help=f"how many runs ({LIMIT.bounds}; default 20)",
         )
         history.add_argument("--json", action="store_true", help="print one JSON document")
         history.add_argument(
@@ -193,24 +189,26 @@ class Command(AppCommand):
             description=_said("crontab"),
         )
         pause = actions.add_parser("pause", help="pause a job", description=_said("pause"))
-        pause.add_argument("job", metavar="JOB")
+        pause.add_argument("job", type=utf8_text, metavar="JOB")
         pause.add_argument(
             "--until",
             metavar="WHEN",
             help="end the pause by itself: a duration (90s, 30m, 2h, 1d, 1h30m) or an ISO 8601 "
             "date-time (without an offset, in TIME_ZONE)",
         )
-        pause.add_argument("--reason", default="", metavar="TEXT", help="why, for the others")
+        pause.add_argument(
+            "--reason", type=utf8_text, default="", metavar="TEXT", help="why, for the others"
+        )
         resume = actions.add_parser(
             "resume", help="resume a paused job", description=_said("resume")
         )
-        resume.add_argument("job", metavar="JOB")
+        resume.add_argument("job", type=utf8_text, metavar="JOB")
         trigger = actions.add_parser(
             "trigger",
             help="run a job now, in a running cronworker",
             description=_said("trigger"),
         )
-        trigger.add_argument("job", metavar="JOB")
+        trigger.add_argument("job", type=utf8_text, metavar="JOB")
         trigger.add_argument(
             "--here",
             action="store_true",
@@ -223,9 +221,11 @@ class Command(AppCommand):
             "edit", help="change a schedule, or override a code job's", description=_said("edit")
         )
         for action in (add, edit):
-            action.add_argument("job", metavar="NAME")
-            for flag, field, metavar, text in SCHEDULE_OPTIONS:
-                action.add_argument(flag, dest=f"set_{field}", metavar=metavar, help=text)
+            action.add_argument("job", type=utf8_text, metavar="NAME")
+            for flag, field, metavar, said in SCHEDULE_OPTIONS:
+                action.add_argument(
+                    flag, dest=f"set_{field}", type=utf8_text, metavar=metavar, help=said
+                )
         add.add_argument(
             "--disabled",
             dest="enabled",
@@ -245,10 +245,10 @@ class Command(AppCommand):
         )
         actions.add_parser(
             "reset", help="drop a code job's override", description=_said("reset")
-        ).add_argument("job", metavar="NAME")
+        ).add_argument("job", type=utf8_text, metavar="NAME")
         actions.add_parser(
             "remove", help="delete a schedule kept in the database", description=_said("remove")
-        ).add_argument("job", metavar="NAME")
+        ).add_argument("job", type=utf8_text, metavar="NAME")
         imported = actions.add_parser(
             "import",
             help="add the schedules of another scheduler",
@@ -282,8 +282,6 @@ class Command(AppCommand):
             self._write(crontab_lines())
             return
         alias = options["database"] or app_settings.lock_database
-        if action == "history" and options["limit"] < 1:
-            self.leave(exitcodes.USAGE, f"--limit must be at least 1, not {options['limit']}")
         try:
             found = self.catalog(alias)
             bound_connect(alias)

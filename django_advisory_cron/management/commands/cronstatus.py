@@ -26,6 +26,7 @@ from ...ops.status import (
     unhealthy,
 )
 from ...worker.fleet import LiveWorker, live_workers
+from ..arguments import WORKERS, text
 from ..base import AppCommand, no_job_named
 
 EPILOG = """\
@@ -53,7 +54,12 @@ class Command(AppCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="print one JSON document")
         parser.add_argument(
-            "--job", action="append", default=None, metavar="NAME", help="only this job (repeat)"
+            "--job",
+            action="append",
+            type=text,
+            default=None,
+            metavar="NAME",
+            help="only this job (repeat)",
         )
         parser.add_argument(
             "--ignore",
@@ -67,11 +73,11 @@ class Command(AppCommand):
         )
         parser.add_argument(
             "--expect-workers",
-            type=int,
+            type=WORKERS,
             default=None,
             metavar="N",
-            help="unhealthy while scheduled jobs exist and fewer than N cronworker processes "
-            "are alive (default: the EXPECT_WORKERS setting, 0)",
+            help=f"unhealthy while scheduled jobs exist and fewer than N ({WORKERS.bounds}) "
+            "cronworker processes are alive (default: the EXPECT_WORKERS setting, 0)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -79,8 +85,6 @@ class Command(AppCommand):
         expected = options["expect_workers"]
         if expected is None:
             expected = app_settings.EXPECT_WORKERS
-        elif expected < 0:
-            raise CronStatusError("--expect-workers must be 0 or more", exitcodes.USAGE)
         try:
             require_postgresql(app_settings.lock_database)
         except LockDatabaseError as error:

@@ -18,6 +18,7 @@ from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseErro
 from ...run import delivery
 from ...worker.children import ISOLATIONS
 from ...worker.loop import Worker
+from ..arguments import CONCURRENCY, WAIT, text
 from ..base import AppCommand, no_job_named
 from ..runs import outcome
 
@@ -60,24 +61,25 @@ class Command(AppCommand):
         parser.add_argument(
             "jobs",
             nargs="*",
+            type=text,
             metavar="JOB",
             help="only these jobs: their ticks, and run-now requests for them (default: all)",
         )
         parser.add_argument(
             "--grace",
-            type=float,
+            type=WAIT,
             default=25.0,
             metavar="SECONDS",
-            help="on SIGTERM/SIGINT, wait this long for running jobs (default 25, inside "
-            "Kubernetes' default 30 s)",
+            help=f"on SIGTERM/SIGINT, wait this long for running jobs ({WAIT.bounds}; default "
+            "25, inside Kubernetes' default 30 s)",
         )
         parser.add_argument(
             "--max-concurrency",
-            type=int,
+            type=CONCURRENCY,
             default=32,
             metavar="N",
-            help="run at most N jobs at once in this worker, in threads and processes "
-            "together; a run due while all N are busy waits for one (default 32)",
+            help=f"run at most N jobs ({CONCURRENCY.bounds}) at once in this worker, in threads "
+            "and processes together; a run due while all N are busy waits for one (default 32)",
         )
         parser.add_argument(
             "--isolation",
@@ -91,8 +93,6 @@ class Command(AppCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["grace"] < 0 or options["max_concurrency"] < 1:
-            self.leave(exitcodes.USAGE, "--grace must be >= 0 and --max-concurrency >= 1")
         if options["isolation"] not in ISOLATIONS:
             self.leave(
                 exitcodes.USAGE,

@@ -23,8 +23,8 @@ from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from ...conf import app_settings
-from ...exceptions import CommandFailed
 from ...models import JobRun
+from ..arguments import BATCH, DAYS, text
 from ..base import AppCommand
 
 
@@ -37,10 +37,18 @@ class Command(AppCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--days", type=int, default=None, help="keep this many days (default: HISTORY_DAYS)"
+            "--days",
+            type=DAYS,
+            default=None,
+            help=f"keep this many days ({DAYS.bounds}; default: HISTORY_DAYS)",
         )
-        parser.add_argument("--batch-size", type=int, default=1000, help="rows per transaction")
-        parser.add_argument("--job", default=None, help="only prune this job's history")
+        parser.add_argument(
+            "--batch-size",
+            type=BATCH,
+            default=1000,
+            help=f"rows per transaction ({BATCH.bounds}; default 1000)",
+        )
+        parser.add_argument("--job", type=text, default=None, help="only prune this job's history")
         parser.add_argument("--dry-run", action="store_true", help="count, do not delete")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -48,9 +56,6 @@ class Command(AppCommand):
         if days is None:
             self.stdout.write("HISTORY_DAYS is None: history is kept forever; nothing to do.")
             return
-        for option, value in (("--days", days), ("--batch-size", options["batch_size"])):
-            if value <= 0:
-                raise CommandFailed(f"{option} must be positive, not {value}")
         deleted = prune(days, options["batch_size"], options["job"], options["dry_run"])
         verb = "would delete" if options["dry_run"] else "deleted"
         self.stdout.write(f"{verb} {deleted} run(s) older than {days} day(s)")

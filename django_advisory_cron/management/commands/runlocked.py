@@ -13,6 +13,7 @@ from django.core.management.base import CommandParser
 
 from ... import exitcodes
 from ...conf import app_settings
+from ...core import moments
 from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
 from ...exceptions import DatabaseUnavailable, InvalidSchedule
@@ -21,6 +22,7 @@ from ...run.catalog import Catalog
 from ...run.jobs import Job, registry
 from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
+from ..arguments import EXIT_STATUS, WAIT, text
 from ..base import AppCommand, cannot_run, did_you_mean
 from ..runs import outcome, sent, signals_unwind
 
@@ -95,7 +97,9 @@ class Command(AppCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("job", nargs="?", help="a registered job, or a management command")
+        parser.add_argument(
+            "job", nargs="?", type=text, help="a registered job, or a management command"
+        )
         parser.add_argument(
             "job_args",
             nargs=argparse.REMAINDER,
@@ -105,10 +109,10 @@ class Command(AppCommand):
         parser.add_argument(
             "-w",
             "--wait",
-            type=float,
+            type=WAIT,
             default=None,
             metavar="SECONDS",
-            help="wait up to SECONDS for the lock instead of skipping at once",
+            help=f"wait up to SECONDS ({WAIT.bounds}) for the lock instead of skipping at once",
         )
         parser.add_argument(
             "--scope", choices=SCOPES, default=None, help="lock scope (default: the job's)"
@@ -119,10 +123,11 @@ class Command(AppCommand):
         parser.add_argument(
             "-E",
             "--conflict-exit-code",
-            type=int,
+            type=EXIT_STATUS,
             default=None,
             metavar="N",
-            help="exit with N instead of 0 when skipped because the lock is held elsewhere",
+            help=f"exit with N ({EXIT_STATUS.bounds}) instead of 0 when skipped because the lock "
+            "is held elsewhere",
         )
         parser.add_argument(
             "--enqueue",
@@ -148,8 +153,6 @@ class Command(AppCommand):
         name = options["job"]
         if not name:
             self.leave(exitcodes.USAGE, "name a job to run (or use --list)")
-        if options["wait"] is not None and options["wait"] < 0:
-            self.leave(exitcodes.USAGE, "--wait must be >= 0 seconds")
         tick = self._tick(options["tick"])
         found = self.catalog(options["database"] or app_settings.lock_database)
         job, arguments = self._find(found, name, options["job_args"])
@@ -213,8 +216,11 @@ class Command(AppCommand):
             tick = datetime.fromisoformat(value)
         except ValueError:
             tick = None
-        if tick is None or tick.tzinfo is None:
-            self.leave(exitcodes.USAGE, f"--tick needs an ISO 8601 time with an offset: {value!r}")
+        if tick is None or tick.tzinfo is None or not moments.within(tick):
+            self.leave(
+                exitcodes.USAGE,
+                f"--tick needs an ISO 8601 time with an offset, from {moments.SPAN}: {value!r}",
+            )
         return tick
 
     def _enqueue(

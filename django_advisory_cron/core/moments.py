@@ -1,0 +1,18 @@
+"""The date-times this app accepts from people (a pause's end, a schedule's start and end, a
+tick): those a day inside what Python holds, so that one shows in any time zone and reads back
+from the database, whose own range is far wider (a pause ``--until 9999-12-31T23:59-14:00``
+was stored as year 10000, which no later read of it could turn into a date-time)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+#: The span, as a refusal says it.
+SPAN = f"{EARLIEST.date().isoformat()} to {LATEST.date().isoformat()} (UTC)"
+
+
+def within(moment: datetime) -> bool:
+    """Whether the aware ``moment`` falls within ``EARLIEST`` and ``LATEST``."""
+    return EARLIEST <= moment <= LATEST

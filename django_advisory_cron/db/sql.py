@@ -642,9 +642,9 @@ def claim_enqueue(
     host: str,
     pid: int,
     keep_days: int,
-    lease: float | None = None,
-    record: bool = False,
-    unsure: str = "",
+    lease: float | None,
+    record: bool,
+    unsure: str,
 ) -> Statement:
     """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id, ran, paused, run_id,
     dead)``; ``claim_id`` is NULL for every scheduler but the first, for all of them once the

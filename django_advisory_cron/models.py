@@ -317,6 +317,13 @@ class EnqueuedTick(models.Model):
                 fields=["job", "tick"], name="advisory_cron_one_enqueue_per_tick"
             )
         ]
+        indexes = [
+            # Claims still waiting for their task id: each claim of the job looks for those
+            # whose sender died (a few rows, among a week of claims).
+            models.Index(
+                fields=["job"], name="advisory_cron_unanswered", condition=models.Q(task_id="")
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.job} @ {self.tick}: task {self.task_id or '(enqueuing)'}"

@@ -660,7 +660,9 @@ def claim_enqueue(
     host: str,
     pid: int,
     keep_days: int,
-    lease: float | None = None,
+    lease: float | None,
+    record: bool,
+    unsure: str,
 ) -> Statement:
     """Claim the enqueueing of ``(job, tick)``: one row ``(claim_id, ran, paused, run_id,
     dead)``; ``claim_id`` is NULL for every scheduler but the first, for all of them once the
@@ -671,11 +673,14 @@ def claim_enqueue(
     The winner also deletes this job's claims for ticks more than ``keep_days`` before this
     one, so the table stays as small as the ticks it still has to tell apart.
 
-    With a ``lease`` (seconds: how long the send may take), the send is recorded as the tick's
-    run: the winner writes it ``running`` now (``run_id``), with that lease (a send in flight,
-    not a tick that ``ran``), and every claimer ends this job's sends whose lease ran out
-    (their sender died before the queue answered) as ``failed``, saying so: ``dead`` is
-    ``[[run id, tick, error], ...]`` of those, or NULL.
+    With a ``lease`` (seconds: how long a send may take), every claimer ends this job's claims
+    whose task id is still empty past it (their sender never had the queue's answer: it died,
+    or hung) as ``failed``, saying so, with ``unsure`` (what became of the message): it writes
+    the tick's run, unless the tick has one already (the task ran), or ends the send's own run
+    (``record``). ``dead`` is ``[[run id, tick, error], ...]`` of those, or NULL.
+
+    With ``record`` the send is the tick's run: the winner writes it ``running`` now
+    (``run_id``), leased, a send in flight (not a tick that ``ran``).
     """
     sql = _fill(
         _run_parts(
@@ -697,22 +702,32 @@ ins AS (
     INSERT INTO {table} (job, tick, host, pid, started, status, error, lease_until)
     SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, enqueued, {s_running}, '',
            clock_timestamp() + make_interval(secs => %(lease)s::float8)
-      FROM ins WHERE %(lease)s::float8 IS NOT NULL
+      FROM ins WHERE %(record)s
     ON CONFLICT (job, tick) WHERE status IN ({taking}) DO NOTHING
     RETURNING id
 ), dead AS (
-    UPDATE {table} SET status = {s_failed}, finished = clock_timestamp(), lease_until = NULL,
-           error = 'its sender (host ' || host || ' pid ' || pid || ') died waiting for '
-                   || %(backend)s || ': the message may or may not have been sent; found by '
-                   || 'host ' || %(host)s || ' pid ' || %(pid)s
-     WHERE %(lease)s::float8 IS NOT NULL AND job = %(job)s AND status = {s_running}
-       AND lease_until < clock_timestamp()
-    RETURNING id, tick, error
+    -- A run of the tick other than the send's own (written with the claim, from its time) is
+    -- its task's: the enqueue went through.
+    INSERT INTO {table} AS r (job, tick, host, pid, started, finished, status, error)
+    SELECT c.job, c.tick, c.host, c.pid, c.enqueued, clock_timestamp(), {s_failed},
+           'its sender (host ' || c.host || ' pid ' || c.pid || ') died waiting for '
+           || c.backend || ': ' || %(unsure)s || '; found by host ' || %(host)s
+           || ' pid ' || %(pid)s
+      FROM {claims} c
+     WHERE %(lease)s::float8 IS NOT NULL AND c.job = %(job)s AND c.task_id = ''
+       AND c.enqueued < clock_timestamp() - make_interval(secs => %(lease)s::float8)
+       AND NOT EXISTS (SELECT 1 FROM {table} WHERE job = c.job AND tick = c.tick
+                          AND started <> c.enqueued)
+    ON CONFLICT (job, tick) WHERE status IN ({taking}) DO UPDATE
+       SET status = EXCLUDED.status, finished = EXCLUDED.finished, error = EXCLUDED.error,
+           lease_until = NULL
+     WHERE r.status = {s_running}
+    RETURNING r.id, r.tick, r.error
 )
 SELECT (SELECT id FROM ins),
        EXISTS (SELECT 1 FROM {table} WHERE job = %(job)s AND tick = %(tick)s
                   AND status IN ({taking})
-                  AND (%(lease)s::float8 IS NULL OR status <> {s_running})),
+                  AND NOT (%(record)s AND status = {s_running})),
        (SELECT why FROM p),
        (SELECT id FROM run),
        (SELECT json_agg(json_build_array(id, tick, error) ORDER BY tick) FROM dead)"""
@@ -724,6 +739,8 @@ SELECT (SELECT id FROM ins),
         "backend": backend,
         "keep": keep_days,
         "lease": lease,
+        "record": record,
+        "unsure": unsure,
     }
     return sql, params
 

@@ -42,7 +42,8 @@ def hand_over(
     target: str,
     send: Callable[[datetime], str],
     using: str | None = None,
-    record: float | None = None,
+    lease: float | None = None,
+    record: bool = False,
     manual: bool = False,
 ) -> Delivery:
     """Claim ``tick`` of ``job`` (or, for an unscheduled run, the tick nearest the
@@ -52,14 +53,16 @@ def hand_over(
     now, ``runlocked --manual``) claims no tick: it is sent as asked, like a manual run.
 
     ``target`` says where it goes (stored on the claim). A refused send gives the claim back,
-    so the tick can be sent again. With ``record`` (the seconds a send may take, at most), the
-    send is the tick's run instead, for a queue whose task is not a job of this app, so nothing
-    else would write it: written ``running`` with the claim, leased for that long, then
-    succeeded with the message's id, or failed with the error. A sender that dies meanwhile
-    leaves it running; the next claim of the job, by any scheduler, once the lease ran out,
-    records it failed: the message may or may not have been sent, and it is not sent again (at
-    most once). A send that claimed no tick is recorded after it as a run without one
-    (``manual`` or not).
+    so the tick can be sent again. With ``record``, the send is the tick's run instead, for a
+    queue whose task is not a job of this app, so nothing else would write it: written
+    ``running`` with the claim, then succeeded with the message's id, or failed with the error.
+    A send that claimed no tick is recorded after it as a run without one (``manual`` or not).
+
+    ``lease`` is the seconds a send may take, at most. A sender that dies meanwhile (or hangs)
+    leaves its claim without the message's id; the next claim of the job, by any scheduler,
+    once the lease ran out, records the tick failed: the message may or may not have been
+    sent, and it is not sent again (at most once: a task of this app that was enqueued finds
+    its tick taken and skips).
     """
     alias = lock_database(using, job.using)
     at = tick or database_now(alias)
@@ -76,7 +79,14 @@ def hand_over(
                 host=HOST,
                 pid=os.getpid(),
                 keep_days=CLAIM_KEEP_DAYS,
-                lease=record,
+                lease=lease,
+                record=record,
+                unsure=(
+                    "the message may or may not have been sent"
+                    if record
+                    else "the task may or may not have been enqueued (if it was, it skips "
+                    "this tick)"
+                ),
             ),
         )
         assert claim is not None
@@ -96,7 +106,7 @@ def hand_over(
     try:
         task_id = send(matched or at)
     except DeliveryError as error:
-        if record is not None:
+        if record:
             refused = (
                 sql.refused_send(claim_id=claim_id, run_id=run_id, error=str(error))
                 if claim_id is not None
@@ -106,7 +116,7 @@ def hand_over(
         elif claim_id is not None:
             fetch_one(alias, sql.release_claim(claim_id=claim_id))
         raise
-    if record is not None:
+    if record:
         sent = (
             sql.enqueued(claim_id=claim_id, task_id=task_id, run_id=run_id)
             if claim_id is not None

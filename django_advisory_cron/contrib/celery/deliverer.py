@@ -166,7 +166,8 @@ class CeleryDeliverer:
             target=job.deliver or "celery",
             send=lambda moment: send(app, job, call, moment),
             using=using,
-            record=send_lease(),
+            lease=send_lease(),
+            record=True,
             manual=manual,
         )
 

@@ -4,6 +4,9 @@ The claim before the enqueue is [hand_over][django_advisory_cron.run.handover.ha
 only the scheduler that wins a tick enqueues it. A duplicate that gets through anyway (a
 backend's retry, a redelivery, a task re-enqueued by hand) is absorbed when it runs: the run
 claims the tick in the run history and every later delivery finds it taken and skips.
+A scheduler that dies (or hangs) while it enqueues leaves its claim without a task id: once
+``send_lease()`` has passed, the job's next claim records the tick failed, and a task that was
+enqueued after all finds the tick taken and skips.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ...conf import app_settings
+from ...db.connections import connect_timeout
 from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
 from ...run.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
 from ...run.handover import hand_over
@@ -61,6 +66,16 @@ def task_for(job: DeliverableJob) -> Any:
         raise DeliveryError(
             f"job {job.name!r}: the Tasks backend {alias!r} cannot enqueue its ticks: {error}"
         ) from None
+
+
+def send_lease(job: Job[..., Any], backend: Any) -> float:
+    """Seconds an enqueue takes at most: what one statement of ours is given
+    (``CONNECT_TIMEOUT`` to connect, ``STATEMENT_TIMEOUT`` for the answer; django-tasks-db's
+    enqueue is one insert) and a second for a loaded machine; a backend that runs the task
+    inside the enqueue claims the tick once the job's lock is taken, after up to its ``wait``.
+    A sender with no answer by then is taken for dead."""
+    waiting = job.wait if runs_in_place(backend) else 0
+    return connect_timeout() + app_settings.STATEMENT_TIMEOUT + 1 + waiting
 
 
 @dataclass(frozen=True)
@@ -177,6 +192,7 @@ class TasksDeliverer:
         values = check_arguments(job.name, args)
         task = task_for(job)
         backend = task.backend
+        lease = send_lease(job, framework().task_backends[backend])
 
         def send(moment: datetime) -> str:
             try:
@@ -186,7 +202,7 @@ class TasksDeliverer:
                     f"job {job.name!r}: the Tasks backend {backend!r} refused the task: {error}"
                 ) from error
 
-        return hand_over(job, tick, target=backend, send=send, using=using)
+        return hand_over(job, tick, target=backend, send=send, using=using, lease=lease)
 
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""

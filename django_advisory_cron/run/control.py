@@ -30,7 +30,7 @@ def parse_until(text: str, now: datetime) -> datetime:
     """When a pause given as ``text`` ends: an ISO 8601 date-time (without an offset it is in
     ``TIME_ZONE``) or a duration from ``now`` such as ``90s``, ``30m``, ``2h``, ``1d`` or
     ``1h30m``. Raises ``ValueError`` with a one-line message; a time not after ``now``, or
-    not within [moments][django_advisory_cron.core.moments], too."""
+    not within the span of date-times accepted (``core/moments``), too."""
     cleaned = text.strip()
     parts = _DURATION.findall(cleaned)
     if parts and _DURATION.sub("", cleaned).strip() == "":

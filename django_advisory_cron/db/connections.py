@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import math
 import os
 import select
@@ -253,12 +254,27 @@ def pipelined(connection: BaseDatabaseWrapper) -> AbstractContextManager[object]
     return _pipeline(connection, pipeline)
 
 
+class _ErrorRaisedAlready(logging.Filter):
+    """Drops the driver's "error ignored terminating" line: a pipeline left with an error
+    (a read-only server refusing the claim) logs the sync's error beside the one raised from
+    the block, which the caller reports in its own one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("error ignored terminating")
+
+
 @contextmanager
 def _pipeline(connection: BaseDatabaseWrapper, pipeline: Any) -> Iterator[object]:
     """The driver's pipeline, its own errors (entering it on a closed connection, the results
     of its sync) raised as Django's, as a statement's would be."""
-    with connection.wrap_database_errors, pipeline() as context:
-        yield context
+    driver_log = logging.getLogger("psycopg")
+    quiet = _ErrorRaisedAlready()
+    driver_log.addFilter(quiet)
+    try:
+        with connection.wrap_database_errors, pipeline() as context:
+            yield context
+    finally:
+        driver_log.removeFilter(quiet)
 
 
 @functools.cache

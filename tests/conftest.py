@@ -19,7 +19,6 @@ import pytest
 from django.db import connection, connections
 from psycopg import sql
 
-from django_advisory_cron import registry
 from django_advisory_cron.db.connections import close_lock_connections
 from django_advisory_cron.testing import (
     PgBouncer,
@@ -29,6 +28,7 @@ from django_advisory_cron.testing import (
     start_pgbouncer,
 )
 from tests.celery_servers import RedisServer, redis_server
+from tests.registries import fresh_registry  # noqa: F401  (a fixture the unit tier shares)
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "tests" / "manage.py"
@@ -281,17 +281,6 @@ def spawn(db_url: str) -> Iterator[Callable[..., subprocess.Popen[str]]]:
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=30)
-
-
-@pytest.fixture
-def fresh_registry() -> Iterator[None]:
-    """Let a test register jobs; they and their clashes are removed afterwards."""
-    before = {job.name for job in registry.all()}
-    yield
-    for job in registry.all():
-        if job.name not in before:
-            registry.unregister(job.name)
-    registry.clashes.clear()
 
 
 @pytest.fixture(scope="session")

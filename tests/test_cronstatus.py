@@ -17,7 +17,7 @@ from django.utils import timezone
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.management.commands.prune_jobruns import prune
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.ops.status import describe, job_statuses
+from django_advisory_cron.ops.status import job_statuses
 from tests.jobsapp.tasks import failing, quick_scheduled
 from tests.waiting import wait_for
 
@@ -102,25 +102,6 @@ def test_unknown_job_and_unreachable_database(manage: Manage) -> None:
     down = manage("cronstatus", url="postgresql://postgres@127.0.0.1:1/nothing")
     assert down.returncode == exitcodes.DATABASE_UNAVAILABLE, down.stderr
     assert "cannot reach PostgreSQL" in down.stderr
-
-
-@pytest.mark.parametrize(
-    ("expression", "text"),
-    [
-        ("*/5 * * * *", "every 5 minutes"),
-        ("* * * * *", "every minute"),
-        ("*/1 * * * *", "every minute"),
-        ("0 */1 * * *", "every hour at minute 0"),
-        ("15 * * * *", "every hour at minute 15"),
-        ("0 */6 * * *", "every 6 hours at minute 0"),
-        ("30 2 * * *", "every day at 02:30"),
-        ("0 9 * * 1", "every Monday at 09:00"),
-        ("@daily", "every day at 00:00"),
-        ("0 9 1-5 * *", "minute 0, hour 9, day 1-5, month *, weekday *"),
-    ],
-)
-def test_describe(expression: str, text: str) -> None:
-    assert describe(expression) == text
 
 
 def test_prune_deletes_old_rows_in_batches(db_url: str) -> None:

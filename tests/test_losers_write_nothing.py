@@ -20,8 +20,9 @@ from django_advisory_cron.db.connections import close_lock_connections
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, JobState, RunStatus
 from tests.statements import statements_sent
-from tests.test_catchup import HOUR, OnePass, hour_of, hourly, succeeded_ticks
+from tests.test_catchup import OnePass, hour_of, hourly, succeeded_ticks
 from tests.test_worker_fleet import FLEET, db_now, stop, wait_for_ticks
+from tests.unit.test_catchup import HOUR
 from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db", "fresh_registry")

@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.test import Client, override_settings
+from django.test import Client
 
-from django_advisory_cron import conf, exitcodes
-from django_advisory_cron.conf import app_settings
+from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
-from django_advisory_cron.run.definitions import Definition
 from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
 
@@ -91,14 +89,6 @@ def test_a_stored_row_naming_a_command_not_allowed_is_reported_and_never_run(
     assert not Marker.objects.filter(job="x").exists()
 
 
-def test_a_celery_task_is_held_to_its_own_list() -> None:
-    (problem,) = Definition("x", job="proj.tasks.wipe", deliver="celery", every=60).problems()
-    assert problem == (
-        "Celery task proj.tasks.wipe is not a task a schedule may send; add 'proj.tasks.wipe' "
-        "to ADVISORY_CRON['SCHEDULE_CELERY_TASKS'] to allow it"
-    )
-
-
 @pytest.mark.usefixtures("transactional_db")
 def test_a_settings_entry_is_the_sites_own_code_and_not_held_to_the_list(
     manage: Any, monkeypatch: pytest.MonkeyPatch
@@ -110,14 +100,6 @@ def test_a_settings_entry_is_the_sites_own_code_and_not_held_to_the_list(
     ran = manage("runlocked", "own")
     assert ran.returncode == 0, ran.stderr
     assert Marker.objects.filter(job="own").count() == 1
-
-
-@pytest.mark.parametrize("value", ["shell", ["shell", 3], [""]])
-def test_an_allow_list_is_a_list_of_names(value: object) -> None:
-    with override_settings(ADVISORY_CRON={"SCHEDULE_COMMANDS": value}):
-        (problem,) = conf.problems()
-        assert (problem.key, problem.check_id) == ("SCHEDULE_COMMANDS", "E176")
-        assert not app_settings.SCHEDULE_COMMANDS  # nothing is allowed meanwhile
 
 
 def test_cronjob_import_refuses_the_tasks_not_allowed(import_db: str) -> None:  # noqa: F811

@@ -12,28 +12,11 @@ import pytest
 from django.test import Client
 
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
-from django_advisory_cron.run.definitions import Definition
 
 from .test_admin_schedules import ADD_URL, editor, errors, form, schedule_jobs  # noqa: F401
 from .test_cronjob_schedules import refused
 from .test_schedule_allow_list import stored
 from .waiting import wait_for
-
-UNPRINTABLE = ["\n", "\r", "\t", "\x00", "\x1b", "\x7f", "\x85", "\x9b", "\ud800", "\u2028"]
-
-
-@pytest.mark.parametrize("character", UNPRINTABLE, ids=[f"U+{ord(c):04X}" for c in UNPRINTABLE])
-def test_a_name_with_a_control_character_is_refused(character: str) -> None:
-    (problem,) = Definition(f"a{character}b", command="noop", every=60).problems(known=[])
-    assert problem == (
-        f"the name holds the control character U+{ord(character):04X}; a name is one line "
-        "of printable text"
-    )
-
-
-def test_printable_names_are_accepted() -> None:
-    for name in ("nightly report", "rapport-été", "日次", "a.b:c/d"):
-        assert Definition(name, command="noop", every=60).problems(known=[]) == []
 
 
 @pytest.mark.usefixtures("transactional_db")

@@ -10,7 +10,7 @@ import pytest
 
 import django_advisory_cron
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.mark.parametrize("name", django_advisory_cron.__all__)

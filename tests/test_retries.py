@@ -132,3 +132,21 @@ def test_the_back_off_doubles_is_capped_and_jittered() -> None:
         [2, 4, 8, 10], rel=1e-5
     )
     assert policy.delay(1, draw=0) == 1
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_a_job_with_more_than_a_thousand_retries_keeps_retrying(db_url: str) -> None:
+    """The back-off doubles from ``retry_backoff`` up to its cap; past the 1,024th doubling a
+    float cannot hold the doubled value, and the run still waits the cap and retries."""
+    attempts: list[int] = []
+
+    @locked_task(name="many_retries", retries=1100, retry_backoff=1e-6, retry_backoff_max=1e-6)
+    def many_retries() -> None:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) <= 1100:
+            raise OSError(f"attempt {len(attempts)} fails")
+
+    result = many_retries.run()
+    assert result.status == RunStatus.SUCCEEDED, result.error
+    (run,) = JobRun.objects.filter(job="many_retries")
+    assert (run.status, run.attempts, len(attempts)) == (RunStatus.SUCCEEDED, 1101, 1101)

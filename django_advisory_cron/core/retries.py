@@ -28,7 +28,9 @@ class RetryPolicy:
         exponential back-off, capped, times a jitter between 0.5 and 1 (``draw`` in [0, 1),
         random by default)."""
         jitter = random.random() if draw is None else draw
-        doubled: float = self.backoff * 2.0 ** (failed - 1)
+        # 2.0 ** 1024 overflows a float; by then any back-off is at its cap (the product may
+        # be infinite, never an error).
+        doubled: float = self.backoff * 2.0 ** min(failed - 1, 1023)
         return min(doubled, self.backoff_max) * (0.5 + jitter / 2)
 
     def retries_after(self, failed: int, error: BaseException) -> bool:

@@ -175,6 +175,18 @@ def _check_connections(depths: dict[str, int], when: str) -> None:
         )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Captured text with a lone surrogate (tests that log what ``os.fsdecode`` makes of an
+    undecodable byte) is escaped before pytest-xdist sends the report to the controller: its
+    channel encodes strictly as UTF-8, and a report it cannot send ends the worker's session.
+    Since pytest 9.2 the log capture also reads loggers that do not propagate."""
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        for title, text in report.sections
+    ]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Fail the test, not the ones after it, when it leaves Django's connection unusable."""

@@ -45,9 +45,8 @@ def test_a_scheduler_killed_while_it_enqueues_leaves_one_failed_run(
         holder.execute(f"LOCK TABLE {RESULTS} IN ACCESS EXCLUSIVE MODE")
         workers = [spawn("cronworker", JOB, SETTINGS, "--grace", "5", env=env) for _ in range(2)]
         sending = wait_for(lambda: EnqueuedTick.objects.filter(job=JOB, task_id="").first())
-        os.kill(sending.pid, signal.SIGKILL)
-        [survivor] = [worker for worker in workers if worker.pid != sending.pid]
-        # The killed scheduler's insert, still waiting for the table (the tick is in its text).
+        # Its insert, waiting for the table (the tick is in its text): killed only once it is
+        # sent, so that the scheduler dies inside its enqueue, not between claim and insert.
         tick = sending.tick.isoformat()
         [[insert]] = wait_for(
             lambda: _sql(
@@ -56,6 +55,8 @@ def test_a_scheduler_killed_while_it_enqueues_leaves_one_failed_run(
                 f"INSERT INTO%{JOB}%{tick[:19]}%",
             )
         )
+        os.kill(sending.pid, signal.SIGKILL)
+        [survivor] = [worker for worker in workers if worker.pid != sending.pid]
         if not enqueued:
             _sql(tasks_db, "SELECT pg_terminate_backend(%s)", insert)
     ended = wait_for(lambda: JobRun.objects.filter(job=JOB, tick=sending.tick).first(), timeout=30)

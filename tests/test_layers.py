@@ -25,11 +25,16 @@ LAYERS = {
     "core": 0,  # what a job is and when it is due: no database
     "db": 1,  # the wire: connections, statements, deadlines, pooling
     "lock": 2,  # advisory locks and their heartbeat
-    "run": 3,  # one run from claim to finish, jobs, delivery, control
-    "worker": 4,  # cronworker
-    "ops": 5,  # the read side: status, held locks, metrics, monitoring
+    "run": 3,  # one run from claim to finish, control
+    "delivery": 4,  # the seam to task queues, and the claim-then-send
+    "jobs": 5,  # Job, @locked_task, the registry, definitions, the catalog
+    "worker": 6,  # cronworker
+    "ops": 7,  # the read side: status, held locks, metrics, monitoring
 }
-TOP = 6  # what users touch: admin, views, urls, checks, commands, contrib, testing
+TOP = 8  # what users touch: admin, views, urls, checks, commands, contrib, testing
+#: The jobs' modules that still live in ``run/`` until they move into ``jobs/``: they sit
+#: above delivery (a job names where its ticks go), so they are held to the jobs' layer.
+JOBS_IN_RUN = {"run.jobs", "run.definitions", "run.declared", "run.catalog", "run.catchup"}
 
 
 def module_name(path: Path) -> str:
@@ -66,6 +71,8 @@ def layer(module: str) -> int:
         return -2  # below the models, which store its values
     if short == "models":
         return -1
+    if short in JOBS_IN_RUN:
+        return LAYERS["jobs"]
     return LAYERS.get(short.split(".")[0], TOP)
 
 
@@ -113,7 +120,8 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["conf", "core.schedule", "db.sql", "lock.advisory", "run.history"]
+    "module",
+    ["conf", "core.schedule", "db.sql", "lock.advisory", "run.history", "delivery.handover"],
 )
 def test_importing_one_module_loads_only_the_modules_below_it(module: str) -> None:
     code = (

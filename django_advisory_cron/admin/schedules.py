@@ -27,10 +27,10 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
+from ..delivery.targets import sends_by_name
 from ..models import Schedule
 from ..run import catalog
 from ..run.definitions import Definition, to_job
-from ..run.delivery import sends_by_name
 from ..run.jobs import Job, registry
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ChoiceFilter

@@ -10,7 +10,8 @@ from django.core.management.base import CommandError
 
 from .. import exitcodes
 from ..db.execute import database_now
-from ..run import control, delivery
+from ..delivery import targets
+from ..run import control
 from ..run.jobs import Job
 from ..run.runner import RunResult, execute
 from ..worker.fleet import live_workers
@@ -43,13 +44,13 @@ def resume(job: Job[Any, Any], alias: str) -> str:
 def trigger(job: Job[Any, Any], alias: str, here: bool) -> str:
     """Ask the running cronworkers to run ``job`` now, or, ``here``, run it in this process
     (as ``runlocked`` would, its exit code included)."""
-    if here and delivery.sends_by_name(job.deliver):
+    if here and targets.sends_by_name(job.deliver):
         # Its body is a Celery task: running it here is sending it, once, as a manual run.
         try:
-            handed = delivery.deliverer_for_scheme("celery").deliver(
+            handed = targets.deliverer_for_scheme("celery").deliver(
                 job, None, using=alias, manual=True
             )
-        except delivery.DeliveryError as error:
+        except targets.DeliveryError as error:
             raise CommandError(str(error), returncode=exitcodes.CONFIG) from None
         return sent(job, handed, "manual run")
     if here:

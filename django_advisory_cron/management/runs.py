@@ -14,6 +14,7 @@ from typing import Any
 from django.db import ProgrammingError
 
 from .. import exitcodes, signals
+from ..delivery import targets
 from ..exceptions import (
     DatabaseReadOnly,
     DatabaseUnavailable,
@@ -27,7 +28,6 @@ from ..exceptions import (
     stopping_signal,
 )
 from ..models import RunStatus
-from ..run import delivery
 from ..run.jobs import Job
 from ..run.runner import RunResult, raise_sigint
 
@@ -162,10 +162,10 @@ def _described(error: BaseException | None) -> str:
     return text
 
 
-def sent(job: Job[..., Any], handed: delivery.Delivery, what: str) -> str:
+def sent(job: Job[..., Any], handed: targets.Delivery, what: str) -> str:
     """The line saying that ``job``'s run (``what``: its tick, or a manual run) was handed
     to its queue."""
-    if delivery.sends_by_name(job.deliver):
+    if targets.sends_by_name(job.deliver):
         return f"{job.name}: sent ({what}) to Celery ({handed.target}) as task {handed.task_id}"
     return (
         f"{job.name}: enqueued ({what}) to Tasks backend {handed.target!r} as task {handed.task_id}"

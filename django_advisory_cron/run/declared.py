@@ -24,8 +24,8 @@ from django.utils.dateparse import parse_datetime
 from .. import conf
 from ..conf import ScheduleEntry, app_settings
 from ..core import moments
+from ..delivery.targets import sends_by_name
 from .definitions import Definition, to_job
-from .delivery import sends_by_name
 from .jobs import Job, registry
 
 #: django-crontab's way to call a management command: this target, the command's name first

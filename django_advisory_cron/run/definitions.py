@@ -30,9 +30,9 @@ from ..conf import CATCH_UP_CHOICES, CatchUp, app_settings
 from ..core.keys import job_key
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import EPOCH, describe_interval, seconds_text, zone_problem
+from ..delivery.targets import RemoteCall, sends_by_name
+from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, first_line
-from .delivery import RemoteCall, sends_by_name
-from .delivery import parse as parse_deliver
 from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 from .output import call_command_captured
 

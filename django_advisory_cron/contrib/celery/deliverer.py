@@ -1,6 +1,6 @@
 """Send a job's tick to Celery as the task it names, once across every scheduler.
 
-The winner of the tick's claim ([hand_over][django_advisory_cron.run.handover.hand_over])
+The winner of the tick's claim ([hand_over][django_advisory_cron.delivery.handover.hand_over])
 sends the task by name (``app.send_task``), with the schedule's arguments and the tick in the
 message's headers. The send is bounded: each attempt to reach the broker (connect, read,
 write) has ``CELERY_SEND_TIMEOUT`` seconds, and there are at most ``SEND_ATTEMPTS``. The run
@@ -18,9 +18,9 @@ from datetime import datetime
 from typing import Any
 
 from ...conf import app_settings
+from ...delivery.handover import hand_over
+from ...delivery.targets import DeliverableJob, Delivery, DeliveryError, RemoteCall, parse
 from ...exceptions import first_line
-from ...run.delivery import DeliverableJob, Delivery, DeliveryError, RemoteCall, parse
-from ...run.handover import hand_over
 from ...run.jobs import Job
 from .app import NOT_INSTALLED, SET_THE_APP, celery_app, installed
 
@@ -90,7 +90,7 @@ def diagnose(job: DeliverableJob) -> list[Problem]:
 
 def app_for(job: DeliverableJob) -> Any:
     """The Celery app ``job``'s ticks go through; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] naming the job."""
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] naming the job."""
     try:
         return celery_app()
     except DeliveryError as error:
@@ -99,7 +99,7 @@ def app_for(job: DeliverableJob) -> Any:
 
 def send(app: Any, job: DeliverableJob, call: RemoteCall, moment: datetime) -> str:
     """Publish ``call`` through ``app`` for the tick ``moment``; its Celery task id. Raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError], in one line naming the
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError], in one line naming the
     job and the broker, when the broker cannot take it within the bound."""
     timeout = app_settings.CELERY_SEND_TIMEOUT
     with app.connection_for_write() as unopened:  # which transport: no connection yet
@@ -143,7 +143,7 @@ def send(app: Any, job: DeliverableJob, call: RemoteCall, moment: datetime) -> s
 
 
 class CeleryDeliverer:
-    """The ``"celery"`` [Deliverer][django_advisory_cron.run.delivery.Deliverer]."""
+    """The ``"celery"`` [Deliverer][django_advisory_cron.delivery.targets.Deliverer]."""
 
     def deliver(
         self,

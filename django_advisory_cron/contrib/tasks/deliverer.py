@@ -1,6 +1,6 @@
 """Enqueue a job's tick to a Tasks backend, once across every scheduler.
 
-The claim before the enqueue is [hand_over][django_advisory_cron.run.handover.hand_over]'s:
+The claim before the enqueue is [hand_over][django_advisory_cron.delivery.handover.hand_over]'s:
 only the scheduler that wins a tick enqueues it. A duplicate that gets through anyway (a
 backend's retry, a redelivery, a task re-enqueued by hand) is absorbed when it runs: the run
 claims the tick in the run history and every later delivery finds it taken and skips.
@@ -20,9 +20,9 @@ from typing import Any
 
 from ...conf import app_settings
 from ...db.connections import connect_timeout
-from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
-from ...run.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
-from ...run.handover import hand_over
+from ...delivery.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
+from ...delivery.handover import hand_over
+from ...delivery.targets import DeliverableJob, Delivery, DeliveryError, parse
 from ...run.jobs import Job
 from .framework import NOT_INSTALLED, errors, framework, installed
 from .task import tick_task
@@ -36,7 +36,7 @@ def backend_alias(job: DeliverableJob) -> str:
 
 def check_arguments(job_name: str, args: Sequence[Any]) -> list[Any]:
     """The arguments as the JSON list the task carries; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] for one that is not
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] for one that is not
     JSON-serialisable (the Tasks framework's own rule)."""
     values = list(args)
     try:
@@ -50,7 +50,7 @@ def check_arguments(job_name: str, args: Sequence[Any]) -> list[Any]:
 
 def task_for(job: DeliverableJob) -> Any:
     """The internal task bound to ``job``'s backend; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when the backend is unknown
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] when the backend is unknown
     or cannot take it."""
     tasks = framework()
     alias = backend_alias(job)
@@ -167,7 +167,7 @@ def runs_in_place(backend: Any) -> bool:
 
 
 class TasksDeliverer:
-    """The ``"tasks"`` [Deliverer][django_advisory_cron.run.delivery.Deliverer]."""
+    """The ``"tasks"`` [Deliverer][django_advisory_cron.delivery.targets.Deliverer]."""
 
     def deliver(
         self,

@@ -16,8 +16,8 @@ from ...conf import app_settings
 from ...core import moments
 from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
+from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, InvalidSchedule
-from ...run import delivery
 from ...run.catalog import Catalog
 from ...run.jobs import Job, registry
 from ...run.output import call_command_captured
@@ -164,7 +164,7 @@ class Command(AppCommand):
                 )
             return
         alias = options["database"] or job.using or app_settings.lock_database
-        if options["enqueue"] or delivery.sends_by_name(job.deliver):
+        if options["enqueue"] or targets.sends_by_name(job.deliver):
             # A schedule sent to Celery has its body in Celery's workers: running it is
             # sending it.
             self._enqueue(job, arguments, alias, options)
@@ -234,15 +234,15 @@ class Command(AppCommand):
                 "(task workers could not find it)",
             )
         try:
-            deliverer = delivery.deliverer_for(job) or delivery.deliverer_for_scheme("tasks")
+            deliverer = targets.deliverer_for(job) or targets.deliverer_for_scheme("tasks")
             problems = deliverer.problems(job)
             if problems:
-                raise delivery.DeliveryError(problems[0])
+                raise targets.DeliveryError(problems[0])
             bound_connect(alias)
             handed = deliverer.deliver(
                 job, None, args=arguments, using=alias, manual=options["manual"]
             )
-        except delivery.DeliveryError as error:
+        except targets.DeliveryError as error:
             self.leave(exitcodes.CONFIG, str(error))
         except InvalidSchedule as error:
             self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")

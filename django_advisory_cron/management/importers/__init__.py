@@ -20,13 +20,13 @@ from typing import Any
 from django.db import DataError, IntegrityError
 
 from ...conf import ScheduleEntry
+from ...delivery.targets import sends_by_name
 from ...exceptions import first_line
 from ...models import Schedule
 from ...run import control
 from ...run.catalog import Catalog
 from ...run.declared import definition_of, derived_name
 from ...run.definitions import MAX_DESCRIPTION, Definition, to_job
-from ...run.delivery import sends_by_name
 from ...run.jobs import Job
 from ..schedule_options import row
 

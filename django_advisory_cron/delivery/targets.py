@@ -1,12 +1,12 @@
 """Where a scheduled tick runs: in place, or handed to a task queue (``Job.deliver``).
 
 A scheduler (``cronworker``'s dispatch, ``runlocked --enqueue``) asks
-[deliverer_for][django_advisory_cron.run.delivery.deliverer_for] for a job: ``None`` runs the tick
-in place; a [Deliverer][django_advisory_cron.run.delivery.Deliverer] hands it over instead. The
-deliverers live above this layer (``contrib.tasks`` registers ``"tasks"``, ``contrib.celery``
-``"celery"``, when the app is ready), so the scheduler never imports an integration, and an
-integration never needs the scheduler. Both hand a tick over the same way:
-[hand_over][django_advisory_cron.run.handover.hand_over].
+[deliverer_for][django_advisory_cron.delivery.targets.deliverer_for] for a job: ``None`` runs the
+tick in place; a [Deliverer][django_advisory_cron.delivery.targets.Deliverer] hands it over
+instead. The deliverers live above this layer (``contrib.tasks`` registers ``"tasks"``,
+``contrib.celery`` ``"celery"``, when the app is ready), so the scheduler never imports an
+integration, and an integration never needs the scheduler. Both hand a tick over the same way:
+[hand_over][django_advisory_cron.delivery.handover.hand_over].
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from ..core.schedule import Schedule
 from ..exceptions import AdvisoryCronError
 
 #: The kinds of ``deliver=`` a job may name: ``"tasks"`` (the default Tasks backend) or
@@ -67,14 +68,20 @@ class RemoteCall:
 
 
 class DeliverableJob(Protocol):
-    """What this module needs of a job (a [Job][django_advisory_cron.run.jobs.Job]; this module
-    is imported by ``jobs``, so it cannot name the class)."""
+    """What delivery needs of a job (a [Job][django_advisory_cron.run.jobs.Job]; the jobs sit
+    above delivery, so it cannot name the class)."""
 
     @property
     def name(self) -> str: ...
 
     @property
     def deliver(self) -> str | None: ...
+
+    @property
+    def using(self) -> str | None: ...
+
+    @property
+    def schedule(self) -> Schedule | None: ...
 
 
 @dataclass
@@ -110,7 +117,7 @@ class Deliverer(Protocol):
         manual: bool = False,
     ) -> Delivery:
         """Enqueue ``tick`` of ``job`` once across schedulers (``manual``: now, claiming no
-        tick); raise [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when it
+        tick); raise [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] when it
         cannot."""
         ...
 

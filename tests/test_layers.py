@@ -152,3 +152,51 @@ def test_every_module_lives_in_a_layer_folder() -> None:
         "urls",
         "views",
     ]
+
+
+def _code_strings(path: Path) -> list[str]:
+    """The string constants of ``path`` that are not docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_no_module_outside_a_target_and_the_seam_names_a_target() -> None:
+    """A delivery target is its folder (``contrib/<target>/``) and the one line that lists it
+    in the seam: no other module imports the folder, and a module that deals with delivery
+    (it imports the seam) asks the target, never picks one by its scheme."""
+    from django_advisory_cron.delivery import targets
+
+    folders = {
+        target.scheme: type(target.deliverer).__module__.rpartition(".")[0]
+        for target in targets.registered()
+    }
+    assert set(folders) >= {"tasks", "celery"}
+    named = []
+    for module, imported in graph().items():
+        path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+        delivers = any(target.startswith(f"{NAME}.delivery") for target in imported)
+        for scheme, folder in folders.items():
+            if module.startswith((folder, f"{NAME}.delivery")):
+                continue
+            named += [f"{module} imports {t}" for t in imported if t.startswith(folder)]
+            if delivers:
+                named += [
+                    f"{module} names {text!r}"
+                    for text in _code_strings(path)
+                    if text == scheme or text.startswith(f"{scheme}:")
+                ]
+    assert named == []

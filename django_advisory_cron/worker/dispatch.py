@@ -226,11 +226,11 @@ class Dispatcher:
     def start_manual(self, name: str) -> None:
         """Start a "run now" of the job ``name``: no tick; under the lock like any run, so it
         is skipped (and recorded) while another run of the job holds it. A job whose body is
-        a task of another queue (``deliver="celery"``) is sent to it instead, as a manual
-        run."""
+        a task of another queue (its ``deliver=`` sends a task by name) is sent to it instead,
+        as a manual run."""
         job = self.jobs[name]
         try:
-            sender = targets.deliverer_for(job) if targets.sends_by_name(job.deliver) else None
+            sender = targets.deliverer_for(job) if targets.by_name(job.deliver) else None
         except targets.DeliveryError as error:
             logger.error("cronworker: %s: run now not sent: %s", job.name, error)
             return
@@ -316,7 +316,8 @@ class Dispatcher:
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads (not
         those of another worker in the same process). A send recorded as its tick's run
-        (Celery) is announced finished: nothing of it is left to wait for."""
+        (a queue whose task is not a job of this app) is announced finished: nothing of it is
+        left to wait for."""
         if getattr(self._mine, "running", False) and run.status == RunStatus.RUNNING:
             with self.lock:
                 self._active[threading.get_ident()] = run

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ...delivery import targets
-from .deliverer import JOB_HEADER, TICK_HEADER, CeleryDeliverer
+from .deliverer import BY_NAME, JOB_HEADER, TICK_HEADER, CeleryDeliverer
 
 __all__ = ["JOB_HEADER", "TICK_HEADER", "CeleryDeliverer", "install", "tick_of"]
 
@@ -28,7 +28,7 @@ def install() -> None:
     """Make ``deliver="celery..."`` jobs go through Celery, and check them."""
     from .checks import register_checks
 
-    targets.register("celery", CeleryDeliverer())
+    targets.register(targets.Target("celery", "queue", CeleryDeliverer(), by_name=BY_NAME))
     register_checks()
 
 

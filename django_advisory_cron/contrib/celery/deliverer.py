@@ -19,7 +19,14 @@ from typing import Any
 
 from ...conf import app_settings
 from ...delivery.handover import hand_over
-from ...delivery.targets import DeliverableJob, Delivery, DeliveryError, RemoteCall, parse
+from ...delivery.targets import (
+    ByName,
+    DeliverableJob,
+    Delivery,
+    DeliveryError,
+    RemoteCall,
+    parse,
+)
 from ...exceptions import first_line
 from ...run.jobs import Job
 from .app import NOT_INSTALLED, SET_THE_APP, celery_app, installed
@@ -27,6 +34,14 @@ from .app import NOT_INSTALLED, SET_THE_APP, celery_app, installed
 #: The message headers a sent tick carries; a task reads them with ``tick_of()``.
 TICK_HEADER = "advisory_cron_tick"
 JOB_HEADER = "advisory_cron_job"
+#: How a schedule sent to Celery names its task, and which tasks a database schedule may send.
+BY_NAME = ByName(
+    queue="Celery",
+    task="Celery task",
+    workers="Celery's workers",
+    allowed=lambda: app_settings.SCHEDULE_CELERY_TASKS,
+    allowed_in="ADVISORY_CRON['SCHEDULE_CELERY_TASKS']",
+)
 #: Attempts to reach the broker per tick (the first one and two retries).
 SEND_ATTEMPTS = 3
 #: The transport options that bound one attempt, per kombu transport (its ``driver_type``).
@@ -47,8 +62,8 @@ def call_of(job: DeliverableJob, args: Sequence[Any] = ()) -> RemoteCall:
     """What ``job``'s ticks send: the task its schedule names (``job=``) with its arguments,
     else (a job defined in code) the task named like the job; ``args`` go after them."""
     assert isinstance(job, Job)
-    call = job.func if isinstance(job.func, RemoteCall) else RemoteCall(job.name, [], {})
-    return RemoteCall(call.task, [*call.args, *args], dict(call.kwargs))
+    call = job.func if isinstance(job.func, RemoteCall) else RemoteCall(job.name, [], {}, BY_NAME)
+    return RemoteCall(call.task, [*call.args, *args], dict(call.kwargs), BY_NAME)
 
 
 def queue_of(job: DeliverableJob) -> str | None:
@@ -174,3 +189,7 @@ class CeleryDeliverer:
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be sent here (empty when they can)."""
         return [problem.message for problem in diagnose(job)]
+
+    def sent(self, job: str, handed: Delivery, what: str) -> str:
+        """The line saying that ``job``'s run (``what``) was sent to Celery."""
+        return f"{job}: sent ({what}) to Celery ({handed.target}) as task {handed.task_id}"

@@ -25,7 +25,7 @@ from typing import Any
 from ...delivery import targets
 from ...run.jobs import Job
 from .deliverer import CLAIM_KEEP_DAYS, TasksDeliverer
-from .links import task_link
+from .links import ResultLinks, task_link
 
 __all__ = ["CLAIM_KEEP_DAYS", "TasksDeliverer", "enqueue", "install", "task_link"]
 
@@ -34,7 +34,11 @@ def install() -> None:
     """Make ``deliver="tasks..."`` jobs go through the Tasks framework, and check them."""
     from .checks import register_checks
 
-    targets.register("tasks", TasksDeliverer())
+    targets.register(
+        targets.Target(
+            "tasks", "backend alias", TasksDeliverer(), default=True, links=ResultLinks()
+        )
+    )
     register_checks()
 
 

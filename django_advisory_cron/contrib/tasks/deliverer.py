@@ -25,7 +25,6 @@ from ...delivery.handover import hand_over
 from ...delivery.targets import DeliverableJob, Delivery, DeliveryError, parse
 from ...run.jobs import Job
 from .framework import NOT_INSTALLED, errors, framework, installed
-from .task import tick_task
 
 
 def backend_alias(job: DeliverableJob) -> str:
@@ -60,6 +59,10 @@ def task_for(job: DeliverableJob) -> Any:
             f"job {job.name!r} has deliver={job.deliver!r}, but TASKS has no backend "
             f"{alias!r} (configured: {configured}); add it to TASKS or fix deliver="
         )
+    # Not at the top: the task runs jobs (it needs the models), and the seam imports this
+    # package before Django's apps are ready.
+    from .task import tick_task
+
     try:
         return tick_task().using(backend=alias)
     except errors() as error:
@@ -207,3 +210,8 @@ class TasksDeliverer:
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""
         return [problem.message for problem in diagnose(job) if problem.is_error]
+
+    def sent(self, job: str, handed: Delivery, what: str) -> str:
+        """The line saying that ``job``'s run (``what``) was enqueued to its Tasks backend."""
+        where = f"Tasks backend {handed.target!r}"
+        return f"{job}: enqueued ({what}) to {where} as task {handed.task_id}"

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import DataError, IntegrityError
 
 from ...conf import ScheduleEntry
-from ...delivery.targets import sends_by_name
+from ...delivery.targets import by_name
 from ...exceptions import first_line
 from ...models import Schedule
 from ...run import control
@@ -209,9 +209,6 @@ def _one(
     calls = definition.calls
     if definition.job:
         call = derived_name(dataclasses.asdict(definition))
-        calls = (
-            f"Celery task {call} (deliver={definition.deliver})"
-            if sends_by_name(definition.deliver)
-            else f"job {call}"
-        )
+        named = by_name(definition.deliver)
+        calls = f"{named.task} {call} (deliver={definition.deliver})" if named else f"job {call}"
     return f"{head}: {verb}, calling {calls}, {when}{disabled}", definition

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...conf import app_settings
 from ...delivery.handover import hand_over
 from ...delivery.targets import (
     ByName,
@@ -30,6 +29,7 @@ from ...delivery.targets import (
 from ...exceptions import first_line
 from ...run.jobs import Job
 from .app import NOT_INSTALLED, SET_THE_APP, celery_app, installed
+from .conf import schedule_tasks, send_timeout
 
 #: The message headers a sent tick carries; a task reads them with ``tick_of()``.
 TICK_HEADER = "advisory_cron_tick"
@@ -39,7 +39,7 @@ BY_NAME = ByName(
     queue="Celery",
     task="Celery task",
     workers="Celery's workers",
-    allowed=lambda: app_settings.SCHEDULE_CELERY_TASKS,
+    allowed=schedule_tasks,
     allowed_in="ADVISORY_CRON['SCHEDULE_CELERY_TASKS']",
 )
 #: Attempts to reach the broker per tick (the first one and two retries).
@@ -55,7 +55,7 @@ def send_lease() -> float:
     """Seconds a send takes at most: each attempt connects, writes and reads within
     ``CELERY_SEND_TIMEOUT`` each, with half a second between the attempts; a second more for
     a loaded machine. A sender not done by then is taken for dead."""
-    return SEND_ATTEMPTS * 3 * app_settings.CELERY_SEND_TIMEOUT + 0.5 * (SEND_ATTEMPTS - 1) + 1
+    return SEND_ATTEMPTS * 3 * send_timeout() + 0.5 * (SEND_ATTEMPTS - 1) + 1
 
 
 def call_of(job: DeliverableJob, args: Sequence[Any] = ()) -> RemoteCall:
@@ -116,7 +116,7 @@ def send(app: Any, job: DeliverableJob, call: RemoteCall, moment: datetime) -> s
     """Publish ``call`` through ``app`` for the tick ``moment``; its Celery task id. Raises
     [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError], in one line naming the
     job and the broker, when the broker cannot take it within the bound."""
-    timeout = app_settings.CELERY_SEND_TIMEOUT
+    timeout = send_timeout()
     with app.connection_for_write() as unopened:  # which transport: no connection yet
         driver = unopened.transport.driver_type
     options = dict.fromkeys(TIMEOUT_OPTIONS.get(driver, ()), timeout)

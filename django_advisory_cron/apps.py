@@ -21,15 +21,13 @@ class AdvisoryCronConfig(AppConfig):
 
     def ready(self) -> None:
         from .checks import configuration as checks
-        from .contrib.celery import install as install_celery_delivery
-        from .contrib.tasks import install as install_tasks_delivery
+        from .delivery import targets
         from .ops import monitoring
         from .run import declared
 
         checks.register()
         monitoring.connect()
-        install_tasks_delivery()  # imports no Tasks framework: only registers the deliverer
-        install_celery_delivery()  # imports no Celery, likewise
+        targets.install()  # imports no queue's library: only registers the targets
         if app_settings.SYNC_ON_MIGRATE and apps.is_installed("django_q"):
             from .contrib.django_q import sync_after_migrate
 

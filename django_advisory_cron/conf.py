@@ -74,15 +74,6 @@ def _lock_database(value: object) -> str | None:
     return f"{value!r} is not an alias in DATABASES"
 
 
-def _object_path(value: object) -> str | None:
-    if value is None or (
-        isinstance(value, str)
-        and all(part.isidentifier() for part in value.replace(":", ".").split("."))
-    ):
-        return None
-    return "must be None or the path of an object, such as 'proj.celery:app'"
-
-
 def _module(value: object) -> str | None:
     if isinstance(value, str) and value.isidentifier():
         return None
@@ -266,12 +257,6 @@ SETTINGS: dict[str, Setting] = {
     "LOCK_POOL_SIZE": Setting(None, "E130", _count_or_none),
     # Seconds after which a kept lock connection is closed instead of reused.
     "LOCK_CONNECTION_MAX_AGE": Setting(300, "E131", _seconds),
-    # The Celery app ``deliver="celery"`` sends through ("proj.celery:app"); None: the one the
-    # project loaded (its proj/__init__.py imports it, as Celery's Django guide has it).
-    "CELERY_APP": Setting(None, "E150", _object_path),
-    # Seconds one attempt to reach Celery's broker may take (connect, each read and write); a
-    # tick's send makes at most 3 of them, then records the tick failed.
-    "CELERY_SEND_TIMEOUT": Setting(5, "E151", _seconds),
     # Schedules declared in settings, as django-crontab's CRONJOBS: (cron, job, args, kwargs)
     # tuples, or dicts; registered at start-up as jobs of their own (source "settings").
     "SCHEDULES": Setting([], "E170", _schedules),
@@ -280,15 +265,20 @@ SETTINGS: dict[str, Setting] = {
     # Only clearsessions by default: it deletes expired sessions and takes no path, code or
     # address. SCHEDULES entries are the site's own code and are not held to it.
     "SCHEDULE_COMMANDS": Setting(["clearsessions"], "E176", _names),
-    # The Celery tasks a schedule kept in the database may send (deliver="celery"), by the
-    # name Celery registers them under; none by default.
-    "SCHEDULE_CELERY_TASKS": Setting([], "E177", _names),
     # The claim and the finish of a run wait for a synchronous standby this far ("on",
     # "remote_write", "remote_apply"); None: as the server's synchronous_commit says.
     "SYNCHRONOUS_COMMIT": Setting(None, "E132", _one_of(SYNCHRONOUS_COMMIT_CHOICES)),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
+
+
+def declare(more: dict[str, Setting]) -> None:
+    """Add the keys of ``ADVISORY_CRON`` that a delivery target of its own folder reads (when
+    its package is imported): checked, listed and defaulted as these."""
+    SETTINGS.update(more)
+    DEFAULTS.update({name: setting.default for name, setting in more.items()})
+
 
 #: Check id of an ``ADVISORY_CRON`` that is not a dict, or has a key that does not exist.
 NOT_A_DICT_ID = "E001"
@@ -311,6 +301,10 @@ class AppSettings:
 
     def _get(self, name: str) -> Any:
         return _user_settings().get(name, DEFAULTS[name])
+
+    def value(self, name: str) -> Any:
+        """A key's value, or its default: for the keys a target declared (``declare``)."""
+        return self._get(name)
 
     @property
     def NAMESPACE(self) -> int:
@@ -372,15 +366,6 @@ class AppSettings:
     @property
     def SYNC_ON_MIGRATE(self) -> bool | Literal["prune"]:
         return cast("bool | Literal['prune']", self._get("SYNC_ON_MIGRATE"))
-
-    @property
-    def CELERY_APP(self) -> str | None:
-        value = self._get("CELERY_APP")
-        return None if value is None else str(value)
-
-    @property
-    def CELERY_SEND_TIMEOUT(self) -> float:
-        return float(self._get("CELERY_SEND_TIMEOUT"))
 
     @property
     def CONNECT_TIMEOUT(self) -> float:
@@ -448,10 +433,6 @@ class AppSettings:
     @property
     def SCHEDULE_COMMANDS(self) -> frozenset[str]:
         return _allowed(self._get("SCHEDULE_COMMANDS"))
-
-    @property
-    def SCHEDULE_CELERY_TASKS(self) -> frozenset[str]:
-        return _allowed(self._get("SCHEDULE_CELERY_TASKS"))
 
     @property
     def SYNCHRONOUS_COMMIT(self) -> SynchronousCommit | None:

@@ -25,11 +25,16 @@ LAYERS = {
     "core": 0,  # what a job is and when it is due: no database
     "db": 1,  # the wire: connections, statements, deadlines, pooling
     "lock": 2,  # advisory locks and their heartbeat
-    "run": 3,  # one run from claim to finish, jobs, delivery, control
-    "worker": 4,  # cronworker
-    "ops": 5,  # the read side: status, held locks, metrics, monitoring
+    "run": 3,  # one run from claim to finish, control
+    "delivery": 4,  # the seam to task queues, and the claim-then-send
+    "jobs": 5,  # Job, @locked_task, the registry, definitions, the catalog
+    "worker": 6,  # cronworker
+    "ops": 7,  # the read side: status, held locks, metrics, monitoring
 }
-TOP = 6  # what users touch: admin, views, urls, checks, commands, contrib, testing
+TOP = 8  # what users touch: admin, views, urls, checks, commands, contrib, testing
+#: The jobs' modules that still live in ``run/`` until they move into ``jobs/``: they sit
+#: above delivery (a job names where its ticks go), so they are held to the jobs' layer.
+JOBS_IN_RUN = {"run.jobs", "run.definitions", "run.declared", "run.catalog", "run.catchup"}
 
 
 def module_name(path: Path) -> str:
@@ -66,6 +71,8 @@ def layer(module: str) -> int:
         return -2  # below the models, which store its values
     if short == "models":
         return -1
+    if short in JOBS_IN_RUN:
+        return LAYERS["jobs"]
     return LAYERS.get(short.split(".")[0], TOP)
 
 
@@ -113,7 +120,8 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["conf", "core.schedule", "db.sql", "lock.advisory", "run.history"]
+    "module",
+    ["conf", "core.schedule", "db.sql", "lock.advisory", "run.history", "delivery.handover"],
 )
 def test_importing_one_module_loads_only_the_modules_below_it(module: str) -> None:
     code = (
@@ -144,3 +152,51 @@ def test_every_module_lives_in_a_layer_folder() -> None:
         "urls",
         "views",
     ]
+
+
+def _code_strings(path: Path) -> list[str]:
+    """The string constants of ``path`` that are not docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_no_module_outside_a_target_and_the_seam_names_a_target() -> None:
+    """A delivery target is its folder (``contrib/<target>/``) and the one line that lists it
+    in the seam: no other module imports the folder, and a module that deals with delivery
+    (it imports the seam) asks the target, never picks one by its scheme."""
+    from django_advisory_cron.delivery import targets
+
+    folders = {
+        target.scheme: type(target.deliverer).__module__.rpartition(".")[0]
+        for target in targets.registered()
+    }
+    assert set(folders) >= {"tasks", "celery"}
+    named = []
+    for module, imported in graph().items():
+        path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+        delivers = any(target.startswith(f"{NAME}.delivery") for target in imported)
+        for scheme, folder in folders.items():
+            if module.startswith((folder, f"{NAME}.delivery")):
+                continue
+            named += [f"{module} imports {t}" for t in imported if t.startswith(folder)]
+            if delivers:
+                named += [
+                    f"{module} names {text!r}"
+                    for text in _code_strings(path)
+                    if text == scheme or text.startswith(f"{scheme}:")
+                ]
+    assert named == []

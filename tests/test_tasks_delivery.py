@@ -26,8 +26,8 @@ from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.contrib.tasks import enqueue
 from django_advisory_cron.contrib.tasks.checks import check_deliveries
 from django_advisory_cron.contrib.tasks.task import tick_task
+from django_advisory_cron.delivery.targets import DeliveryError
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus
-from django_advisory_cron.run.delivery import DeliveryError
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for
 

@@ -18,8 +18,8 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
-from ..contrib.tasks.links import task_link, with_results
 from ..core.statuses import SKIPS
+from ..delivery import targets
 from ..models import JobRun, RunStatus
 from ..ops import charts
 from ..ops.charts import GREY, STATUS_COLOURS, human_duration
@@ -198,7 +198,7 @@ class JobRunAdmin(ReadOnlyAdmin):
         duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
         queryset: QuerySet[JobRun] = super().get_queryset(request)
         runs = RunQuerySet(self.model, query=queryset.query, using=app_settings.lock_database)
-        return with_results(runs.annotate(elapsed=duration))
+        return targets.with_task_links(runs.annotate(elapsed=duration))
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: JobRun) -> str:
@@ -231,8 +231,8 @@ class JobRunAdmin(ReadOnlyAdmin):
     @admin.display(description=_("task"), ordering="task_id")
     def task(self, obj: JobRun) -> str:
         """The task result id of a run delivered through a task queue, linked to its page
-        when it has one (a Tasks result, not a Celery task)."""
-        return task_link(obj.task_id, getattr(obj, "has_task_result", None))
+        when its target keeps one."""
+        return targets.task_link(obj.task_id, obj)
 
     @admin.display(description=_("error"))
     def error_short(self, obj: JobRun) -> str:

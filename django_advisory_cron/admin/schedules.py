@@ -27,10 +27,10 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
+from ..delivery.targets import by_name
 from ..models import Schedule
 from ..run import catalog
 from ..run.definitions import Definition, to_job
-from ..run.delivery import sends_by_name
 from ..run.jobs import Job, registry
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ChoiceFilter
@@ -52,7 +52,7 @@ PROBLEM_FIELDS = [
         (r"there is no registered job ", "job"),
         (r"job .* cannot be called with these arguments: ", "args"),
         (r"there is no management command |manage\.py \S+ is not a command a schedule ", "command"),
-        (r"Celery task .* is not a task a schedule may send", "job"),
+        (r".* is not a task a schedule may send", "job"),
         (r"manage\.py \S+ has no option ", "kwargs"),
         (r"manage\.py \S+(:| refuses) these arguments", "args"),
         (r"the arguments must ", "args"),
@@ -67,7 +67,7 @@ PROBLEM_FIELDS = [
         (r"the schedule ends before it starts", "ends"),
         (r"retries must ", "retries"),
         (r"retry_backoff must |a retry back-off |the retry back-off ", "retry_backoff"),
-        (r"a schedule sent to Celery runs in ", "deliver"),
+        (r"a schedule sent to [^;]* runs in ", "deliver"),
     )
 ]
 
@@ -408,8 +408,12 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         definition = definition_of(obj)
         if definition.override or definition.problems():
             return "-"
-        if sends_by_name(definition.deliver):
-            return str(_("as the Celery task says, in Celery's workers"))
+        named = by_name(definition.deliver)
+        if named:
+            return str(_("as the %(task)s says, in %(workers)s")) % {
+                "task": named.task,
+                "workers": named.workers,
+            }
         return as_it_runs(definition)
 
     @admin.display(description=_("schedule"), ordering="cron")

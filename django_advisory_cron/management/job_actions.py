@@ -10,11 +10,12 @@ from django.core.management.base import CommandError
 
 from .. import exitcodes
 from ..db.execute import database_now
-from ..run import control, delivery
+from ..delivery import targets
+from ..run import control
 from ..run.jobs import Job
 from ..run.runner import RunResult, execute
 from ..worker.fleet import live_workers
-from .runs import outcome, sent, signals_unwind
+from .runs import outcome, signals_unwind
 
 
 def pause(job: Job[Any, Any], alias: str, until_text: str | None, reason: str) -> str:
@@ -43,15 +44,14 @@ def resume(job: Job[Any, Any], alias: str) -> str:
 def trigger(job: Job[Any, Any], alias: str, here: bool) -> str:
     """Ask the running cronworkers to run ``job`` now, or, ``here``, run it in this process
     (as ``runlocked`` would, its exit code included)."""
-    if here and delivery.sends_by_name(job.deliver):
-        # Its body is a Celery task: running it here is sending it, once, as a manual run.
+    if here and targets.by_name(job.deliver):
+        # Its body is a task of the queue: running it here is sending it, once, as a manual run.
         try:
-            handed = delivery.deliverer_for_scheme("celery").deliver(
-                job, None, using=alias, manual=True
-            )
-        except delivery.DeliveryError as error:
+            deliverer = targets.sender_for(job)
+            handed = deliverer.deliver(job, None, using=alias, manual=True)
+        except targets.DeliveryError as error:
             raise CommandError(str(error), returncode=exitcodes.CONFIG) from None
-        return sent(job, handed, "manual run")
+        return deliverer.sent(job.name, handed, "manual run")
     if here:
         ended: RunResult | BaseException
         try:

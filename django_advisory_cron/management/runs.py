@@ -1,6 +1,6 @@
 """Running a job in this process, for the commands that do (``runlocked``, ``cronjob trigger
 --here``): signals that unwind the run so it records and unlocks, and the one mapping from how
-a run ended to an exit code and a line to print (and the line of a run handed to a queue)."""
+a run ended to an exit code and a line to print."""
 
 from __future__ import annotations
 
@@ -27,8 +27,6 @@ from ..exceptions import (
     stopping_signal,
 )
 from ..models import RunStatus
-from ..run import delivery
-from ..run.jobs import Job
 from ..run.runner import RunResult, raise_sigint
 
 #: Sent to our own main thread when the heartbeat finds the lock lost: a run in its own
@@ -160,13 +158,3 @@ def _described(error: BaseException | None) -> str:
         # SystemExit, KeyboardInterrupt, GeneratorExit: raised by the job's code, not a signal.
         text += ", raised by the job itself, not by a signal"
     return text
-
-
-def sent(job: Job[..., Any], handed: delivery.Delivery, what: str) -> str:
-    """The line saying that ``job``'s run (``what``: its tick, or a manual run) was handed
-    to its queue."""
-    if delivery.sends_by_name(job.deliver):
-        return f"{job.name}: sent ({what}) to Celery ({handed.target}) as task {handed.task_id}"
-    return (
-        f"{job.name}: enqueued ({what}) to Tasks backend {handed.target!r} as task {handed.task_id}"
-    )

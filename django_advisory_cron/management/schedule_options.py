@@ -13,11 +13,21 @@ import typing
 from datetime import datetime
 from typing import Any
 
+from ..delivery import targets
 from ..run.declared import aware
 from ..run.definitions import OVERRIDABLE, Definition
 from ..run.jobs import Job
 from .arguments import number
 from .arguments import text as utf8_text
+
+
+def _deliver_help() -> str:
+    """``--deliver``'s help: the targets as they registered themselves."""
+    known = targets.registered()
+    schemes = ", or ".join(f"{target.scheme}[:<{target.where}>]" for target in known)
+    named = "".join(f" (--job then names the {t.by_name.task})" for t in known if t.by_name)
+    return f"hand its ticks to a queue (deliver=): {schemes}{named}"
+
 
 #: Each option: its flag, the definition field it sets (its ``dest`` is ``set_FIELD``: Django
 #: takes ``args`` for itself), and its metavar and help.
@@ -42,8 +52,7 @@ SCHEDULE_OPTIONS = (
         "--deliver",
         "deliver",
         "TARGET",
-        "hand its ticks to a queue (deliver=): tasks[:<backend alias>], or celery[:<queue>] "
-        "(--job then names the Celery task)",
+        _deliver_help(),
     ),
     ("--description", "description", "TEXT", "what it is for, for the others"),
     (

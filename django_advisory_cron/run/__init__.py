@@ -1,1 +1,1 @@
-"""One run from claim to finish: the run row, the runner, jobs and their delivery."""
+"""One run from claim to finish: the run row, the runner, jobs."""

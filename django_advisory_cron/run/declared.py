@@ -24,8 +24,8 @@ from django.utils.dateparse import parse_datetime
 from .. import conf
 from ..conf import ScheduleEntry, app_settings
 from ..core import moments
+from ..delivery.targets import by_name
 from .definitions import Definition, to_job
-from .delivery import sends_by_name
 from .jobs import Job, registry
 
 #: django-crontab's way to call a management command: this target, the command's name first
@@ -176,8 +176,8 @@ def _typed(values: dict[str, Any]) -> dict[str, Any]:
     for key in ("starts", "ends"):
         if values.get(key) is not None:
             values[key] = aware(values[key], f"its {key!r}")
-    if values.get("job") and not sends_by_name(values.get("deliver")):
-        values["job"] = registered_name(values["job"])  # a Celery task keeps its own name
+    if values.get("job") and not by_name(values.get("deliver")):
+        values["job"] = registered_name(values["job"])  # a task sent by name keeps its name
     if values.get("name") is None:
         values["name"] = derived_name(values)
     return values

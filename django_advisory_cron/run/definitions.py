@@ -30,9 +30,9 @@ from ..conf import CATCH_UP_CHOICES, CatchUp, app_settings
 from ..core.keys import job_key
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import EPOCH, describe_interval, seconds_text, zone_problem
+from ..delivery.targets import RemoteCall, by_name
+from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, first_line
-from .delivery import RemoteCall, sends_by_name
-from .delivery import parse as parse_deliver
 from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 from .output import call_command_captured
 
@@ -86,7 +86,8 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 @dataclass(frozen=True)
 class Definition:
     """One schedule kept as data: it calls ``job`` (a registered job, with ``args`` and
-    ``kwargs``; with ``deliver="celery..."``, the Celery task of that name) or ``command`` (a
+    ``kwargs``; with a ``deliver`` that sends by name, the queue's task of that name) or
+    ``command`` (a
     management command), or, with ``override``, changes the schedule of the job named
     ``name`` defined in code."""
 
@@ -144,8 +145,9 @@ class Definition:
             return "its code"
         if self.command:
             return " ".join(["manage.py", self.command, *map(str, self.args)])
-        if sends_by_name(self.deliver):
-            return f"Celery task {self.job}"
+        named = by_name(self.deliver)
+        if named:
+            return f"{named.task} {self.job}"
         return f"job {self.job}"
 
     def problems(
@@ -155,7 +157,7 @@ class Definition:
 
         ``known`` are the other jobs it must not clash with by name or lock key (default:
         the registered jobs). A definition from ``source="settings"`` may call any command
-        or Celery task; one kept in the database, only those the settings allow."""
+        or task sent by name; one kept in the database, only those the settings allow."""
         return [line for lines in self.problems_by_kind(known, source).values() for line in lines]
 
     def problems_by_kind(
@@ -222,17 +224,19 @@ class Definition:
             return [f"the arguments must be a JSON list, not {_text(self.args)}"]
         if not isinstance(self.kwargs, dict):
             return [f"the keyword arguments must be a JSON object, not {_text(self.kwargs)}"]
-        if sends_by_name(self.deliver):
+        named = by_name(self.deliver)
+        if named:
             if self.command:
                 return [
-                    "a schedule sent to Celery names the Celery task as its job; a management "
-                    "command runs here, not in Celery"
+                    f"a schedule sent to {named.queue} names the {named.task} as its job; a "
+                    f"management command runs here, not in {named.queue}"
                 ]
-            # Celery's workers know their tasks, this process need not: only the name is checked.
-            if allowed_only and self.job not in app_settings.SCHEDULE_CELERY_TASKS:
+            # The queue's workers know their tasks, this process need not: only the name is
+            # checked.
+            if allowed_only and self.job not in named.allowed():
                 return [
-                    f"Celery task {self.job} is not a task a schedule may send; add "
-                    f"{self.job!r} to ADVISORY_CRON['SCHEDULE_CELERY_TASKS'] to allow it"
+                    f"{named.task} {self.job} is not a task a schedule may send; add "
+                    f"{self.job!r} to {named.allowed_in} to allow it"
                 ]
             return []
         if self.job:
@@ -320,11 +324,12 @@ class Definition:
     def _around_problems(self) -> list[str]:
         """What it sets around the body: a retry policy, and not for a body run elsewhere."""
         given = any(getattr(self, name) is not None for name in AROUND)
-        if sends_by_name(self.deliver) and given:
+        named = by_name(self.deliver)
+        if named and given:
             return [
-                "a schedule sent to Celery runs in Celery's workers, which retry and log it as "
-                f"the Celery task says: it takes no {', '.join(AROUND[:-1])} or {AROUND[-1]} "
-                "of its own"
+                f"a schedule sent to {named.queue} runs in {named.workers}, which retry and log "
+                f"it as the {named.task} says: it takes no {', '.join(AROUND[:-1])} or "
+                f"{AROUND[-1]} of its own"
             ]
         if self.retries is None and self.retry_backoff is None:
             return []
@@ -493,10 +498,11 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
     the job itself (whose lock is another), or its command through ``call_command``."""
     args, kwargs = list(definition.args), dict(definition.kwargs)
     run: Callable[[], Any]
-    if sends_by_name(definition.deliver):  # the body is the Celery task, in Celery's workers
-        run = RemoteCall(definition.job, args, kwargs)
+    named = by_name(definition.deliver)
+    if named:  # the body is the queue's task, in the queue's workers
+        run = RemoteCall(definition.job, args, kwargs, named)
         using, once, retry, capture = None, False, None, None
-        description = definition.description or f"Celery task {definition.job}"
+        description = definition.description or f"{named.task} {definition.job}"
     elif definition.job:
         target = registry.get(definition.job)
         run = _calling(target.func, args, kwargs)

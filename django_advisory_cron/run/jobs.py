@@ -21,8 +21,8 @@ from ..core.schedule import (
     zone_problem,
 )
 from ..core.scopes import Scope, check_scope
+from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
-from .delivery import parse as parse_deliver
 
 if TYPE_CHECKING:
     from .runner import RunResult

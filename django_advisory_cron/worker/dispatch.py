@@ -8,7 +8,7 @@ taken on the worker's one connection, its presence (see
 the pool threads' own connections are the job bodies'. A job whose previous run here is still
 going when its next tick comes is not started again; the tick is recorded as skipped
 (Kubernetes' ``concurrencyPolicy: Forbid``). A job with ``deliver=`` is handed to its
-deliverer instead (see [delivery][django_advisory_cron.run.delivery]). At shutdown running
+deliverer instead (see [delivery][django_advisory_cron.delivery.targets]). At shutdown running
 jobs get the grace.
 """
 
@@ -33,8 +33,8 @@ from ..core.statuses import FAILING, RunStatus
 from ..db import pooler, sql
 from ..db.aliases import lock_database
 from ..db.execute import fetch_one
+from ..delivery import targets
 from ..exceptions import DatabaseUnavailable, first_line
-from ..run import delivery
 from ..run.claims import ClaimConnection
 from ..run.history import HOST
 from ..run.jobs import Job
@@ -169,8 +169,8 @@ class Dispatcher:
         record the ticks as skipped instead (no thread, no process). A job with ``deliver=`` is
         handed to its deliverer instead, tick by tick."""
         try:
-            deliverer = delivery.deliverer_for(job)
-        except delivery.DeliveryError as error:
+            deliverer = targets.deliverer_for(job)
+        except targets.DeliveryError as error:
             logger.error("cronworker: %s: ticks %s not run: %s", job.name, ticks, error)
             return
         if deliverer is not None:
@@ -226,12 +226,12 @@ class Dispatcher:
     def start_manual(self, name: str) -> None:
         """Start a "run now" of the job ``name``: no tick; under the lock like any run, so it
         is skipped (and recorded) while another run of the job holds it. A job whose body is
-        a task of another queue (``deliver="celery"``) is sent to it instead, as a manual
-        run."""
+        a task of another queue (its ``deliver=`` sends a task by name) is sent to it instead,
+        as a manual run."""
         job = self.jobs[name]
         try:
-            sender = delivery.deliverer_for(job) if delivery.sends_by_name(job.deliver) else None
-        except delivery.DeliveryError as error:
+            sender = targets.deliverer_for(job) if targets.by_name(job.deliver) else None
+        except targets.DeliveryError as error:
             logger.error("cronworker: %s: run now not sent: %s", job.name, error)
             return
         with self.lock:
@@ -316,7 +316,8 @@ class Dispatcher:
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads (not
         those of another worker in the same process). A send recorded as its tick's run
-        (Celery) is announced finished: nothing of it is left to wait for."""
+        (a queue whose task is not a job of this app) is announced finished: nothing of it is
+        left to wait for."""
         if getattr(self._mine, "running", False) and run.status == RunStatus.RUNNING:
             with self.lock:
                 self._active[threading.get_ident()] = run
@@ -403,8 +404,8 @@ class Dispatcher:
         return claimed.run() if isinstance(claimed, ClaimedRun) else claimed
 
     def _deliver_one(
-        self, deliverer: delivery.Deliverer, job: Job[..., object], tick: datetime | None
-    ) -> delivery.Delivery | None:
+        self, deliverer: targets.Deliverer, job: Job[..., object], tick: datetime | None
+    ) -> targets.Delivery | None:
         """Hand ``tick`` of ``job`` to its queue; ``None``: a "run now", sent as a manual
         run."""
         using = lock_database(job.using, self.using)

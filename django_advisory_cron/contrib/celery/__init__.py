@@ -8,7 +8,7 @@ beat is retired.
 * ``checks`` — ``E070`` and ``E071``.
 
 [install][django_advisory_cron.contrib.celery.install] is called by the app's ``ready()``: it
-registers the deliverer with [delivery][django_advisory_cron.run.delivery] and the checks; it
+registers the deliverer with [delivery][django_advisory_cron.delivery.targets] and the checks; it
 imports no Celery. A task reads the tick it was sent for with
 [tick_of][django_advisory_cron.contrib.celery.tick_of].
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ...run import delivery
-from .deliverer import JOB_HEADER, TICK_HEADER, CeleryDeliverer
+from ...delivery import targets
+from .deliverer import BY_NAME, JOB_HEADER, TICK_HEADER, CeleryDeliverer
 
 __all__ = ["JOB_HEADER", "TICK_HEADER", "CeleryDeliverer", "install", "tick_of"]
 
@@ -28,7 +28,7 @@ def install() -> None:
     """Make ``deliver="celery..."`` jobs go through Celery, and check them."""
     from .checks import register_checks
 
-    delivery.register("celery", CeleryDeliverer())
+    targets.register(targets.Target("celery", "queue", CeleryDeliverer(), by_name=BY_NAME))
     register_checks()
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ...conf import app_settings
+from ...delivery.targets import DeliveryError
 from ...exceptions import first_line
-from ...run.delivery import DeliveryError
+from .conf import app_path
 
 NOT_INSTALLED = (
     "Celery is not installed: pip install celery, with its broker's extra (e.g. 'celery[redis]')"
@@ -38,11 +38,11 @@ def installed() -> bool:
 
 def celery_app() -> Any:
     """The project's Celery app; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] without Celery, when the
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] without Celery, when the
     setting names nothing importable, or when no app (or more than one) is loaded."""
     if not installed():
         raise DeliveryError(NOT_INSTALLED)
-    path = app_settings.CELERY_APP
+    path = app_path()
     if path is not None:
         return _imported(path)
     # Every Celery app made in this process; celery keeps them in its private ``_state``

@@ -10,7 +10,7 @@ from typing import Any
 from django.core import checks
 
 from ...conf import CHECK_TAG, check_id
-from ...run.delivery import parse
+from ...delivery.targets import parse
 from ...run.jobs import registry
 from .deliverer import diagnose
 

@@ -1,6 +1,6 @@
 """Send a job's tick to Celery as the task it names, once across every scheduler.
 
-The winner of the tick's claim ([hand_over][django_advisory_cron.run.handover.hand_over])
+The winner of the tick's claim ([hand_over][django_advisory_cron.delivery.handover.hand_over])
 sends the task by name (``app.send_task``), with the schedule's arguments and the tick in the
 message's headers. The send is bounded: each attempt to reach the broker (connect, read,
 write) has ``CELERY_SEND_TIMEOUT`` seconds, and there are at most ``SEND_ATTEMPTS``. The run
@@ -17,16 +17,31 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...conf import app_settings
+from ...delivery.handover import hand_over
+from ...delivery.targets import (
+    ByName,
+    DeliverableJob,
+    Delivery,
+    DeliveryError,
+    RemoteCall,
+    parse,
+)
 from ...exceptions import first_line
-from ...run.delivery import DeliverableJob, Delivery, DeliveryError, RemoteCall, parse
-from ...run.handover import hand_over
 from ...run.jobs import Job
 from .app import NOT_INSTALLED, SET_THE_APP, celery_app, installed
+from .conf import schedule_tasks, send_timeout
 
 #: The message headers a sent tick carries; a task reads them with ``tick_of()``.
 TICK_HEADER = "advisory_cron_tick"
 JOB_HEADER = "advisory_cron_job"
+#: How a schedule sent to Celery names its task, and which tasks a database schedule may send.
+BY_NAME = ByName(
+    queue="Celery",
+    task="Celery task",
+    workers="Celery's workers",
+    allowed=schedule_tasks,
+    allowed_in="ADVISORY_CRON['SCHEDULE_CELERY_TASKS']",
+)
 #: Attempts to reach the broker per tick (the first one and two retries).
 SEND_ATTEMPTS = 3
 #: The transport options that bound one attempt, per kombu transport (its ``driver_type``).
@@ -40,15 +55,15 @@ def send_lease() -> float:
     """Seconds a send takes at most: each attempt connects, writes and reads within
     ``CELERY_SEND_TIMEOUT`` each, with half a second between the attempts; a second more for
     a loaded machine. A sender not done by then is taken for dead."""
-    return SEND_ATTEMPTS * 3 * app_settings.CELERY_SEND_TIMEOUT + 0.5 * (SEND_ATTEMPTS - 1) + 1
+    return SEND_ATTEMPTS * 3 * send_timeout() + 0.5 * (SEND_ATTEMPTS - 1) + 1
 
 
 def call_of(job: DeliverableJob, args: Sequence[Any] = ()) -> RemoteCall:
     """What ``job``'s ticks send: the task its schedule names (``job=``) with its arguments,
     else (a job defined in code) the task named like the job; ``args`` go after them."""
     assert isinstance(job, Job)
-    call = job.func if isinstance(job.func, RemoteCall) else RemoteCall(job.name, [], {})
-    return RemoteCall(call.task, [*call.args, *args], dict(call.kwargs))
+    call = job.func if isinstance(job.func, RemoteCall) else RemoteCall(job.name, [], {}, BY_NAME)
+    return RemoteCall(call.task, [*call.args, *args], dict(call.kwargs), BY_NAME)
 
 
 def queue_of(job: DeliverableJob) -> str | None:
@@ -90,7 +105,7 @@ def diagnose(job: DeliverableJob) -> list[Problem]:
 
 def app_for(job: DeliverableJob) -> Any:
     """The Celery app ``job``'s ticks go through; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] naming the job."""
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] naming the job."""
     try:
         return celery_app()
     except DeliveryError as error:
@@ -99,9 +114,9 @@ def app_for(job: DeliverableJob) -> Any:
 
 def send(app: Any, job: DeliverableJob, call: RemoteCall, moment: datetime) -> str:
     """Publish ``call`` through ``app`` for the tick ``moment``; its Celery task id. Raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError], in one line naming the
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError], in one line naming the
     job and the broker, when the broker cannot take it within the bound."""
-    timeout = app_settings.CELERY_SEND_TIMEOUT
+    timeout = send_timeout()
     with app.connection_for_write() as unopened:  # which transport: no connection yet
         driver = unopened.transport.driver_type
     options = dict.fromkeys(TIMEOUT_OPTIONS.get(driver, ()), timeout)
@@ -143,7 +158,7 @@ def send(app: Any, job: DeliverableJob, call: RemoteCall, moment: datetime) -> s
 
 
 class CeleryDeliverer:
-    """The ``"celery"`` [Deliverer][django_advisory_cron.run.delivery.Deliverer]."""
+    """The ``"celery"`` [Deliverer][django_advisory_cron.delivery.targets.Deliverer]."""
 
     def deliver(
         self,
@@ -174,3 +189,7 @@ class CeleryDeliverer:
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be sent here (empty when they can)."""
         return [problem.message for problem in diagnose(job)]
+
+    def sent(self, job: str, handed: Delivery, what: str) -> str:
+        """The line saying that ``job``'s run (``what``) was sent to Celery."""
+        return f"{job}: sent ({what}) to Celery ({handed.target}) as task {handed.task_id}"

@@ -12,7 +12,7 @@ its lock for that tick, so a duplicate delivery finds the tick taken and skips.
 * ``links`` — the admin's link from a run to its task result.
 
 [install][django_advisory_cron.contrib.tasks.install] is called by the app's ``ready()``: it
-registers the deliverer with [delivery][django_advisory_cron.run.delivery] (the layer the
+registers the deliverer with [delivery][django_advisory_cron.delivery.targets] (the layer the
 scheduler asks) and the checks; it imports no Tasks framework.
 """
 
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...run import delivery
+from ...delivery import targets
 from ...run.jobs import Job
 from .deliverer import CLAIM_KEEP_DAYS, TasksDeliverer
-from .links import task_link
+from .links import ResultLinks, task_link
 
 __all__ = ["CLAIM_KEEP_DAYS", "TasksDeliverer", "enqueue", "install", "task_link"]
 
@@ -34,17 +34,21 @@ def install() -> None:
     """Make ``deliver="tasks..."`` jobs go through the Tasks framework, and check them."""
     from .checks import register_checks
 
-    delivery.register("tasks", TasksDeliverer())
+    targets.register(
+        targets.Target(
+            "tasks", "backend alias", TasksDeliverer(), default=True, links=ResultLinks()
+        )
+    )
     register_checks()
 
 
 def enqueue(
     job: Job[..., Any], *args: Any, tick: datetime | None = None, using: str | None = None
-) -> delivery.Delivery:
+) -> targets.Delivery:
     """Enqueue ``job`` (with JSON-serialisable ``args``) to its Tasks backend for ``tick``, or
     for the tick nearest the database's clock; once per tick across every caller.
 
-    Raises [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] for arguments that
+    Raises [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] for arguments that
     are not JSON-serialisable, an unknown backend, or a backend that refuses the task.
     """
     sent: Sequence[Any] = args

@@ -1,6 +1,6 @@
 """Enqueue a job's tick to a Tasks backend, once across every scheduler.
 
-The claim before the enqueue is [hand_over][django_advisory_cron.run.handover.hand_over]'s:
+The claim before the enqueue is [hand_over][django_advisory_cron.delivery.handover.hand_over]'s:
 only the scheduler that wins a tick enqueues it. A duplicate that gets through anyway (a
 backend's retry, a redelivery, a task re-enqueued by hand) is absorbed when it runs: the run
 claims the tick in the run history and every later delivery finds it taken and skips.
@@ -20,12 +20,11 @@ from typing import Any
 
 from ...conf import app_settings
 from ...db.connections import connect_timeout
-from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
-from ...run.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
-from ...run.handover import hand_over
+from ...delivery.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
+from ...delivery.handover import hand_over
+from ...delivery.targets import DeliverableJob, Delivery, DeliveryError, parse
 from ...run.jobs import Job
 from .framework import NOT_INSTALLED, errors, framework, installed
-from .task import tick_task
 
 
 def backend_alias(job: DeliverableJob) -> str:
@@ -36,7 +35,7 @@ def backend_alias(job: DeliverableJob) -> str:
 
 def check_arguments(job_name: str, args: Sequence[Any]) -> list[Any]:
     """The arguments as the JSON list the task carries; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] for one that is not
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] for one that is not
     JSON-serialisable (the Tasks framework's own rule)."""
     values = list(args)
     try:
@@ -50,7 +49,7 @@ def check_arguments(job_name: str, args: Sequence[Any]) -> list[Any]:
 
 def task_for(job: DeliverableJob) -> Any:
     """The internal task bound to ``job``'s backend; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when the backend is unknown
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] when the backend is unknown
     or cannot take it."""
     tasks = framework()
     alias = backend_alias(job)
@@ -60,6 +59,10 @@ def task_for(job: DeliverableJob) -> Any:
             f"job {job.name!r} has deliver={job.deliver!r}, but TASKS has no backend "
             f"{alias!r} (configured: {configured}); add it to TASKS or fix deliver="
         )
+    # Not at the top: the task runs jobs (it needs the models), and the seam imports this
+    # package before Django's apps are ready.
+    from .task import tick_task
+
     try:
         return tick_task().using(backend=alias)
     except errors() as error:
@@ -167,7 +170,7 @@ def runs_in_place(backend: Any) -> bool:
 
 
 class TasksDeliverer:
-    """The ``"tasks"`` [Deliverer][django_advisory_cron.run.delivery.Deliverer]."""
+    """The ``"tasks"`` [Deliverer][django_advisory_cron.delivery.targets.Deliverer]."""
 
     def deliver(
         self,
@@ -207,3 +210,8 @@ class TasksDeliverer:
     def problems(self, job: DeliverableJob) -> list[str]:
         """Why ``job``'s ticks cannot be enqueued here (empty when they can)."""
         return [problem.message for problem in diagnose(job) if problem.is_error]
+
+    def sent(self, job: str, handed: Delivery, what: str) -> str:
+        """The line saying that ``job``'s run (``what``) was enqueued to its Tasks backend."""
+        where = f"Tasks backend {handed.target!r}"
+        return f"{job}: enqueued ({what}) to {where} as task {handed.task_id}"

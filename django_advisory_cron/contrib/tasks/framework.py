@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ...run.delivery import DeliveryError
+from ...delivery.targets import DeliveryError
 
 NOT_INSTALLED = (
     "no Tasks framework is installed: Django 6.0+ has django.tasks; on Django 5.2 "
@@ -20,7 +20,8 @@ NOT_INSTALLED = (
 
 def framework() -> ModuleType:
     """``django.tasks`` or ``django_tasks``; raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError] when neither is installed."""
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError] when neither is
+    installed."""
     for name in ("django.tasks", "django_tasks"):
         try:
             return importlib.import_module(name)

@@ -45,6 +45,17 @@ def with_results(runs: QuerySet[Any]) -> QuerySet[Any]:
     return annotated
 
 
+class ResultLinks:
+    """The ``"tasks"`` target's [TaskLinks][django_advisory_cron.delivery.targets.TaskLinks]:
+    django-tasks-db's result pages."""
+
+    def annotate(self, runs: QuerySet[Any]) -> QuerySet[Any]:
+        return with_results(runs)
+
+    def link(self, task_id: str, run: Any) -> str:
+        return task_link(task_id, getattr(run, "has_task_result", None))
+
+
 def task_link(task_id: str, has_result: bool | None = None) -> str:
     """The task result id, linked to its admin page when the backend has one (``has_result``,
     from [with_results][django_advisory_cron.contrib.tasks.links.with_results]: whether the

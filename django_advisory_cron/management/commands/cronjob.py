@@ -19,6 +19,7 @@ from django.db import OperationalError, ProgrammingError
 from ... import exitcodes
 from ...conf import app_settings
 from ...db.connections import bound_connect, unavailable
+from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...run.catalog import Catalog
 from ...run.jobs import Job
@@ -265,7 +266,7 @@ class Command(AppCommand):
         imported.add_argument(
             "--deliver",
             default="",
-            choices=["celery"],
+            choices=[target.scheme for target in targets.registered() if target.by_name],
             help="send each entry's Celery task to Celery at its ticks (on the entry's queue), "
             "instead of calling a job here: celery beat retired, its tasks and workers kept",
         )

@@ -14,8 +14,8 @@ from django.db import ProgrammingError
 from ... import exitcodes
 from ...conf import app_settings
 from ...db.connections import bound_connect
+from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
-from ...run import delivery
 from ...worker.children import ISOLATIONS
 from ...worker.loop import Worker
 from ..arguments import CONCURRENCY, WAIT, text
@@ -119,8 +119,8 @@ class Command(AppCommand):
             )
         for job in scheduled:
             try:
-                deliverer = delivery.deliverer_for(job)
-            except delivery.DeliveryError as error:
+                deliverer = targets.deliverer_for(job)
+            except targets.DeliveryError as error:
                 self.leave(exitcodes.CONFIG, str(error))
             problems = deliverer.problems(job) if deliverer is not None else []
             if problems:

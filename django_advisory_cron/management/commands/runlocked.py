@@ -16,15 +16,15 @@ from ...conf import app_settings
 from ...core import moments
 from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
+from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, InvalidSchedule
-from ...run import delivery
 from ...run.catalog import Catalog
 from ...run.jobs import Job, registry
 from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
 from ..arguments import EXIT_STATUS, WAIT, text
 from ..base import AppCommand, cannot_run, did_you_mean
-from ..runs import outcome, sent, signals_unwind
+from ..runs import outcome, signals_unwind
 
 EPILOG = """\
 exit codes:
@@ -164,9 +164,9 @@ class Command(AppCommand):
                 )
             return
         alias = options["database"] or job.using or app_settings.lock_database
-        if options["enqueue"] or delivery.sends_by_name(job.deliver):
-            # A schedule sent to Celery has its body in Celery's workers: running it is
-            # sending it.
+        if options["enqueue"] or targets.by_name(job.deliver):
+            # A schedule that sends a task by name has its body in the queue's workers:
+            # running it is sending it.
             self._enqueue(job, arguments, alias, options)
             return
         ended: RunResult | BaseException
@@ -234,15 +234,15 @@ class Command(AppCommand):
                 "(task workers could not find it)",
             )
         try:
-            deliverer = delivery.deliverer_for(job) or delivery.deliverer_for_scheme("tasks")
+            deliverer = targets.sender_for(job)
             problems = deliverer.problems(job)
             if problems:
-                raise delivery.DeliveryError(problems[0])
+                raise targets.DeliveryError(problems[0])
             bound_connect(alias)
             handed = deliverer.deliver(
                 job, None, args=arguments, using=alias, manual=options["manual"]
             )
-        except delivery.DeliveryError as error:
+        except targets.DeliveryError as error:
             self.leave(exitcodes.CONFIG, str(error))
         except InvalidSchedule as error:
             self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
@@ -250,7 +250,7 @@ class Command(AppCommand):
             self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
         tick = f"tick {handed.tick}" if handed.tick else "no tick"
         if handed.enqueued:
-            message = sent(job, handed, "manual run" if options["manual"] else tick)
+            message = deliverer.sent(job.name, handed, "manual run" if options["manual"] else tick)
         elif handed.paused:  # as runlocked says of a paused job it would run here
             message = f"{job.name}: skipped, {handed.paused}"
         else:

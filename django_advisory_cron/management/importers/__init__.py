@@ -20,13 +20,13 @@ from typing import Any
 from django.db import DataError, IntegrityError
 
 from ...conf import ScheduleEntry
+from ...delivery.targets import by_name
 from ...exceptions import first_line
 from ...models import Schedule
 from ...run import control
 from ...run.catalog import Catalog
 from ...run.declared import definition_of, derived_name
 from ...run.definitions import MAX_DESCRIPTION, Definition, to_job
-from ...run.delivery import sends_by_name
 from ...run.jobs import Job
 from ..schedule_options import row
 
@@ -209,9 +209,6 @@ def _one(
     calls = definition.calls
     if definition.job:
         call = derived_name(dataclasses.asdict(definition))
-        calls = (
-            f"Celery task {call} (deliver={definition.deliver})"
-            if sends_by_name(definition.deliver)
-            else f"job {call}"
-        )
+        named = by_name(definition.deliver)
+        calls = f"{named.task} {call} (deliver={definition.deliver})" if named else f"job {call}"
     return f"{head}: {verb}, calling {calls}, {when}{disabled}", definition

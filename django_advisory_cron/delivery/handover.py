@@ -25,9 +25,8 @@ from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
-from .delivery import Delivery, DeliveryError
-from .history import HOST, RunRecord
-from .jobs import Job
+from ..run.history import HOST, RunRecord
+from .targets import DeliverableJob, Delivery, DeliveryError
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -36,7 +35,7 @@ CLAIM_KEEP_DAYS = 7
 
 
 def hand_over(
-    job: Job[..., Any],
+    job: DeliverableJob,
     tick: datetime | None,
     *,
     target: str,
@@ -49,7 +48,7 @@ def hand_over(
     """Claim ``tick`` of ``job`` (or, for an unscheduled run, the tick nearest the
     database's clock) and, if this caller won it, ``send(moment)`` (the tick, or the time of an
     unscheduled run), which returns the queue's id of the message or raises
-    [DeliveryError][django_advisory_cron.run.delivery.DeliveryError]. A ``manual`` send (run
+    [DeliveryError][django_advisory_cron.delivery.targets.DeliveryError]. A ``manual`` send (run
     now, ``runlocked --manual``) claims no tick: it is sent as asked, like a manual run.
 
     ``target`` says where it goes (stored on the claim). A refused send gives the claim back,
@@ -131,7 +130,7 @@ def hand_over(
 
 
 def _report(
-    job: Job[..., Any],
+    job: DeliverableJob,
     row: tuple[Any, ...] | None,
     tick: datetime | None,
     manual: bool,
@@ -147,7 +146,7 @@ def _report(
         return
     # Not at the top: the runner needs the models, and Celery task modules import this module
     # (through ``tick_of``) before Django's apps are ready.
-    from .runner import RunResult
+    from ..run.runner import RunResult
 
     status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
     result = RunResult(job.name, run_id=row[0], tick=tick, manual=manual, status=status)
@@ -161,7 +160,7 @@ def _report(
 
 
 def _unclaimed(
-    job: Job[..., Any], started: datetime, manual: bool, task_id: str, error: str
+    job: DeliverableJob, started: datetime, manual: bool, task_id: str, error: str
 ) -> sql.Statement:
     return sql.unclaimed_send(
         job=job.name,

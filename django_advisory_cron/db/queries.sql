@@ -45,10 +45,9 @@ SELECT CASE WHEN %(lock_name)s::text IS NULL THEN pg_advisory_unlock(%(lock_ns)s
 -- Whether this backend holds the key exclusively, as pg_locks shows it: the two-int form as
 -- two unsigned oids (objsubid 2), hashtext's bigint split in two (objsubid 1).
 SELECT EXISTS (
-    SELECT 1 FROM pg_locks AS l
-     WHERE locktype = 'advisory'
-       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-       AND granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
+    SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+     WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
        AND objsubid = CASE WHEN k.hashed IS NULL THEN 2 ELSE 1 END
        AND classid::bigint = CASE WHEN k.hashed IS NULL THEN k.classid::bigint & 4294967295
                                   ELSE (hashtext(k.hashed)::bigint >> 32) & 4294967295 END
@@ -183,10 +182,9 @@ SELECT clock_timestamp(),
 -- The heartbeat: renew the lease of each run whose lock this backend still holds.
 WITH h AS (
     SELECT k.n, k.id, EXISTS (
-        SELECT 1 FROM pg_locks AS l
-         WHERE locktype = 'advisory'
-           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
+        SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+         WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
            AND objsubid = CASE WHEN k.hashed IS NULL THEN 2 ELSE 1 END
            AND classid::bigint = CASE WHEN k.hashed IS NULL THEN k.classid::bigint & 4294967295
                                       ELSE (hashtext(k.hashed)::bigint >> 32) & 4294967295 END
@@ -476,8 +474,8 @@ SELECT j.job, GREATEST(r.latest, CASE WHEN r.latest IS NOT NULL THEN s.schedule_
   LEFT JOIN "django_advisory_cron_jobstate" s ON s.job = j.job
   CROSS JOIN LATERAL (SELECT GREATEST(
     (SELECT tick FROM "django_advisory_cron_jobrun"
-      WHERE job = j.job AND tick IS NOT NULL
-        AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out')
+      WHERE job = j.job AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out')
+        AND tick IS NOT NULL
       ORDER BY tick DESC LIMIT 1),
     (SELECT tick FROM "django_advisory_cron_jobrun" WHERE job = j.job AND tick IS NOT NULL
       ORDER BY started DESC LIMIT 1),
@@ -530,19 +528,19 @@ SELECT pg_backend_pid(), pg_try_advisory_lock_shared(%(classid)s, %(objid)s)
 
 -- name: probe_still_held
 -- Client B of the pooling probe: is client A's shared lock still held by its backend?
-SELECT count(*) FROM pg_locks AS l
- WHERE locktype = 'advisory'
-   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND granted AND pid = %(pid)s
+SELECT count(*)
+  FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+ WHERE granted AND pid = %(pid)s
    AND classid = %(classid)s AND objid = %(objid)s AND objsubid = %(objsubid)s
 
 -- name: terminate_holders
 -- Terminate the backends among the pids that hold an advisory lock now (never our own).
 SELECT holder.pid, pg_terminate_backend(holder.pid)
-  FROM (SELECT DISTINCT pid FROM pg_locks
-         WHERE locktype = 'advisory'
-           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND granted AND pid = ANY(%(pids)s) AND pid <> pg_backend_pid()) AS holder
+  FROM (SELECT DISTINCT pid
+          FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+         WHERE granted AND pid = ANY(%(pids)s) AND pid <> pg_backend_pid()) AS holder
 
 -- name: job_summaries
 -- Per job: its last run that was not a skip (sql.RUN_COLUMNS), the start of its last

@@ -80,3 +80,46 @@ def test_the_names_python_shares_with_the_statements_are_the_same() -> None:
     assert sql.HOME_NAME in QUERIES["try_lock_session"] and sql.HOME_NAME in QUERIES["unlock"]
     assert QUERIES["listen_runs"] == f"LISTEN {sql.RUN_CHANNEL}"
     assert QUERIES["listen_schedules"] == f"LISTEN {sql.SCHEDULES_CHANNEL}"
+
+
+def spaced(text: str) -> str:
+    return " ".join(text.replace("(", "( ").replace(")", " )").split())
+
+
+#: Parts that several statements spell alike (Python used to splice one copy into each): the
+#: first and last words of each, and the statements that have it.
+SHARED = {
+    "why a job is paused": ("concat( 'paused'", "AS why", {"claim_runs", "claim_enqueue"}),
+    "a pause that holds now": (
+        "paused AND ( paused_until IS NULL",
+        "clock_timestamp( ) )",
+        {"claim_runs", "claim_enqueue", "latest_recorded_ticks"},
+    ),
+    "how a run's end is written": (
+        "status = CASE WHEN status IN",
+        "ELSE error || E'\\n' || %( error )s END",
+        {"finish_run", "record_lost_run", "finish_child_run"},
+    ),
+    "a key held by this backend": (
+        "SELECT 1 FROM ( SELECT * FROM pg_locks",
+        "& 4294967295 END )",
+        {"lock_held", "renew_leases"},
+    ),
+    "the live workers": ("SELECT array_agg", "%( prefix )s ) )", {"claim_runs", "sighting"}),
+    "the schedules' version": (
+        "SELECT count( * ) || ' '",
+        '"django_advisory_cron_schedule" )',
+        {"claim_runs", "sighting", "schedule_rows"},
+    ),
+}
+
+
+@pytest.mark.parametrize("part", sorted(SHARED))
+def test_a_part_several_statements_have_is_spelled_the_same_in_each(part: str) -> None:
+    first, last, names = SHARED[part]
+    found = {
+        name: re.findall(re.escape(first) + ".*?" + re.escape(last), spaced(text))
+        for name, text in QUERIES.items()
+    }
+    assert {name for name, spelled in found.items() if spelled} == names
+    assert len({text for spelled in found.values() for text in spelled}) == 1, found

@@ -1,7 +1,7 @@
--- Every statement this app sends to PostgreSQL, literal and named: a statement seen in a server
--- log or in pg_stat_statements is found here as it was sent (psycopg's %(name)s placeholders
--- become $1, $2, ...). db/sql.py has one function per statement: it picks the statement by
--- name and fills its parameters.
+-- Every statement this app writes itself (the ORM's queries aside), literal and named: a
+-- statement seen in a server log or in pg_stat_statements is found here as it was sent
+-- (psycopg's %(name)s placeholders become $1, $2, ...). Each function of db/sql.py picks its
+-- statement by name (enqueued and listen pick one of two) and fills its parameters.
 --
 -- Format: a line "-- name: <name>", comment lines saying what it is for, then the statement,
 -- up to the next "-- name:" line. The tables and columns are the models' (tests check them),

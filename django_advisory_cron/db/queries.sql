@@ -1,11 +1,13 @@
 -- Every statement this app writes itself (the ORM's queries aside), literal and named: a
 -- statement seen in a server log or in pg_stat_statements is found here as it was sent
 -- (psycopg's %(name)s placeholders become $1, $2, ...). Each function of db/sql.py picks its
--- statement by name (enqueued and listen pick one of two) and fills its parameters.
+-- statement by name (claim_runs picks one of four, enqueued and listen one of two) and fills
+-- its parameters.
 --
 -- Format: a line "-- name: <name>", comment lines saying what it is for, then the statement,
 -- up to the next "-- name:" line. The tables and columns are the models' (tests check them),
--- the status values RunStatus's; the parts a call may leave out are guarded by parameters.
+-- the status values RunStatus's; the parts a call may leave out are guarded by parameters
+-- (the claim's skip rows and census excepted: see claim_runs).
 -- A lock key is given as %(lock_ns)s, %(lock_id)s (two ints) or %(lock_name)s (hashtext),
 -- the other form NULL; several keys as the arrays %(classids)s, %(objids)s, %(hashed)s.
 
@@ -78,10 +80,224 @@ SELECT now()
 -- Take the locks and claim the ticks of one or several runs, in one round trip (see
 -- sql.claim_runs). A target list is evaluated left to right; a data-modifying CTE runs to
 -- its end whether read or not. %(transaction)s picks the lock function; %(lease)s NULL
--- writes no lease; %(synchronous_commit)s NULL waits as the session does; %(record)s
--- writes skip rows (a manual claim always does); %(prefix)s NULL reads no census. "live":
--- rows whose body may still be running, whatever their status (a lease not expired). The lock
--- functions come early in the text: pg_stat_activity shows a statement's first 1 kB.
+-- writes no lease; %(synchronous_commit)s NULL waits as the session does. "live": rows whose
+-- body may still be running, whatever their status (a lease not expired). The lock functions
+-- come early in the text: pg_stat_activity shows a statement's first 1 kB. Four variants, as
+-- alike as they can be (a test keeps them so): _recording also writes skip rows (with
+-- %(record)s, and for a manual claim), _census also reads a worker's census. Each part costs
+-- its parsing and planning on every claim that is not prepared, so a claim without them
+-- does not carry them.
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
+        %(once)s::boolean[])
+        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+), paused AS (
+    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
+           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
+      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
+     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
+    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
+     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+), l AS (
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
+                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), t AS (
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE "django_advisory_cron_jobrun" r
+       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+      FROM t
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until, manual, task_id)
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ('interrupted', 'running')))
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+                       END
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
+)
+SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+  FROM o ORDER BY o.n
+
+-- name: claim_runs_recording
+-- claim_runs, and the skip rows (%(record)s, or a manual claim).
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
+        %(once)s::boolean[])
+        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+), paused AS (
+    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
+           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
+      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
+     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
+    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
+     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+), l AS (
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
+                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), t AS (
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE "django_advisory_cron_jobrun" r
+       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+      FROM t
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until, manual, task_id)
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ('interrupted', 'running')))
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+                       END
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
+), skip AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
+                                             error, manual, task_id)
+    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           CASE WHEN o.got THEN 'skipped_tick'
+                WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
+           COALESCE(o.why, CASE WHEN o.live > 0
+                                THEN 'an earlier run is still alive (its lease has not expired)'
+                                ELSE '' END),
+           o.manual, o.task_id
+      FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
+)
+SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+  FROM o ORDER BY o.n
+
+-- name: claim_runs_census
+-- claim_runs, and a worker's census: the server's clock, the live workers (their
+-- application_name starts with %(prefix)s), whether a "run now" request is pending, the
+-- version of the database's schedules.
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
+        %(once)s::boolean[])
+        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+), paused AS (
+    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
+           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
+      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
+     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
+    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
+     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+), l AS (
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
+                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), t AS (
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE "django_advisory_cron_jobrun" r
+       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+      FROM t
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until, manual, task_id)
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ('interrupted', 'running')))
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+                       END
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
+)
+SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why,
+       clock_timestamp(),
+       (SELECT array_agg(application_name) FROM pg_stat_activity
+         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
+       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
+       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+          FROM "django_advisory_cron_schedule")
+  FROM o ORDER BY o.n
+
+-- name: claim_runs_census_recording
+-- claim_runs_census, and the skip rows (%(record)s, or a manual claim).
 WITH i AS (
     SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
@@ -153,18 +369,12 @@ WITH i AS (
 SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
             WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
        o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why,
-       CASE WHEN %(prefix)s::text IS NOT NULL THEN clock_timestamp() END,
-       CASE WHEN %(prefix)s::text IS NOT NULL THEN (
-           SELECT array_agg(application_name) FROM pg_stat_activity
-            WHERE datname = current_database() AND starts_with(application_name, %(prefix)s))
-       END,
-       CASE WHEN %(prefix)s::text IS NOT NULL THEN EXISTS (
-           SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL)
-       END,
-       CASE WHEN %(prefix)s::text IS NOT NULL THEN (
-           SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
-             FROM "django_advisory_cron_schedule")
-       END
+       clock_timestamp(),
+       (SELECT array_agg(application_name) FROM pg_stat_activity
+         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
+       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
+       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+          FROM "django_advisory_cron_schedule")
   FROM o ORDER BY o.n
 
 -- name: sighting

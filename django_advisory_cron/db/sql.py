@@ -1,8 +1,8 @@
-"""Every statement this app sends to PostgreSQL: one function per statement of ``queries.sql``.
+"""Every statement this app sends to PostgreSQL: a function for each statement of ``queries.sql``.
 
-Each function returns ``(sql, params)``: the statement's text, literal and named in
-``queries.sql`` (so a statement seen in a server log is found there as it was sent), and its
-named parameters. The parts a call may leave out are guarded by parameters, not spliced in.
+Each function returns ``(sql, params)``: its statement's text, literal and named in
+``queries.sql`` (a statement seen in a server log is found there as it was sent; a part a call
+may leave out is guarded by a parameter, not spliced in), and its named parameters.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def claim_runs(
     the statement as it can be read: a clock taken from it is never ahead), the
     ``application_name`` of every live worker (those starting with ``census``) and whether a
     "run now" request is pending: a worker's clock, its view of the fleet and its look for
-    missed requests come with its claims, not in statements of their own (NULLs without it).
+    missed requests come with its claims, not in statements of their own.
     """
     assert scope == "session" or not settle, "only a session lock is released on its own"
     numbered = [(n, match) for n, claim in enumerate(claims, 1) for match in claim.matches]
@@ -211,7 +211,8 @@ def claim_runs(
         "prefix": census,
         "synchronous_commit": synchronous_commit,
     }
-    return QUERIES["claim_runs"], params
+    recording = "_recording" if record_skips or any(claim.manual for claim in claims) else ""
+    return QUERIES["claim_runs" + ("_census" if census else "") + recording], params
 
 
 #: What PostgreSQL text cannot hold: NUL, and unpaired surrogates (what ``os.fsdecode`` makes

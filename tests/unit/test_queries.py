@@ -86,14 +86,17 @@ def spaced(text: str) -> str:
     return " ".join(text.replace("(", "( ").replace(")", " )").split())
 
 
+CLAIMS = ["claim_runs", "claim_runs_recording", "claim_runs_census", "claim_runs_census_recording"]
+CENSUS = ["claim_runs_census", "claim_runs_census_recording"]
+
 #: Parts that several statements spell alike (Python used to splice one copy into each): the
 #: first and last words of each, and the statements that have it.
 SHARED = {
-    "why a job is paused": ("concat( 'paused'", "AS why", {"claim_runs", "claim_enqueue"}),
+    "why a job is paused": ("concat( 'paused'", "AS why", {*CLAIMS, "claim_enqueue"}),
     "a pause that holds now": (
         "paused AND ( paused_until IS NULL",
         "clock_timestamp( ) )",
-        {"claim_runs", "claim_enqueue", "latest_recorded_ticks"},
+        {*CLAIMS, "claim_enqueue", "latest_recorded_ticks"},
     ),
     "how a run's end is written": (
         "status = CASE WHEN status IN",
@@ -105,11 +108,11 @@ SHARED = {
         "& 4294967295 END )",
         {"lock_held", "renew_leases"},
     ),
-    "the live workers": ("SELECT array_agg", "%( prefix )s ) )", {"claim_runs", "sighting"}),
+    "the live workers": ("SELECT array_agg", "%( prefix )s ) )", {*CENSUS, "sighting"}),
     "the schedules' version": (
         "SELECT count( * ) || ' '",
         '"django_advisory_cron_schedule" )',
-        {"claim_runs", "sighting", "schedule_rows"},
+        {*CENSUS, "sighting", "schedule_rows"},
     ),
 }
 
@@ -123,3 +126,17 @@ def test_a_part_several_statements_have_is_spelled_the_same_in_each(part: str) -
     }
     assert {name for name, spelled in found.items() if spelled} == names
     assert len({text for spelled in found.values() for text in spelled}) == 1, found
+
+
+def test_the_claims_variants_differ_only_by_their_skip_rows_and_their_census() -> None:
+    """The skip rows are one CTE before the final SELECT; the census is the sighting's
+    columns after the claim's own."""
+    skip_rows = re.compile(r", skip AS \(.*?\n\)(?=\nSELECT)", re.S)
+    sighting = QUERIES["sighting"].removeprefix("SELECT ")
+    base, recording, census, both = (QUERIES[name] for name in CLAIMS)
+    assert skip_rows.search(recording) and skip_rows.sub("", recording) == base
+    assert skip_rows.sub("", both) == census
+    claimed = "o.live, o.why"
+    assert spaced(census.replace(claimed + ",", claimed, 1)) == spaced(
+        base.replace(claimed, f"{claimed} {sighting}", 1)
+    )

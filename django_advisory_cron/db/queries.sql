@@ -1,0 +1,814 @@
+-- Every statement this app writes itself (the ORM's queries aside), literal and named: a
+-- statement seen in a server log or in pg_stat_statements is found here as it was sent
+-- (psycopg's %(name)s placeholders become $1, $2, ...). Each function of db/sql.py picks its
+-- statement by name (claim_runs picks one of four, enqueued and listen one of two) and fills
+-- its parameters.
+--
+-- Format: a line "-- name: <name>", comment lines saying what it is for, then the statement,
+-- up to the next "-- name:" line. The tables and columns are the models' (tests check them),
+-- the status values RunStatus's; the parts a call may leave out are guarded by parameters
+-- (the claim's skip rows and census excepted: see claim_runs).
+-- A lock key is given as %(lock_ns)s, %(lock_id)s (two ints) or %(lock_name)s (hashtext),
+-- the other form NULL; several keys as the arrays %(classids)s, %(objids)s, %(hashed)s.
+
+
+-- name: try_lock_session
+-- Try a session lock once; a taken lock names its connection after itself, keeping the name
+-- it had in django_advisory_cron.home_name (unlock gives it back).
+SELECT got, CASE WHEN got THEN ARRAY[
+           set_config('django_advisory_cron.home_name', current_setting('application_name'), false),
+           set_config('application_name', %(lock_label)s, false)] END
+  FROM (SELECT CASE WHEN %(lock_name)s::text IS NULL
+                    THEN pg_try_advisory_lock(%(lock_ns)s, %(lock_id)s)
+                    ELSE pg_try_advisory_lock(hashtext(%(lock_name)s)) END AS got) AS t
+
+-- name: try_lock_transaction
+-- Try a transaction lock once; a taken lock names its connection until the transaction ends.
+SELECT got, CASE WHEN got THEN ARRAY[set_config('application_name', %(lock_label)s, true)] END
+  FROM (SELECT CASE WHEN %(lock_name)s::text IS NULL
+                    THEN pg_try_advisory_xact_lock(%(lock_ns)s, %(lock_id)s)
+                    ELSE pg_try_advisory_xact_lock(hashtext(%(lock_name)s)) END AS got) AS t
+
+-- name: unlock
+-- Release a session lock, then every other one of this backend, and give the connection back
+-- the name try_lock_session kept.
+SELECT CASE WHEN %(lock_name)s::text IS NULL THEN pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+            ELSE pg_advisory_unlock(hashtext(%(lock_name)s)) END,
+       pg_advisory_unlock_all(),
+       set_config('application_name',
+                  COALESCE(current_setting('django_advisory_cron.home_name', true), ''), false)
+
+-- name: unlock_one
+-- Release one session lock of a connection that holds others.
+SELECT CASE WHEN %(lock_name)s::text IS NULL THEN pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+            ELSE pg_advisory_unlock(hashtext(%(lock_name)s)) END
+
+-- name: lock_held
+-- Whether this backend holds the key exclusively, as pg_locks shows it: the two-int form as
+-- two unsigned oids (objsubid 2), hashtext's bigint split in two (objsubid 1).
+SELECT EXISTS (
+    SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+     WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
+       AND objsubid = CASE WHEN k.hashed IS NULL THEN 2 ELSE 1 END
+       AND classid::bigint = CASE WHEN k.hashed IS NULL THEN k.classid::bigint & 4294967295
+                                  ELSE (hashtext(k.hashed)::bigint >> 32) & 4294967295 END
+       AND objid::bigint = CASE WHEN k.hashed IS NULL THEN k.objid::bigint & 4294967295
+                                ELSE hashtext(k.hashed)::bigint & 4294967295 END)
+  FROM unnest(%(classids)s::int[], %(objids)s::int[], %(hashed)s::text[])
+       AS k(classid, objid, hashed)
+
+-- name: backend_pid
+SELECT pg_backend_pid()
+
+-- name: in_recovery
+SELECT pg_is_in_recovery()
+
+-- name: synchronous_standby_names
+SELECT current_setting('synchronous_standby_names')
+
+-- name: usable_connections
+-- max_connections less the reserved ones (reserved_connections exists from PostgreSQL 16).
+SELECT current_setting('max_connections')::int
+       - current_setting('superuser_reserved_connections')::int
+       - COALESCE(current_setting('reserved_connections', true), '0')::int
+
+-- name: database_now
+SELECT now()
+
+-- name: claim_runs
+-- Take the locks and claim the ticks of one or several runs, in one round trip (see
+-- sql.claim_runs). A target list is evaluated left to right; a data-modifying CTE runs to
+-- its end whether read or not. %(transaction)s picks the lock function; %(lease)s NULL
+-- writes no lease; %(synchronous_commit)s NULL waits as the session does. "live": rows whose
+-- body may still be running, whatever their status (a lease not expired). The lock functions
+-- come early in the text: pg_stat_activity shows a statement's first 1 kB. Four variants, as
+-- alike as they can be (a test keeps them so): _recording also writes skip rows (with
+-- %(record)s, and for a manual claim), _census also reads a worker's census. Each part costs
+-- its parsing and planning on every claim that is not prepared, so a claim without them
+-- does not carry them.
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
+        %(once)s::boolean[])
+        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+), paused AS (
+    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
+           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
+      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
+     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
+    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
+     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+), l AS (
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
+                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), t AS (
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE "django_advisory_cron_jobrun" r
+       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+      FROM t
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until, manual, task_id)
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ('interrupted', 'running')))
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+                       END
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
+)
+SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+  FROM o ORDER BY o.n
+
+-- name: claim_runs_recording
+-- claim_runs, and the skip rows (%(record)s, or a manual claim).
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
+        %(once)s::boolean[])
+        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+), paused AS (
+    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
+           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
+      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
+     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
+    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
+     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+), l AS (
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
+                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), t AS (
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE "django_advisory_cron_jobrun" r
+       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+      FROM t
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until, manual, task_id)
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ('interrupted', 'running')))
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+                       END
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
+), skip AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
+                                             error, manual, task_id)
+    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           CASE WHEN o.got THEN 'skipped_tick'
+                WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
+           COALESCE(o.why, CASE WHEN o.live > 0
+                                THEN 'an earlier run is still alive (its lease has not expired)'
+                                ELSE '' END),
+           o.manual, o.task_id
+      FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
+)
+SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+  FROM o ORDER BY o.n
+
+-- name: claim_runs_census
+-- claim_runs, and a worker's census: the server's clock, the live workers (their
+-- application_name starts with %(prefix)s), whether a "run now" request is pending, the
+-- version of the database's schedules.
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
+        %(once)s::boolean[])
+        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+), paused AS (
+    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
+           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
+      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
+     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
+    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
+     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+), l AS (
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
+                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), t AS (
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE "django_advisory_cron_jobrun" r
+       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+      FROM t
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until, manual, task_id)
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ('interrupted', 'running')))
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+                       END
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
+)
+SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why,
+       clock_timestamp(),
+       (SELECT array_agg(application_name) FROM pg_stat_activity
+         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
+       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
+       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+          FROM "django_advisory_cron_schedule")
+  FROM o ORDER BY o.n
+
+-- name: claim_runs_census_recording
+-- claim_runs_census, and the skip rows (%(record)s, or a manual claim).
+WITH i AS (
+    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
+        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
+        %(once)s::boolean[])
+        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+), paused AS (
+    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
+           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
+      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
+     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), live AS (
+    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
+     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+), l AS (
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
+                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), t AS (
+    SELECT l.*,
+           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
+                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
+             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
+             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
+      FROM l
+), dead AS (
+    UPDATE "django_advisory_cron_jobrun" r
+       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
+           error = 'the process running it died without finishing; found by host '
+                   || %(host)s || ' pid ' || %(pid)s
+      FROM t
+     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
+    RETURNING r.job
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until, manual, task_id)
+    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status IN ('interrupted', 'running')))
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+                       END
+), o AS (
+    SELECT t.*, ins.id, d.interrupted,
+           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
+               AS settled
+      FROM t LEFT JOIN ins USING (job)
+     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
+), skip AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
+                                             error, manual, task_id)
+    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           CASE WHEN o.got THEN 'skipped_tick'
+                WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
+           COALESCE(o.why, CASE WHEN o.live > 0
+                                THEN 'an earlier run is still alive (its lease has not expired)'
+                                ELSE '' END),
+           o.manual, o.task_id
+      FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
+)
+SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why,
+       clock_timestamp(),
+       (SELECT array_agg(application_name) FROM pg_stat_activity
+         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
+       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
+       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+          FROM "django_advisory_cron_schedule")
+  FROM o ORDER BY o.n
+
+-- name: sighting
+-- What a worker's claim reads besides its runs, alone: the server's clock, the live workers
+-- (their application_name starts with %(prefix)s), whether a "run now" request is pending,
+-- the version of the database's schedules (any write or delete changes it).
+SELECT clock_timestamp(),
+       (SELECT array_agg(application_name) FROM pg_stat_activity
+         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
+       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
+       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+          FROM "django_advisory_cron_schedule")
+
+-- name: renew_leases
+-- The heartbeat: renew the lease of each run whose lock this backend still holds.
+WITH h AS (
+    SELECT k.n, k.id, EXISTS (
+        SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+         WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
+           AND objsubid = CASE WHEN k.hashed IS NULL THEN 2 ELSE 1 END
+           AND classid::bigint = CASE WHEN k.hashed IS NULL THEN k.classid::bigint & 4294967295
+                                      ELSE (hashtext(k.hashed)::bigint >> 32) & 4294967295 END
+           AND objid::bigint = CASE WHEN k.hashed IS NULL THEN k.objid::bigint & 4294967295
+                                    ELSE hashtext(k.hashed)::bigint & 4294967295 END) AS held
+      FROM unnest(%(ids)s::bigint[], %(classids)s::int[], %(objids)s::int[], %(hashed)s::text[])
+           WITH ORDINALITY AS k(id, classid, objid, hashed, n)
+), r AS (
+    UPDATE "django_advisory_cron_jobrun"
+       SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+     WHERE id IN (SELECT id FROM h WHERE held) AND status = 'running'
+    RETURNING id
+)
+SELECT h.held AND h.id IN (SELECT id FROM r) FROM h ORDER BY h.n
+
+-- name: claim_tick
+-- Claim a tick that the claim's own dead step just gave back.
+INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                         lease_until, task_id)
+VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
+        clock_timestamp() + make_interval(secs => %(lease)s), %(task_id)s)
+ON CONFLICT (job, tick)
+   WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+RETURNING id, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                   THEN set_config('synchronous_commit', %(synchronous_commit)s, true) END
+
+-- name: finish_run
+-- Finish a run's row (its status unless another holder closed it, its end, its lease ended,
+-- its error appended), then unlock in session scope (and unlock everything unless the
+-- connection is %(shared)s); the first column is the unlock's answer (true in a transaction).
+WITH w AS (UPDATE "django_advisory_cron_jobrun" SET
+    status = CASE WHEN status IN ('running', 'lock_lost') THEN %(status)s ELSE status END,
+    finished = CASE WHEN status IN ('running', 'lock_lost') OR finished IS NULL
+                    THEN clock_timestamp() ELSE finished END,
+    lease_until = NULL,
+    error = CASE WHEN error = '' THEN %(error)s
+                 WHEN %(error)s = '' THEN error
+                 ELSE error || E'\n' || %(error)s END,
+    attempts = %(attempts)s, output = %(output)s
+     WHERE id = %(id)s
+    RETURNING id, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                       THEN set_config('synchronous_commit', %(synchronous_commit)s, true) END
+)
+SELECT CASE WHEN %(transaction)s THEN true
+            WHEN %(lock_name)s::text IS NULL THEN pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+            ELSE pg_advisory_unlock(hashtext(%(lock_name)s)) END,
+       CASE WHEN NOT (%(transaction)s OR %(shared)s) THEN pg_advisory_unlock_all() END
+
+-- name: skip_tick
+-- Record a skip for a tick that already ran, then unlock as finish_run does.
+WITH w AS (INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished,
+                                                     status, error, task_id)
+    VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+            'skipped_tick', '', %(task_id)s)
+)
+SELECT CASE WHEN %(transaction)s THEN true
+            WHEN %(lock_name)s::text IS NULL THEN pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+            ELSE pg_advisory_unlock(hashtext(%(lock_name)s)) END,
+       CASE WHEN NOT (%(transaction)s OR %(shared)s) THEN pg_advisory_unlock_all() END
+
+-- name: mark_lock_lost
+-- Mark a running run lock_lost; its lease is kept, not renewed.
+UPDATE "django_advisory_cron_jobrun" SET status = 'lock_lost', error = %(error)s
+ WHERE id = %(id)s AND job = %(job)s AND host = %(host)s AND pid = %(pid)s
+   AND status = 'running'
+
+-- name: record_lost_run
+-- Record the end of a run whose lock was lost, through another connection: its own row (the
+-- id, and who wrote it: after a failover the id may be another run's), or a new one.
+WITH upd AS (
+    UPDATE "django_advisory_cron_jobrun" SET
+           attempts = CASE WHEN status IN ('running', 'lock_lost') THEN %(attempts)s
+                           ELSE attempts END,
+           output = CASE WHEN status IN ('running', 'lock_lost') THEN %(output)s
+                         ELSE output END,
+           status = CASE WHEN status IN ('running', 'lock_lost') THEN %(status)s ELSE status END,
+           finished = CASE WHEN status IN ('running', 'lock_lost') OR finished IS NULL
+                           THEN clock_timestamp() ELSE finished END,
+           lease_until = NULL,
+           error = CASE WHEN error = '' THEN %(error)s
+                        WHEN %(error)s = '' THEN error
+                        ELSE error || E'\n' || %(error)s END
+     WHERE id = %(id)s AND job = %(job)s AND host = %(host)s AND pid = %(pid)s
+    RETURNING id
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
+                                             error, attempts, output, task_id)
+    SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+           %(status)s, %(error)s, %(attempts)s, %(output)s, %(task_id)s
+     WHERE NOT EXISTS (SELECT 1 FROM upd)
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id
+)
+INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status, error,
+                                         attempts, output, task_id)
+SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %(status)s,
+       %(error)s || E'\n(tick ' || %(tick)s::text || ' was run by another replica)',
+       %(attempts)s, %(output)s, %(task_id)s
+ WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)
+
+-- name: fail_committed_run
+-- A run whose transaction committed but whose on_commit callback raised.
+UPDATE "django_advisory_cron_jobrun" SET status = 'failed', error = %(error)s WHERE id = %(id)s
+
+-- name: claim_enqueue
+-- Claim the enqueueing of (job, tick) for a task queue (see sql.claim_enqueue).
+WITH p AS (
+    SELECT concat('paused', ' by ' || NULLIF(paused_by, ''), ' until '
+                  || to_char(paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                  ': ' || NULLIF(reason, '')) AS why
+      FROM "django_advisory_cron_jobstate"
+     WHERE job = %(job)s
+       AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
+), ins AS (
+    INSERT INTO "django_advisory_cron_enqueuedtick" (job, tick, backend, task_id, host, pid,
+                                                   enqueued)
+    SELECT %(job)s, %(tick)s, %(backend)s, '', %(host)s, %(pid)s, clock_timestamp()
+     WHERE NOT EXISTS (SELECT 1 FROM "django_advisory_cron_jobrun"
+                        WHERE job = %(job)s AND tick = %(tick)s
+                          AND status IN ('running', 'succeeded', 'failed', 'lock_lost',
+                                         'timed_out'))
+       AND NOT EXISTS (SELECT 1 FROM p)
+    ON CONFLICT (job, tick) DO NOTHING
+    RETURNING id, enqueued
+), old AS (
+    DELETE FROM "django_advisory_cron_enqueuedtick"
+     WHERE job = %(job)s AND tick < %(tick)s::timestamptz - make_interval(days => %(keep)s)
+       AND EXISTS (SELECT 1 FROM ins)
+), run AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
+                                             lease_until)
+    SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, enqueued, 'running', '',
+           clock_timestamp() + make_interval(secs => %(lease)s::float8)
+      FROM ins WHERE %(record)s
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+    RETURNING id
+), dead AS (
+    -- A run of the tick other than the send's own (written with the claim, from its time) is
+    -- its task's: the enqueue went through.
+    INSERT INTO "django_advisory_cron_jobrun" AS r (job, tick, host, pid, started, finished,
+                                                  status, error)
+    SELECT c.job, c.tick, c.host, c.pid, c.enqueued, clock_timestamp(), 'failed',
+           'its sender (host ' || c.host || ' pid ' || c.pid || ') died waiting for '
+           || c.backend || ': ' || %(unsure)s || '; found by host ' || %(host)s
+           || ' pid ' || %(pid)s
+      FROM "django_advisory_cron_enqueuedtick" c
+     WHERE %(lease)s::float8 IS NOT NULL AND c.job = %(job)s AND c.task_id = ''
+       AND c.enqueued < clock_timestamp() - make_interval(secs => %(lease)s::float8)
+       AND NOT EXISTS (SELECT 1 FROM "django_advisory_cron_jobrun"
+                        WHERE job = c.job AND tick = c.tick AND started <> c.enqueued)
+    ON CONFLICT (job, tick)
+       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO UPDATE
+       SET status = EXCLUDED.status, finished = EXCLUDED.finished, error = EXCLUDED.error,
+           lease_until = NULL
+     WHERE r.status = 'running'
+    RETURNING r.id, r.tick, r.error
+)
+SELECT (SELECT id FROM ins),
+       EXISTS (SELECT 1 FROM "django_advisory_cron_jobrun"
+                WHERE job = %(job)s AND tick = %(tick)s
+                  AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out')
+                  AND NOT (%(record)s AND status = 'running')),
+       (SELECT why FROM p),
+       (SELECT id FROM run),
+       (SELECT json_agg(json_build_array(id, tick, error) ORDER BY tick) FROM dead)
+
+-- name: enqueued
+-- Store the task result id the queue returned on the claim.
+UPDATE "django_advisory_cron_enqueuedtick" SET task_id = %(task_id)s WHERE id = %(id)s
+
+-- name: enqueued_run
+-- The same, and the tick's run written at the claim succeeded (sent) with it.
+WITH claim AS (
+    UPDATE "django_advisory_cron_enqueuedtick" SET task_id = %(task_id)s WHERE id = %(id)s
+)
+UPDATE "django_advisory_cron_jobrun"
+   SET status = 'succeeded', finished = clock_timestamp(), lease_until = NULL, error = '',
+       task_id = %(task_id)s
+ WHERE id = %(run)s
+RETURNING id
+
+-- name: release_claim
+-- Give the claim back after a failed enqueue.
+DELETE FROM "django_advisory_cron_enqueuedtick" WHERE id = %(id)s
+
+-- name: refused_send
+-- A claimed tick whose message the queue refused: its run failed, the claim goes.
+WITH claim AS (DELETE FROM "django_advisory_cron_enqueuedtick" WHERE id = %(id)s)
+UPDATE "django_advisory_cron_jobrun"
+   SET status = 'failed', finished = clock_timestamp(), lease_until = NULL, error = %(error)s
+ WHERE id = %(run)s
+RETURNING id
+
+-- name: unclaimed_send
+-- A send that claimed no tick, recorded as its run.
+INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status, error,
+                                         task_id, manual)
+VALUES (%(job)s, NULL, %(host)s, %(pid)s, %(started)s, clock_timestamp(),
+        CASE WHEN %(error)s = '' THEN 'succeeded' ELSE 'failed' END, %(error)s,
+        %(task_id)s, %(manual)s)
+RETURNING id
+
+-- name: skip_overlapping
+-- A tick skipped because the job's previous run is still going.
+INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status, error)
+VALUES (%(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+        'skipped_locked',
+        COALESCE('its previous run (run ' || (SELECT id FROM "django_advisory_cron_jobrun"
+                   WHERE job = %(job)s AND lease_until IS NOT NULL AND finished IS NULL
+                   ORDER BY started DESC LIMIT 1) || ') is still running', %(otherwise)s))
+RETURNING error
+
+-- name: child_run
+-- The latest row a worker's child process wrote for the tick.
+SELECT id, status FROM "django_advisory_cron_jobrun"
+ WHERE job = %(job)s AND host = %(host)s AND pid = %(pid)s
+   AND tick IS NOT DISTINCT FROM %(tick)s
+ ORDER BY id DESC LIMIT 1
+
+-- name: finish_child_run
+-- Finish the run of a worker's child process that was killed (or write it, if it left none).
+WITH mine AS (
+    SELECT id, status FROM "django_advisory_cron_jobrun"
+     WHERE job = %(job)s AND host = %(host)s AND pid = %(pid)s
+       AND tick IS NOT DISTINCT FROM %(tick)s
+     ORDER BY id DESC LIMIT 1
+), upd AS (
+    UPDATE "django_advisory_cron_jobrun" SET
+           status = CASE WHEN status IN ('running', 'lock_lost') THEN %(status)s ELSE status END,
+           finished = CASE WHEN status IN ('running', 'lock_lost') OR finished IS NULL
+                           THEN clock_timestamp() ELSE finished END,
+           lease_until = NULL,
+           error = CASE WHEN error = '' THEN %(error)s
+                        WHEN %(error)s = '' THEN error
+                        ELSE error || E'\n' || %(error)s END
+     WHERE id = (SELECT id FROM mine) AND status IN ('running', 'lock_lost')
+)
+INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status, error)
+SELECT %(job)s, %(tick)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+       %(status)s, %(error)s
+ WHERE NOT EXISTS (SELECT 1 FROM mine)
+ON CONFLICT (job, tick)
+   WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
+
+-- name: request_run
+-- Record a "run now" request (a pending one is kept) and wake the workers that LISTEN.
+WITH req AS (
+    INSERT INTO "django_advisory_cron_jobstate" (job, paused, paused_by, reason, run_requested,
+                                               run_requested_by, changed)
+    VALUES (%(job)s, false, '', '', now(), %(by)s, now())
+    ON CONFLICT (job) DO UPDATE
+       SET run_requested = COALESCE("django_advisory_cron_jobstate".run_requested,
+                                    EXCLUDED.run_requested),
+           run_requested_by = CASE WHEN "django_advisory_cron_jobstate".run_requested IS NULL
+                                   THEN EXCLUDED.run_requested_by
+                                   ELSE "django_advisory_cron_jobstate".run_requested_by END,
+           changed = now()
+    RETURNING run_requested
+)
+SELECT run_requested, pg_notify(%(channel)s, %(job)s) FROM req
+
+-- name: claim_run_requests
+-- Take the pending "run now" requests of the jobs, each for one worker only. RETURNING gives
+-- the new row: the request's time and author are read before the update.
+WITH taken AS (
+    SELECT job, run_requested, run_requested_by FROM "django_advisory_cron_jobstate"
+     WHERE job = ANY(%(jobs)s) AND run_requested IS NOT NULL
+       FOR UPDATE
+)
+UPDATE "django_advisory_cron_jobstate" s
+   SET run_requested = NULL, run_requested_by = '', changed = now()
+  FROM taken WHERE s.job = taken.job
+RETURNING taken.job, taken.run_requested, taken.run_requested_by
+
+-- name: latest_recorded_ticks
+-- The latest tick each job has a row for, whatever its status. Two index scans per job, never
+-- the whole history: the greatest tick among the rows that take a tick (the partial unique
+-- index on (job, tick)), and the tick of the most recently started row that has one (the
+-- (job, started) index), which is where a later skip would be. A pause decides every tick up
+-- to its end (now() while it lasts), though its skips leave no row: a job resumes with its
+-- next tick. So does a reset of its override, for a job with a tick or a pause (the
+-- override's changed anchored catch-up until the reset deleted it).
+SELECT j.job, GREATEST(r.latest, CASE WHEN r.latest IS NOT NULL THEN s.schedule_reset END)
+  FROM unnest(%(jobs)s::text[]) AS j(job)
+  LEFT JOIN "django_advisory_cron_jobstate" s ON s.job = j.job
+  CROSS JOIN LATERAL (SELECT GREATEST(
+    (SELECT tick FROM "django_advisory_cron_jobrun"
+      WHERE job = j.job AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out')
+        AND tick IS NOT NULL
+      ORDER BY tick DESC LIMIT 1),
+    (SELECT tick FROM "django_advisory_cron_jobrun" WHERE job = j.job AND tick IS NOT NULL
+      ORDER BY started DESC LIMIT 1),
+    CASE WHEN s.paused_at IS NULL THEN NULL
+         WHEN paused AND (paused_until IS NULL OR paused_until > clock_timestamp()) THEN now()
+         ELSE s.paused_until END) AS latest) r
+
+-- name: listen_runs
+LISTEN django_advisory_cron_run
+
+-- name: listen_schedules
+LISTEN django_advisory_cron_schedules
+
+-- name: schedule_rows
+-- Every schedule kept in the database (sql.SCHEDULE_COLUMNS, a time Python cannot hold read
+-- as NULL), the names of those times, and the version the schedules make (any write or
+-- delete changes it). Python holds a day inside its years 1 to 9999, for any zone: the
+-- database takes more ('infinity', the year 200000), which the driver cannot read.
+SELECT s.name, s.override, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone,
+       s.enabled, s.catch_up, s.max_lateness, s.timeout, s.deliver, s.description,
+       CASE WHEN s.starts BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
+            THEN s.starts END,
+       CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
+       s.retries, s.retry_backoff, s.at_most_once, s.capture,
+       CASE WHEN s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
+            THEN s.changed END,
+       concat_ws(' and ',
+                 CASE WHEN NOT s.starts BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
+                      THEN 'starts' END,
+                 CASE WHEN NOT s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
+                      THEN 'ends' END,
+                 CASE WHEN NOT s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
+                      THEN 'changed' END),
+       v.version
+  FROM (SELECT (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+                  FROM "django_advisory_cron_schedule") AS version) v
+  LEFT JOIN "django_advisory_cron_schedule" s ON true
+ ORDER BY s.name
+
+-- name: live_workers
+-- The sessions of live cronworker processes, oldest first.
+SELECT application_name, backend_start, client_addr FROM pg_stat_activity
+ WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)
+ ORDER BY backend_start
+
+-- name: probe_lock
+-- Client A of the pooling probe: its backend and a shared lock on the probe key. The probe
+-- speaks the simple query protocol: the builder writes the integers in.
+SELECT pg_backend_pid(), pg_try_advisory_lock_shared(%(classid)s, %(objid)s)
+
+-- name: probe_still_held
+-- Client B of the pooling probe: is client A's shared lock still held by its backend?
+SELECT count(*)
+  FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+ WHERE granted AND pid = %(pid)s
+   AND classid = %(classid)s AND objid = %(objid)s AND objsubid = %(objsubid)s
+
+-- name: terminate_holders
+-- Terminate the backends among the pids that hold an advisory lock now (never our own).
+SELECT holder.pid, pg_terminate_backend(holder.pid)
+  FROM (SELECT DISTINCT pid
+          FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+         WHERE granted AND pid = ANY(%(pids)s) AND pid <> pg_backend_pid()) AS holder
+
+-- name: job_summaries
+-- Per job: its last run that was not a skip (sql.RUN_COLUMNS), the start of its last
+-- success, and its runs per status since %(since)s. The last run walks the (job, started)
+-- index past the skips after it (in its order, so no other index is cheaper); the last
+-- success is one descent of (job, status, started, id), however long ago it was (a job that
+-- has failed for weeks included); the counts walk (job, started) over the window.
+SELECT j.job, r.id, r.job, r.tick, r.host, r.pid, r.started, r.finished, r.status, r.error,
+       r.manual, s.started, c.counts
+FROM unnest(%(jobs)s::text[]) AS j(job)
+LEFT JOIN LATERAL (
+    SELECT * FROM "django_advisory_cron_jobrun" AS t
+     WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
+     ORDER BY t.started DESC LIMIT 1
+) AS r ON true
+LEFT JOIN LATERAL (
+    SELECT t.started FROM "django_advisory_cron_jobrun" AS t
+     WHERE t.job = j.job AND t.status = 'succeeded'
+     ORDER BY t.started DESC LIMIT 1
+) AS s ON true
+LEFT JOIN LATERAL (
+    SELECT jsonb_object_agg(g.status, g.runs)::text AS counts FROM (
+        SELECT t.status, count(*) AS runs FROM "django_advisory_cron_jobrun" AS t
+        WHERE %(since)s::timestamptz IS NOT NULL AND t.job = j.job
+          AND t.started >= %(since)s::timestamptz
+        GROUP BY t.status
+    ) AS g
+) AS c ON true
+ORDER BY j.job
+
+-- name: recent_runs
+-- The last runs of each job that were not skips, with the seconds each ran.
+SELECT r.job, r.tick, r.host, r.pid, r.status,
+       extract(epoch FROM COALESCE(r.finished,
+                                   CASE WHEN r.status = 'running' THEN now() ELSE r.started END)
+                          - r.started)::float8
+FROM unnest(%(jobs)s::text[]) AS j(job)
+CROSS JOIN LATERAL (
+    SELECT * FROM "django_advisory_cron_jobrun" AS t
+     WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
+     ORDER BY t.started DESC, t.id DESC LIMIT %(limit)s
+) AS r
+ORDER BY r.job, r.started DESC, r.id DESC
+
+-- name: failures_in_a_row
+-- How many runs of the job failed since its last success before the run, that run included.
+WITH this AS (
+    SELECT started, id FROM "django_advisory_cron_jobrun" WHERE id = %(run_id)s AND job = %(job)s
+), last_success AS (
+    SELECT s.started, s.id FROM "django_advisory_cron_jobrun" AS s, this
+     WHERE s.job = %(job)s AND s.status = 'succeeded'
+       AND (s.started, s.id) < (this.started, this.id)
+     ORDER BY s.started DESC, s.id DESC LIMIT 1
+)
+SELECT count(*) FROM (
+    SELECT 1 FROM "django_advisory_cron_jobrun" AS r, this
+     WHERE r.job = %(job)s AND r.status = ANY(%(failing)s::text[])
+       AND (r.started, r.id) <= (this.started, this.id)
+       AND r.started >= COALESCE((SELECT started FROM last_success), '-infinity')
+       AND NOT EXISTS (SELECT 1 FROM last_success AS l WHERE (l.started, l.id) >= (r.started, r.id))
+     ORDER BY r.started DESC, r.id DESC LIMIT %(limit)s) AS streak

@@ -1,0 +1,142 @@
+"""The statements of ``db/queries.sql`` against the models: the tables, the columns written and
+the status values they name are the models' own (tests/test_queries_sent.py checks, on a
+server, that the code sends these statements verbatim and that PostgreSQL plans each)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import models
+
+from django_advisory_cron.db import sql
+from django_advisory_cron.db.queries import QUERIES, parse
+from django_advisory_cron.models import TICK_TAKING, EnqueuedTick, JobRun, JobState, RunStatus
+from django_advisory_cron.models import Schedule as ScheduleRow
+
+MODELS: list[type[models.Model]] = [JobRun, JobState, EnqueuedTick, ScheduleRow]
+TABLES = {model._meta.db_table: model for model in MODELS}
+
+
+def columns(model: type[models.Model]) -> set[str]:
+    return {field.column for field in model._meta.concrete_fields if field.column}
+
+
+def test_the_file_parses_into_named_statements_with_their_comments_left_out() -> None:
+    text = "-- header\n\n-- name: one\n-- what it is for\nSELECT 1\n\n-- name: two\nSELECT\n  2\n"
+    assert parse(text) == {"one": "SELECT 1", "two": "SELECT\n  2"}
+    assert len(QUERIES) >= 40
+    assert all(text and not text.startswith("--") for text in QUERIES.values())
+
+
+def test_every_table_named_is_a_models_table() -> None:
+    named = {
+        table for text in QUERIES.values() for table in re.findall(r"\bdjango_\w+\b(?!\.)", text)
+    }
+    channels = {sql.RUN_CHANNEL, sql.SCHEDULES_CHANNEL}
+    assert named - channels <= set(TABLES), named - channels - set(TABLES)
+    assert set(TABLES) <= named
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_every_column_written_is_its_tables(name: str) -> None:
+    text = QUERIES[name]
+    for table, listed in re.findall(r'INSERT INTO "(\w+)"(?: AS \w+)? \(([^)]*)\)', text):
+        written = {column.strip() for column in listed.split(",")}
+        assert written <= columns(TABLES[table]), (table, written - columns(TABLES[table]))
+    for table, assignments in re.findall(
+        r'UPDATE "(\w+)"(?: \w+)?\s+SET(.*?)(?:WHERE|FROM)', text, re.S
+    ):
+        assigned = set(re.findall(r"(?:^|,)\s*(\w+) =", assignments))
+        assert assigned and assigned <= columns(TABLES[table]), (table, assigned)
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_every_status_named_is_a_run_status_and_every_taking_list_is_tick_taking(
+    name: str,
+) -> None:
+    text = QUERIES[name]
+    statuses = {status.value for status in RunStatus}
+    for listed in re.findall(r"status IN \(([^)]*)\)", text):
+        values = re.findall(r"'(\w+)'", listed)
+        assert set(values) <= statuses, values
+        if len(values) > 2:
+            assert values == [status.value for status in TICK_TAKING]
+    # Besides statuses, a CASE names only the schedule's times Python cannot read.
+    for value in re.findall(r"(?:status (?:=|<>) |THEN |ELSE )'(\w+)'", text):
+        assert value in statuses | columns(ScheduleRow), value
+
+
+def test_the_columns_read_are_the_python_tuples_in_their_order() -> None:
+    assert set(sql.SCHEDULE_COLUMNS) <= columns(ScheduleRow)
+    assert set(sql.RUN_COLUMNS) <= columns(JobRun)
+    read = re.findall(r"\bs\.(\w+)", QUERIES["schedule_rows"].split("concat_ws")[0])
+    assert list(dict.fromkeys(read)) == list(sql.SCHEDULE_COLUMNS)
+    summary = QUERIES["job_summaries"].split("FROM")[0]
+    assert re.findall(r"\br\.(\w+)", summary) == list(sql.RUN_COLUMNS)
+
+
+def test_the_names_python_shares_with_the_statements_are_the_same() -> None:
+    assert sql.HOME_NAME in QUERIES["try_lock_session"] and sql.HOME_NAME in QUERIES["unlock"]
+    assert QUERIES["listen_runs"] == f"LISTEN {sql.RUN_CHANNEL}"
+    assert QUERIES["listen_schedules"] == f"LISTEN {sql.SCHEDULES_CHANNEL}"
+
+
+def spaced(text: str) -> str:
+    return " ".join(text.replace("(", "( ").replace(")", " )").split())
+
+
+CLAIMS = ["claim_runs", "claim_runs_recording", "claim_runs_census", "claim_runs_census_recording"]
+CENSUS = ["claim_runs_census", "claim_runs_census_recording"]
+
+#: Parts that several statements spell alike (Python used to splice one copy into each): the
+#: first and last words of each, and the statements that have it.
+SHARED = {
+    "why a job is paused": ("concat( 'paused'", "AS why", {*CLAIMS, "claim_enqueue"}),
+    "a pause that holds now": (
+        "paused AND ( paused_until IS NULL",
+        "clock_timestamp( ) )",
+        {*CLAIMS, "claim_enqueue", "latest_recorded_ticks"},
+    ),
+    "how a run's end is written": (
+        "status = CASE WHEN status IN",
+        "ELSE error || E'\\n' || %( error )s END",
+        {"finish_run", "record_lost_run", "finish_child_run"},
+    ),
+    "a key held by this backend": (
+        "SELECT 1 FROM ( SELECT * FROM pg_locks",
+        "& 4294967295 END )",
+        {"lock_held", "renew_leases"},
+    ),
+    "the live workers": ("SELECT array_agg", "%( prefix )s ) )", {*CENSUS, "sighting"}),
+    "the schedules' version": (
+        "SELECT count( * ) || ' '",
+        '"django_advisory_cron_schedule" )',
+        {*CENSUS, "sighting", "schedule_rows"},
+    ),
+}
+
+
+@pytest.mark.parametrize("part", sorted(SHARED))
+def test_a_part_several_statements_have_is_spelled_the_same_in_each(part: str) -> None:
+    first, last, names = SHARED[part]
+    found = {
+        name: re.findall(re.escape(first) + ".*?" + re.escape(last), spaced(text))
+        for name, text in QUERIES.items()
+    }
+    assert {name for name, spelled in found.items() if spelled} == names
+    assert len({text for spelled in found.values() for text in spelled}) == 1, found
+
+
+def test_the_claims_variants_differ_only_by_their_skip_rows_and_their_census() -> None:
+    """The skip rows are one CTE before the final SELECT; the census is the sighting's
+    columns after the claim's own."""
+    skip_rows = re.compile(r", skip AS \(.*?\n\)(?=\nSELECT)", re.S)
+    sighting = QUERIES["sighting"].removeprefix("SELECT ")
+    base, recording, census, both = (QUERIES[name] for name in CLAIMS)
+    assert skip_rows.search(recording) and skip_rows.sub("", recording) == base
+    assert skip_rows.sub("", both) == census
+    claimed = "o.live, o.why"
+    assert spaced(census.replace(claimed + ",", claimed, 1)) == spaced(
+        base.replace(claimed, f"{claimed} {sighting}", 1)
+    )

@@ -83,3 +83,17 @@ Schedule.objects.create(name="daily", func="tests.jobsapp.import_tasks.send_repo
     assert said["django-q2 Schedule 'daily'"].endswith(
         "would import, calling job send_report(), 15 7 * * * in Europe/Berlin"
     )
+
+
+def test_django_crontabs_three_item_form_has_a_shell_suffix_not_arguments(
+    import_db: str,
+) -> None:
+    said = _dry_run(import_db, "crontab", settings="tests.settings_import_suffix")
+    assert said["CRONJOBS[0]"] == (
+        "CRONJOBS[0] -> send_report(): would import, calling job send_report(), 0 6 * * *; its "
+        "shell suffix '>> report.log 2>&1' is left behind (a run's output is kept)"
+    )
+    assert said["CRONJOBS[1]"] == (
+        "CRONJOBS[1] -> purge(days=2): would import, calling job purge(days=2), 30 3 * * *; its "
+        "shell suffix '>> purge.log' is left behind (a run's output is kept)"
+    )

@@ -5,7 +5,9 @@ through their models, as in ``test_cronjob_import``."""
 
 from __future__ import annotations
 
-from tests.test_cronjob_import import _lines, _manage, _shell
+import pytest
+
+from tests.test_cronjob_import import _has_beat, _lines, _manage, _shell
 from tests.test_cronjob_import import import_db as import_db  # a fixture
 
 
@@ -97,3 +99,34 @@ def test_django_crontabs_three_item_form_has_a_shell_suffix_not_arguments(
         "CRONJOBS[1] -> purge(days=2): would import, calling job purge(days=2), 30 3 * * *; its "
         "shell suffix '>> purge.log' is left behind (a run's output is kept)"
     )
+
+
+@pytest.mark.skipif(not _has_beat(), reason="django-celery-beat supports Django < 6.1 only")
+def test_django_celery_beat_rows_in_celerys_spellings_read_as_celery_reads_them(
+    import_db: str,
+) -> None:
+    """django-celery-beat stores a beat entry's crontab as celery spells it (``monday``,
+    ``mon-fri``); celery ANDs the two day fields, so ``0-6`` beside a day of month is that day."""
+    _shell(
+        import_db,
+        """
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
+def add(name, **fields):
+    PeriodicTask.objects.create(name=name, task="send_report",
+        crontab=CrontabSchedule.objects.create(minute="0", hour="9", **fields))
+add("mondays", day_of_week="monday")
+add("weekdays", day_of_week="mon-fri")
+add("the first", day_of_month="1", day_of_week="0-6")
+add("bad day", day_of_week="funday")
+""",
+    )
+    said = _dry_run(import_db, "django-celery-beat")
+    for name, cron in (
+        ("mondays", "0 9 * * 1"),
+        ("weekdays", "0 9 * * 1-5"),
+        ("the first", "0 9 1 * *"),
+    ):
+        assert said[f"PeriodicTask {name!r}"].endswith(
+            f"would import, calling job send_report(), {cron} in UTC"
+        ), said[f"PeriodicTask {name!r}"]
+    assert "cannot import: celery cannot read its crontab" in said["PeriodicTask 'bad day'"]

@@ -130,3 +130,13 @@ add("bad day", day_of_week="funday")
             f"would import, calling job send_report(), {cron} in UTC"
         ), said[f"PeriodicTask {name!r}"]
     assert "cannot import: celery cannot read its crontab" in said["PeriodicTask 'bad day'"]
+
+
+def test_a_schedule_class_of_the_projects_own_says_what_to_do(import_db: str) -> None:
+    said = _dry_run(import_db, "celery-beat", settings="tests.settings_import_custom")
+    assert said["CELERY_BEAT_SCHEDULE['sale-ends']"] == (
+        "CELERY_BEAT_SCHEDULE['sale-ends']: cannot import: a schedule of type WhenSalesEnd has "
+        "no equivalent here: it decides in its own code when it is due; add a cron expression "
+        "or interval that ticks as often as it should be checked ('cronjob add'), and check "
+        "the rest in the job"
+    )

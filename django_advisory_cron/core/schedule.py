@@ -231,7 +231,12 @@ class Schedule:
                 f"{expression!r} has {len(fields)} fields; use five (minute hour day month "
                 "weekday) or six (minute hour day month weekday second)"
             )
-        if expression in ("@reboot",) or not croniter.is_valid(expression):
+        if expression == "@reboot":
+            raise InvalidSchedule(
+                "'@reboot' runs when cron starts, at no time of day, so it has no ticks: run "
+                "the job with 'manage.py runlocked NAME' where the host or container starts"
+            )
+        if not croniter.is_valid(expression):
             problem = _out_of_range(fields)
             raise InvalidSchedule(
                 f"{expression!r} is not a valid cron expression"

@@ -7,6 +7,12 @@ default, ``second_at_beginning=False``), evaluated in the schedule's own time zo
 :class:`Every` is an interval schedule instead: its ticks are the Unix epoch plus whole
 multiples of the interval, the same on every host, in every zone.
 
+The two day fields follow Vixie cron's rule (Debian's cron, and most others): when the day of
+month or the weekday field starts with ``*`` (``*``, ``*/2``), a day must match both; when both
+are restricted otherwise, a day matches either. ``"0 0 */2 * 1"`` is an odd-numbered Monday,
+``"0 0 1-31/2 * 1"`` an odd-numbered day or a Monday. (croniter's own default, which
+django-q2 uses, matches either in both.)
+
 Daylight saving time follows Debian's cron (see ``docs/once-per-tick.md``). An expression whose
 hour field names every hour (``"*/15 * * * *"``, ``"0 * * * *"``) is a *real-time* schedule:
 it ticks at every real instant whose local time matches, so it ticks in both passes of a
@@ -26,6 +32,7 @@ and its results carry unreliable ``fold`` attributes.
 
 from __future__ import annotations
 
+import functools
 import math
 import zoneinfo
 from collections.abc import Iterator
@@ -154,6 +161,39 @@ def _out_of_range(fields: list[str]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _day_reading(expression: str) -> tuple[str, bool]:
+    """The expression to hand croniter, and its ``day_or``, for cron's reading of the day
+    fields (see the module docstring).
+
+    croniter's own test looks at the expanded fields, which it sometimes widens to ``*``
+    (``0-6`` beside ``*/2``), not at what was written; its ``implement_cron_bug`` reads that
+    too. So the rule is applied here: a field written with ``*`` (or croniter's ``?``) makes
+    the days match both; otherwise either, and a field naming every day then matches every day.
+    """
+    fields = expression.split()
+    if len(fields) < 5:
+        return expression, False  # an alias (@daily): at most one day field is restricted
+    expanded = croniter(expression).expanded
+    every_day = [expanded[2][0] == "*", expanded[4][0] == "*"]
+    if fields[2][0] in "*?" or fields[4][0] in "*?" or all(every_day):
+        return expression, False
+    if not any(every_day):
+        return expression, True
+    return " ".join([*fields[:2], "*", fields[3], "*", *fields[5:]]), False
+
+
+def days_unlike_croniter(expression: str) -> bool:
+    """Whether croniter's default reading of ``expression``'s day fields (django-q2's) differs
+    from cron's: it matches either day field whenever both expand to fewer than every day, so
+    ``"0 0 */2 * 1"`` is an odd-numbered day or a Monday there."""
+    if len(expression.split()) < 5:
+        return False
+    expanded = croniter(expression).expanded
+    croniter_or = expanded[2][0] != "*" and expanded[4][0] != "*"
+    return _day_reading(expression) != (expression, croniter_or)
+
+
 class NeverFires(InvalidSchedule):
     """A cron expression that is valid but matches no date (30 February)."""
 
@@ -191,7 +231,12 @@ class Schedule:
                 f"{expression!r} has {len(fields)} fields; use five (minute hour day month "
                 "weekday) or six (minute hour day month weekday second)"
             )
-        if expression in ("@reboot",) or not croniter.is_valid(expression):
+        if expression == "@reboot":
+            raise InvalidSchedule(
+                "'@reboot' runs when cron starts, at no time of day, so it has no ticks: run "
+                "the job with 'manage.py runlocked NAME' where the host or container starts"
+            )
+        if not croniter.is_valid(expression):
             problem = _out_of_range(fields)
             raise InvalidSchedule(
                 f"{expression!r} is not a valid cron expression"
@@ -207,11 +252,15 @@ class Schedule:
         self.real_time = hours == ["*"] or set(hours) >= set(range(24))
         self._expanded = expanded
         try:
-            # Cheap (a fraction of a millisecond; a few when nothing matches), and croniter
-            # applies cron's rule: a day of month and a weekday both given match either.
-            croniter(expression, _PROBE_START).get_next(datetime)
+            # Cheap: a fraction of a millisecond; a few when nothing matches.
+            self._croniter(_PROBE_START).get_next(datetime)
         except CroniterError:
             raise NeverFires(never_fires(expression)) from None
+
+    def _croniter(self, start: datetime) -> croniter:
+        """croniter from ``start``, reading the day fields as cron does."""
+        text, day_or = _day_reading(self.expression)
+        return croniter(text, start, day_or=day_or)
 
     @property
     def min_interval(self) -> timedelta:
@@ -251,7 +300,7 @@ class Schedule:
         """Matching naive wall-clock times after (``get_next``) or before (``get_prev``)."""
         # UTC has no DST: croniter then yields every matching wall-clock time, in order.
         try:
-            walls = croniter(self.expression, start.replace(tzinfo=_UTC))
+            walls = self._croniter(start.replace(tzinfo=_UTC))
             while True:
                 wall: datetime = getattr(walls, step)(datetime)
                 yield wall.replace(tzinfo=None)

@@ -94,3 +94,12 @@ def test_every_must_be_a_positive_finite_duration(every: float) -> None:
 def test_every_of_the_wrong_kind(every: Any) -> None:
     with pytest.raises(InvalidSchedule, match=r"'bad_every'.*every must be"):
         locked_task(name="bad_every", every=every)(lambda: None)
+
+
+def test_reboot_is_valid_cron_with_no_ticks_and_says_what_to_use() -> None:
+    with pytest.raises(InvalidSchedule) as raised:
+        Schedule("@reboot")
+    message = str(raised.value)
+    print(message)
+    assert "'@reboot' runs when cron starts, at no time of day" in message
+    assert "manage.py runlocked" in message and "\n" not in message

@@ -2,8 +2,9 @@
 
 Every job with a five-field ``schedule`` gets one row named ``advisory_cron:<job>`` that
 calls ``RUNNER`` with the job's name. Interval jobs (``every=``) and six-field expressions
-(with seconds) are not synced, nor are jobs with a ``timezone`` other than ``TIME_ZONE``:
-django-q2 cannot run them (see ``unsyncable()``). Rows are recognised by their name prefix
+(with seconds) are not synced, nor are jobs with a ``timezone`` other than ``TIME_ZONE`` or
+day fields that croniter reads otherwise than cron: django-q2 cannot run them (see
+``unsyncable()``). Rows are recognised by their name prefix
 *and* their ``func``; rows made by hand are never touched.
 ``sync_after_migrate()`` is the ``post_migrate`` receiver connected when ``SYNC_ON_MIGRATE``
 is set.
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.db import connections, router, transaction
 
 from ...conf import app_settings
+from ...core.schedule import days_unlike_croniter
 from ...exceptions import ScheduleSyncTimeout
 from ...lock.advisory import advisory_lock
 from ...run.jobs import Job, registry
@@ -96,6 +98,11 @@ def unsyncable(job: Job[Any, Any]) -> str | None:
     if job.timezone is not None and job.timezone != settings.TIME_ZONE:
         # django-q2 evaluates every CRON schedule in one zone, its cluster's.
         return f"a time zone of its own ({job.timezone!r}; TIME_ZONE is {settings.TIME_ZONE!r})"
+    if job.cron is not None and days_unlike_croniter(job.cron):
+        return (
+            f"a day field starting with * beside another day ({job.cron!r}: cron needs both, "
+            "croniter either)"
+        )
     return None
 
 

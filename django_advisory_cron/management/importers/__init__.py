@@ -70,14 +70,25 @@ class Found:
     routing: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Noted:
+    """An entry that maps, with what a person should know about how (``notes``)."""
+
+    entry: ScheduleEntry
+    notes: tuple[str, ...]
+
+
 def mapped(
-    label: str, read: Callable[[], ScheduleEntry], routing: dict[str, Any] | None = None
+    label: str, read: Callable[[], ScheduleEntry | Noted], routing: dict[str, Any] | None = None
 ) -> Found:
     """``label``'s entry as ``read()`` maps it, or the reason it cannot map."""
     try:
-        return Found(label, read(), routing=dict(routing or {}))
+        entry = read()
     except NotMappable as error:
         return Found(label, reason=str(error))
+    if isinstance(entry, Noted):
+        return Found(label, entry.entry, notes=entry.notes, routing=dict(routing or {}))
+    return Found(label, entry, routing=dict(routing or {}))
 
 
 def routed(item: Found, deliver: str) -> Found:

@@ -94,7 +94,11 @@ def timing(when: Any, zone: str) -> dict[str, Any]:
         }
     if isinstance(getattr(when, "run_every", None), timedelta):
         return {"every": when.run_every.total_seconds()}
-    raise NotMappable(f"a schedule of type {kind} has no equivalent here")
+    raise NotMappable(
+        f"a schedule of type {kind} has no equivalent here: it decides in its own code when "
+        "it is due; add a cron expression or interval that ticks as often as it should be "
+        "checked ('cronjob add'), and check the rest in the job"
+    )
 
 
 def both_days() -> str:

@@ -11,16 +11,28 @@ from . import Found, Unavailable
 
 
 def entries() -> list[Found]:
-    """Each entry of ``CRONJOBS``; the shell suffix (a fifth item) is left behind."""
+    """Each entry of ``CRONJOBS``; the shell suffix is left behind: a fifth item, or a third
+    that is a string (``(cron, function, ">> log 2>&1")``), as django-crontab reads them."""
     jobs = getattr(settings, "CRONJOBS", None)
     if jobs is None:
         raise Unavailable("the settings have no CRONJOBS (django-crontab's list of jobs)")
     found = []
     for index, job in enumerate(jobs):
         label = f"CRONJOBS[{index}]"
-        if isinstance(job, (tuple, list)) and len(job) == 5:
-            suffix = f"its shell suffix {job[4]!r} is left behind (a run's output is kept)"
-            found.append(Found(label, tuple(job[:4]), notes=(suffix,)))
+        if not isinstance(job, (tuple, list)):
+            found.append(Found(label, job))
+        elif len(job) > 2 and isinstance(job[2], str):
+            # django-crontab calls it with no arguments, and job[3] as keywords
+            kept = tuple(job[:2]) if len(job) == 3 else (*job[:2], [], job[3])
+            found.append(_without(label, kept, job[2]))
+        elif len(job) == 5:
+            found.append(_without(label, tuple(job[:4]), job[4]))
         else:
             found.append(Found(label, job))
     return found
+
+
+def _without(label: str, job: tuple[object, ...], suffix: object) -> Found:
+    """``job`` with a note that its shell ``suffix`` is left behind."""
+    said = f"its shell suffix {suffix!r} is left behind (a run's output is kept)"
+    return Found(label, job, notes=(said,))

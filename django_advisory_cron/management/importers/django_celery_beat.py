@@ -1,5 +1,6 @@
 """``--from django-celery-beat``: its ``PeriodicTask`` rows, read through its models. A
-crontab schedule becomes a cron expression in its zone, an interval an interval; the task maps
+crontab schedule becomes a cron expression in its zone (read by celery's own parser, as beat
+reads it), an interval an interval; the task maps
 to a registered job as for ``--from celery-beat``. Clocked and solar schedules, and one-off
 tasks, run at moments a cron expression or an interval does not say: each is reported with
 what to do instead."""
@@ -13,7 +14,7 @@ from typing import Any
 from django.apps import apps
 
 from . import Found, NotMappable, Unavailable, described, mapped
-from .celery_beat import both_days
+from .celery_beat import timing
 
 #: Seconds in each period of an ``IntervalSchedule``.
 PERIODS = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1, "microseconds": 1e-6}
@@ -80,16 +81,21 @@ def _timing(task: Any) -> dict[str, Any]:
         )
     if task.interval is not None:
         return {"every": task.interval.every * PERIODS[task.interval.period]}
-    crontab = task.crontab
-    if crontab is None:
+    row = task.crontab
+    if row is None:
         raise NotMappable("it has no schedule")
-    if crontab.day_of_month != "*" and crontab.day_of_week != "*":
-        raise NotMappable(both_days())
-    fields = (
-        crontab.minute,
-        crontab.hour,
-        crontab.day_of_month,
-        crontab.month_of_year,
-        crontab.day_of_week,
-    )
-    return {"schedule": " ".join(fields), "timezone": str(crontab.timezone)}
+    # Read as beat reads it, by celery's own parser: it takes celery's spellings ("monday",
+    # "mon-fri") and ANDs the two day fields, which celery_beat.timing maps or refuses.
+    from celery.schedules import ParseException, crontab
+
+    try:
+        parsed = crontab(
+            minute=row.minute,
+            hour=row.hour,
+            day_of_week=row.day_of_week,
+            day_of_month=row.day_of_month,
+            month_of_year=row.month_of_year,
+        )
+    except (ValueError, ParseException) as error:
+        raise NotMappable(f"celery cannot read its crontab: {error}") from None
+    return timing(parsed, str(row.timezone))

@@ -2,24 +2,33 @@
 registered job's function (by its dotted path) or ``call_command`` with the command's name
 first. A Cron row keeps its expression; Minutes becomes an interval; Hourly, Daily, Weekly,
 Monthly, Quarterly and Yearly become the cron expression that fires at the row's next run
-and every period after, in ``TIME_ZONE``, as django-q2 reads them. Once, Biweekly and
-Bimonthly rows, and rows that repeat a set number of times, are reported."""
+and every period after (past the 28th, on the day django-q2's own arithmetic settles on), in
+the zone django-q2 reads them in (``Q_CLUSTER["time_zone"]``, else ``TIME_ZONE``). Once,
+Biweekly and Bimonthly rows, and rows that repeat a set number of times, are reported."""
 
 from __future__ import annotations
 
 import ast
 from collections import Counter
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.apps import apps
-from django.utils import timezone
+from django.conf import settings
 
+from ...core.schedule import Schedule, days_unlike_croniter
 from ...run.declared import CALL_COMMAND
-from . import Found, NotMappable, Unavailable, described, mapped
+from . import Found, Noted, NotMappable, Unavailable, described, mapped
 
 #: The ``func`` of the rows ``sync_schedules`` writes for this library's own jobs.
 SYNCED = "django_advisory_cron.contrib.django_q.run_scheduled"
+#: How many periods of django-q2's own arithmetic a Monthly, Quarterly or Yearly row is
+#: compared over (eight years: a 29 February comes round twice), and how many make a year.
+PERIODS = {"M": 96, "Q": 32, "Y": 8}
+PER_YEAR = {"M": 12, "Q": 4, "Y": 1}
+MICROSECOND = timedelta(microseconds=1)
 
 
 def entries() -> list[Found]:
@@ -47,7 +56,7 @@ def _name(row: Any) -> str:
     return row.name or f"q2-schedule-{row.id}"
 
 
-def _entry(row: Any) -> dict[str, Any]:
+def _entry(row: Any) -> dict[str, Any] | Noted:
     if row.func == SYNCED:
         raise NotMappable(
             "sync_schedules wrote it for a job already defined here: cronworker runs that "
@@ -65,14 +74,16 @@ def _entry(row: Any) -> dict[str, Any]:
             raise NotMappable(f"it calls {CALL_COMMAND} without a command's name first")
         target = {"command": args[0]}
         args = args[1:]
-    return {
+    timing, notes = _timing(row)
+    entry = {
         "name": _name(row),
         **target,
         "args": args,
         "kwargs": kwargs,
-        **_timing(row),
+        **timing,
         "description": described(f"imported from django-q2's schedule {_name(row)!r}"),
     }
+    return Noted(entry, notes) if notes else entry
 
 
 def _arguments(row: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -97,12 +108,20 @@ def _arguments(row: Any) -> tuple[list[Any], dict[str, Any]]:
     return list(args) if isinstance(args, tuple) else [args], kwargs
 
 
-def _timing(row: Any) -> dict[str, Any]:
-    kind = row.schedule_type
+def _timing(row: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The row's schedule as a ``SCHEDULES`` entry's keys, and notes on how it maps."""
+    kind, zone = row.schedule_type, _zone()
+    where = {"timezone": zone} if zone != settings.TIME_ZONE else {}
     if kind == "C":
-        return {"schedule": row.cron}
+        if days_unlike_croniter(row.cron):
+            raise NotMappable(
+                f"django-q2 (croniter) runs {row.cron!r} on the days that match either day "
+                "field, cron on those that match both (one starts with *): add it by hand "
+                "with the day of month written out (1-31/2, not */2)"
+            )
+        return {"schedule": row.cron, **where}, ()
     if kind == "I":
-        return {"every": (row.minutes or 1) * 60}
+        return {"every": (row.minutes or 1) * 60}, ()
     if kind in ("O", "BW", "BM"):
         label = {"O": "once", "BW": "every two weeks", "BM": "every two months"}[kind]
         raise NotMappable(
@@ -110,17 +129,71 @@ def _timing(row: Any) -> dict[str, Any]:
             "expression (a weekly or monthly one, checking the week in the job) or "
             "'cronjob trigger' it"
         )
-    at = timezone.localtime(row.next_run)
+    at = row.next_run.astimezone(ZoneInfo(zone))
     day_of_week = (at.weekday() + 1) % 7
-    quarters = ",".join(map(str, sorted((at.month - 1 + 3 * n) % 12 + 1 for n in range(4))))
     fields = {
         "H": f"{at.minute} * * * *",
         "D": f"{at.minute} {at.hour} * * *",
         "W": f"{at.minute} {at.hour} * * {day_of_week}",
-        "M": f"{at.minute} {at.hour} {at.day} * *",
-        "Q": f"{at.minute} {at.hour} {at.day} {quarters} *",
-        "Y": f"{at.minute} {at.hour} {at.day} {at.month} *",
     }
-    if kind not in fields:
+    if kind in fields:
+        return {"schedule": fields[kind], **where}, ()
+    if kind not in PERIODS:
         raise NotMappable(f"its schedule type {kind!r} is not known here")
-    return {"schedule": fields[kind]}
+    return _calendar(row, zone, where)
+
+
+def _zone() -> str:
+    """The zone django-q2 reads its schedules in: ``Q_CLUSTER["time_zone"]``, else
+    ``TIME_ZONE``."""
+    from django_q.conf import Conf
+
+    return str(Conf.TIME_ZONE or settings.TIME_ZONE or "UTC")
+
+
+def _calendar(row: Any, zone: str, where: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A Monthly, Quarterly or Yearly row as the cron expression of the runs django-q2 computes
+    for it (its own ``calculate_next_run``, for ``PERIODS`` periods).
+
+    django-q2 adds a month by clamping the day to a shorter month's last, and keeps the
+    clamped day: a row on the 31st runs on the 28th from the first February on. The day it
+    settles on is the expression's; the runs before then are said in a note.
+    """
+    runs = [row.next_run]
+    for _ in range(PERIODS[row.schedule_type]):
+        runs.append(row.calculate_next_run(runs[-1]))
+    local = [run.astimezone(ZoneInfo(zone)) for run in runs]
+    last, year = local[-1], local[-PER_YEAR[row.schedule_type] :]
+    months = (
+        "*" if row.schedule_type == "M" else ",".join(map(str, sorted({t.month for t in year})))
+    )
+    cron = f"{last.minute} {last.hour} {last.day} {months} *"
+    agree = _agreeing(Schedule(cron, zone), runs)
+    if agree > len(runs) // 2:
+        shown = ", ".join(f"{t:%Y-%m-%d %H:%M}" for t in local[:4])
+        raise NotMappable(
+            f"django-q2 runs it at {shown}, ... in {zone}, which no cron expression says: "
+            "add it by hand"
+        )
+    entry = {"schedule": cron, **where}
+    if agree == 0:
+        return entry, ()
+    before = ", ".join(f"{t:%Y-%m-%d}" for t in local[:agree])
+    return entry, (
+        f"django-q2 runs it on {before}, then on day {last.day} from {local[agree]:%Y-%m-%d} "
+        f"on (a shorter month lowers its day for good): here it runs on day {last.day} from "
+        "the start",
+    )
+
+
+def _agreeing(schedule: Schedule, runs: list[datetime]) -> int:
+    """The index of the first of ``runs`` from which ``schedule`` ticks at them and only at
+    them, to the last; ``len(runs)`` when it does at none."""
+    for index in range(len(runs)):
+        ticks, tick = [], schedule.next_tick(runs[index] - MICROSECOND)
+        while tick <= runs[-1]:
+            ticks.append(tick)
+            tick = schedule.next_tick(tick)
+        if ticks == runs[index:]:
+            return index
+    return len(runs)

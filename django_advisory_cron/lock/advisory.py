@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 from types import TracebackType
 from typing import Any, Protocol
 
-from django.db import InterfaceError, connections, transaction
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import signals
@@ -54,6 +54,7 @@ from ..db.connections import (
     refused_value,
     require_postgresql,
 )
+from ..db.execute import Row, rows_within
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import LockLost, LockScopeError
@@ -66,7 +67,6 @@ logger = logging.getLogger("django_advisory_cron")
 POLL_START = 0.02
 MAX_POLL_INTERVAL = 0.5
 
-Row = tuple[Any, ...]
 Send = Callable[[Statement], "Row | None"]
 
 #: Releases of cancelled ``async with`` waits still going (the event loop keeps only weak
@@ -124,28 +124,6 @@ class PlainStatements:
 
     def beat(self, key: LockKey) -> Statement:
         return sql.lock_held(key)
-
-
-def rows_within(
-    connection: BaseDatabaseWrapper, statement: Statement, deadline: float
-) -> list[Row]:
-    """Run one of our statements on a lock connection as it is (never reconnected: a new
-    backend would not hold the lock), answered within ``deadline`` seconds; its rows.
-
-    It goes through the driver's own cursor: the connection is this lock's alone, so Django's
-    cursor layer (execute wrappers, query logging, reconnecting) has nothing to do there and
-    would cost about a tenth of a millisecond per statement; errors are still Django's."""
-    sql_text, params = statement
-    raw: Any = connection.connection
-    if raw is None:
-        raise InterfaceError(f"{connection.alias!r}: the lock connection is closed")
-    with answer_within(connection, deadline), connection.wrap_database_errors:
-        cursor = raw.cursor()
-        try:
-            cursor.execute(sql_text, params)
-            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
-        finally:
-            cursor.close()
 
 
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:

@@ -15,28 +15,22 @@ row); if the connection is lost, the row rolls back with it and is recorded agai
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
-import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
-
-from django.db import DatabaseError
 
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.scopes import ResolvedScope
 from ..core.statuses import RunStatus
 from ..db import sql
-from ..db.connections import refused_value, unpooled_connection
+from ..db.execute import Row, execute_fresh, fetch_fresh
 from ..db.sql import Statement
 from ..exceptions import JobTimedOut, LockScopeError, stopping_signal
-from ..lock.advisory import Row, Send
-
-logger = logging.getLogger("django_advisory_cron")
+from ..lock.advisory import Send
 
 HOST = socket.gethostname()[:255]
 
@@ -323,40 +317,6 @@ def claim(
         census=census,
         synchronous_commit=first.synchronous_commit,
     )
-
-
-def execute_fresh(alias: str, statement: Statement, *, patience: float) -> bool:
-    """Run one statement on a fresh, short-lived connection, retrying for ``patience`` s
-    (e.g. through a restart). Returns whether it succeeded; failures are logged, not raised."""
-    return _on_fresh(alias, statement, patience)[0]
-
-
-def fetch_fresh(alias: str, statement: Statement, *, patience: float) -> Row | None:
-    """Like [execute_fresh][django_advisory_cron.run.history.execute_fresh], returning the
-    statement's first row (``None`` when it returned none, or failed)."""
-    return _on_fresh(alias, statement, patience)[1]
-
-
-def _on_fresh(alias: str, statement: Statement, patience: float) -> tuple[bool, Row | None]:
-    sql_text, params = statement
-    deadline = time.monotonic() + patience
-    delay = 0.2
-    while True:
-        connection = unpooled_connection(alias)
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(sql_text, params)
-                row = cursor.fetchone() if cursor.description else None
-            return True, None if row is None else tuple(row)
-        except (DatabaseError, ValueError) as error:
-            # A refused value is refused again: no retry.
-            if refused_value(error) or time.monotonic() + delay > deadline:
-                logger.error("could not record on %r: %s", alias, error)
-                return False, None
-        finally:
-            connection.close()
-        time.sleep(delay)
-        delay = min(delay * 2, 2.0)
 
 
 # -- runs in a worker's child processes ----------------------------------------------------

@@ -42,9 +42,9 @@ from ..exceptions import (
 )
 from ..lock.advisory import MAX_POLL_INTERVAL, POLL_START, AdvisoryLock
 from ..lock.heartbeat import lost_text
+from ..lock.shared import ClaimConnection, SharedLock
 from ..models import RunStatus
 from . import attempts, history, output
-from .claims import ClaimConnection, SharedLock
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -271,13 +271,15 @@ class ClaimedRun:
 
     def run(self) -> RunResult:
         """Run the job in this thread, record its outcome, release its lock."""
+        assert self.result.record is not None
         self.lock.guard_queries()
-        _run(self.job, self.lock, self.lock.record, self.result, (), {})
+        _run(self.job, self.lock, self.result.record, self.result, (), {})
         return self.result
 
     def abandon(self, why: str) -> None:
         """Record the run as interrupted without starting it, and release its lock."""
-        self.lock.record.outcome = (history.INTERRUPTED, why)
+        assert self.result.record is not None
+        self.result.record.outcome = (history.INTERRUPTED, why)
         self.lock.release()
         self.result.status = RunStatus.INTERRUPTED
         logger.warning("job %s (run %s) not started: %s", self.job.name, self.result.run_id, why)
@@ -348,9 +350,21 @@ def _claim_entries(
             using=claims.alias,
             once=job.at_most_once,
         )
+        record.shared = True
         lock = result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))
         entries.append((job, lock, record, result))
-    claims.claim([lock for _job, lock, _record, _result in entries], final=final)
+    statement = history.claim(
+        [(record, lock.key) for _job, lock, record, _result in entries],
+        "session",
+        final=final,
+        settle=True,
+        census=claims.census,
+    )
+    rows, sent = claims.claim([lock for _job, lock, _record, _result in entries], statement)
+    for (_job, lock, record, result), row in zip(entries, rows, strict=True):
+        lock.acquired = record.accept(row, "session", claims.send)
+        if lock.acquired and result.run_id is not None:
+            claims.hold(lock, result.run_id, sent)
     return entries
 
 

@@ -1,5 +1,5 @@
 """Jobs due together, claimed together: one statement per database takes their locks and
-claims their ticks (see [claims][django_advisory_cron.run.claims]), each first by the live
+claims their ticks (see [claims][django_advisory_cron.lock.shared]), each first by the live
 worker it is dealt to ([share_out][django_advisory_cron.worker.fleet.share_out]), so the wins
 spread across replicas instead of going to the fastest one.
 """

@@ -37,8 +37,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..conf import app_settings
 from ..db.connections import warm_while_scheduling
 from ..exceptions import DatabaseUnavailable, first_line
+from ..lock.shared import ClaimConnection
 from ..run import history
-from ..run.claims import ClaimConnection
 from ..run.jobs import Job, registry
 from ..run.runner import RunResult
 from .batches import Batches

@@ -49,6 +49,7 @@ from ..db.sql import Statement
 from ..exceptions import DatabaseUnavailable, LockLost
 from .advisory import AdvisoryLock, LockStatements
 from .heartbeat import Heartbeat, beat_deadline, report_lost
+from .session import SessionHolder
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -71,28 +72,43 @@ class SharedLock(AdvisoryLock):
             key, scope="session", using=claims.alias, statements=statements, on_lost=on_lost
         )
         self.scope = "session"
-        self.claims = claims
+        self.holder = SharedHolder(self, claims)
         #: The connection its claim was sent on: its release goes on no other one.
-        self.holder: LockConnection | None = None
+        self.claimed_on: LockConnection | None = None
         #: The run whose lease the heartbeat renews while the lock is held here.
         self.run_id: int | None = None
+
+
+class SharedHolder(SessionHolder):
+    """Holds one run's lock on the worker's claim connection: its statements take turns there,
+    and its release unlocks that one key only."""
+
+    def __init__(self, lock: SharedLock, claims: ClaimConnection) -> None:
+        super().__init__(
+            claims.alias,
+            lock.key,
+            beat=lambda: lock.statements.beat(lock.key),
+            on_lost=lock.mark_lost,
+        )
+        self.lock = lock
+        self.claims = claims
 
     def send(self, statement: Statement) -> Row | None:
         return self.claims.send(statement)
 
-    def _send_release(self, statement: Statement) -> Row | None:
-        return self.claims.release(self, statement)
+    def send_release(self, statement: Statement) -> Row | None:
+        return self.claims.release(self.lock, statement)
 
-    def _unlock(self) -> Statement:
+    def unlock(self) -> Statement:
         return sql.unlock_one(self.key)
 
-    def _give_back(self, reusable: bool) -> None:
-        if self.acquired and self.lost:
+    def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
+        if taken and lost:
             # Its row was closed under it (or its connection died): if the connection lives,
             # the lock may still be held on it, and is given back now the run has ended.
             with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():
-                self.claims.release(self, sql.unlock_one(self.key))
-        self.claims.forget(self)
+                self.claims.release(self.lock, sql.unlock_one(self.key))
+        self.claims.forget(self.lock)
 
 
 @dataclass(frozen=True)
@@ -212,7 +228,7 @@ class ClaimConnection:
             rows = self._fetch_all(statement)
             answered = time.monotonic()
             for lock in locks:
-                lock.holder = self._connection
+                lock.claimed_on = self._connection
         if self.census is not None and rows:
             self._saw(answered, rows[0][8:12])
         self._nudge()
@@ -272,7 +288,7 @@ class ClaimConnection:
         beat between the two would find the lock gone and report it lost)."""
         with self._turn:
             try:
-                if lock.holder is None or lock.holder is not self._connection:
+                if lock.claimed_on is None or lock.claimed_on is not self._connection:
                     raise DatabaseUnavailable(f"the connection that held {lock} was lost")
                 rows = self._fetch_all(statement)
             finally:

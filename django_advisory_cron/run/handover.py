@@ -26,7 +26,7 @@ from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
 from .delivery import Delivery, DeliveryError
-from .history import HOST, RunRecord
+from .history import HOST
 from .jobs import Job
 
 logger = logging.getLogger("django_advisory_cron")
@@ -150,9 +150,9 @@ def _report(
     from .runner import RunResult
 
     status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
-    result = RunResult(job.name, run_id=row[0], tick=tick, manual=manual, status=status)
-    result.value, result.error = task_id, error
-    result.record = RunRecord(result, matches=[], now=None, max_skew=0, using=using)
+    result = RunResult(
+        job.name, status, task_id, error, run_id=row[0], tick=tick, manual=manual, using=using
+    )
     signals.job_started.send(sender=job, run=result)
     if error is None:
         signals.job_finished.send(sender=job, run=result)

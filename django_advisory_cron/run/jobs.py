@@ -167,7 +167,7 @@ class Job(Generic[P, R]):
         using: str | None = None,
         **kwargs: Any,
     ) -> RunResult:
-        """Run under the lock and return a [RunResult][django_advisory_cron.run.runner.RunResult]
+        """Run under the lock and return a [RunResult][django_advisory_cron.RunResult]
         (re-raises failures, after recording them).
 
         Raises [InvalidSchedule][django_advisory_cron.exceptions.InvalidSchedule] for a bad

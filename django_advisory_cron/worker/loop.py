@@ -312,8 +312,7 @@ class Worker:
                 result.run_id,
                 self.grace,
             )
-            assert result.record is not None
-            result.record.finish_lost(
+            result.finish_lost(
                 history.INTERRUPTED, f"interrupted: cronworker {self.identity} stopped"
             )
 

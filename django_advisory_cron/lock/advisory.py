@@ -9,10 +9,11 @@ no longer prove it is alone stops at its next database call), transaction scope 
 body runs in a savepoint of that transaction). This module holds what both share: the
 attempts, the loss, and the one path of the release.
 
-What is sent is pluggable ([LockStatements][django_advisory_cron.lock.advisory.LockStatements]): the
-run history sends its acquiring and finishing statements in the same round trips as the lock.
-Acquiring and releasing statements run with SIGINT/SIGTERM deferred, so a signal never cuts
-one in half, and with a client-side deadline.
+A run composes its own statements and takes the lock a step at a time (``open``, an
+``attempt`` at a time, then ``took``), so its history rides in the same
+round trips as the lock; the lock calls nothing of it but what a beat sends. Acquiring and
+releasing statements run with SIGINT/SIGTERM deferred, so a signal never cuts one in half,
+and with a client-side deadline.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -58,58 +59,6 @@ Holder = SessionHolder | TransactionHolder
 _GIVING_UP: set[asyncio.Future[None]] = set()
 
 
-class LockStatements(Protocol):
-    """The statements a lock sends; the run history supplies its own."""
-
-    #: Its statements write what must not be cut in half (the run history): signals are held
-    #: while a session lock's statement runs. A bare lock's statement may be cut: its
-    #: connection is then closed, which releases whatever it held.
-    whole_statements: bool
-
-    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
-        """Try the lock (first column: taken?); ``final`` on the last attempt."""
-
-    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
-        """Read the acquiring row (``send`` runs a follow-up statement); return "taken"."""
-
-    def release(
-        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
-    ) -> Statement | None:
-        """Release a taken lock (session scope: must unlock, then unlock everything else; the
-        first column is the unlock's result); in transaction scope, what to send before the
-        commit, if anything."""
-
-    def settled(self) -> bool:
-        """Whether the last attempt, without the lock, settled the matter: trying again (for
-        ``wait``) could change nothing."""
-
-    def beat(self, key: LockKey) -> Statement:
-        """The heartbeat: one boolean column, true while the lock is held."""
-
-
-class PlainStatements:
-    """The lock alone: try, unlock, and ask the server's lock table."""
-
-    whole_statements = False
-
-    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
-        return sql.try_lock(key, scope)
-
-    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
-        return bool(row[0])
-
-    def release(
-        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
-    ) -> Statement | None:
-        return sql.release_lock(key, scope)
-
-    def settled(self) -> bool:
-        return False
-
-    def beat(self, key: LockKey) -> Statement:
-        return sql.lock_held(key)
-
-
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
     """The default reaction to a lost lock: [lock_lost][django_advisory_cron.signals.lock_lost]."""
     signals.lock_lost.send(sender=None, run=None, lock=lock, error=error)
@@ -129,9 +78,10 @@ class AdvisoryLock:
         scope: Scope = "auto",
         wait: float = 0,
         using: str | None = None,
-        statements: LockStatements | None = None,
+        beat: Callable[[], Statement] | None = None,
         on_lost: Callable[[AdvisoryLock, BaseException], None] = send_lost_signal,
         savepoint: bool = False,
+        whole_statements: bool = False,
     ) -> None:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
@@ -141,8 +91,15 @@ class AdvisoryLock:
         #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
         self.scope: ResolvedScope | None = None
         self.wait = wait
-        self.statements: LockStatements = statements or PlainStatements()
+        #: What a session lock's heartbeat sends (one boolean column, true while the lock is
+        #: held): a run's renews its lease in the same round trip; a bare lock asks the
+        #: server's lock table.
+        self.beat = beat or functools.partial(sql.lock_held, self.key)
         self.on_lost = on_lost
+        #: Its statements write what must not be cut in half (a run's): signals are held while
+        #: they run. A bare lock's statement may be cut: its connection is then closed, which
+        #: releases whatever it held.
+        self.whole_statements = whole_statements
         #: Transaction scope: run the body in a savepoint (see the module docstring).
         self.savepoint = savepoint
         self.acquired = False
@@ -235,59 +192,73 @@ class AdvisoryLock:
     def acquire(self) -> AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
-        self.requested_at = time.monotonic()
         try:
-            self.scope = pooler.resolve_scope(self.requested_scope, self.using)
-            if self.scope == "transaction" and self._in_async:
-                raise LockScopeError(
-                    f"{self} is taken with 'async with', which needs session scope (Django runs "
-                    "no transaction across await), but it resolved to transaction scope: use "
-                    "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
-                    "connection when a transaction pooler is in the path"
-                )
-            self.holder = self._holder(self.scope)
-            self._take(self.holder, self.scope)
-            if self.acquired:
-                self.acquired_at = time.monotonic()
-                logger.debug("acquired %r", self)
-                watched = self.holder.watch(f"advisory-cron-heartbeat {self.key}")
-                if watched and not self._in_async:
-                    # An async holder's queries run in other threads: it reads ``lost``.
-                    self.guard_queries()
+            scope = self.open()
+            for final in self.attempts():
+                with self.attempt() as holder:
+                    row = holder.try_first(sql.try_lock(self.key, scope))
+                    assert row is not None
+                    self.acquired = bool(row[0])
+                if self.acquired or final:
+                    break
+                self.retreat()
+            self.took()
         except BaseException as error:
             self.release(error)
             raise
         return self
 
+    # The steps of taking the lock, for an owner that sends statements of its own (a run):
+    # open, then an attempt at a time, then took. On any failure the owner releases.
+
+    def open(self) -> ResolvedScope:
+        """Resolve the scope, which picks the holder, and make the holder ready."""
+        self.requested_at = time.monotonic()
+        self.scope = pooler.resolve_scope(self.requested_scope, self.using)
+        if self.scope == "transaction" and self._in_async:
+            raise LockScopeError(
+                f"{self} is taken with 'async with', which needs session scope (Django runs "
+                "no transaction across await), but it resolved to transaction scope: use "
+                "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
+                "connection when a transaction pooler is in the path"
+            )
+        self.holder = self._holder(self.scope)
+        self.holder.begin()
+        return self.scope
+
+    @contextmanager
+    def attempt(self) -> Iterator[Holder]:
+        """One attempt: the block sends its acquiring statement (and any follow-up) through
+        the holder, with signals held, and sets ``acquired``."""
+        assert self.holder is not None
+        self.holder.attempt()
+        with self._held_signals():
+            self._trying = True
+            yield self.holder
+            self._trying = False
+
+    def retreat(self) -> None:
+        """After an attempt that did not take the lock, before the next one."""
+        assert self.holder is not None
+        self.holder.retreat()
+
+    def took(self) -> None:
+        """After the last attempt: a lock taken is watched from now on."""
+        assert self.holder is not None
+        if self.acquired:
+            self.acquired_at = time.monotonic()
+            logger.debug("acquired %r", self)
+            watched = self.holder.watch(f"advisory-cron-heartbeat {self.key}")
+            if watched and not self._in_async:
+                # An async holder's queries run in other threads: it reads ``lost``.
+                self.guard_queries()
+
     def _holder(self, scope: ResolvedScope) -> Holder:
         if scope == "session":
-            return SessionHolder(
-                self.using,
-                self.key,
-                beat=lambda: self.statements.beat(self.key),
-                on_lost=self.mark_lost,
-            )
+            return SessionHolder(self.using, self.key, beat=self.beat, on_lost=self.mark_lost)
         return TransactionHolder(self.using, on_lost=self.mark_lost, savepoint=self.savepoint)
 
-    def _take(self, holder: Holder, scope: ResolvedScope) -> None:
-        """The attempts: each sends the acquiring statement and reads its row. A transaction
-        that did not take the lock stays open after the last one (its skip commits)."""
-        holder.begin()
-        for final in self._attempts():
-            holder.attempt()
-            with self._held_signals():
-                self._trying = True
-                row = holder.try_first(self.statements.acquire(self.key, scope, final))
-                assert row is not None
-                self.acquired = self.statements.accept(row, scope, holder.follow_up)
-                self._trying = False
-            if self.acquired or final:
-                return
-            if scope == "session" and self.statements.settled():
-                return
-            holder.retreat()
-
-    def _attempts(self) -> Iterator[bool]:
+    def attempts(self) -> Iterator[bool]:
         """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s
         (or until the waiting task is cancelled: no further attempt then)."""
         deadline = time.monotonic() + self.wait
@@ -307,7 +278,7 @@ class AdvisoryLock:
     def _held_signals(self) -> AbstractContextManager[object]:
         """Signals held while one of the lock's statements runs (see ``whole_statements``)."""
         assert self.holder is not None
-        if self.holder.holds_signals or self.statements.whole_statements:
+        if self.holder.holds_signals or self.whole_statements:
             return deferred_signals()
         return nullcontext()
 
@@ -358,10 +329,14 @@ class AdvisoryLock:
     ) -> None:
         self.release(exc)
 
-    def release(self, error: BaseException | None = None) -> None:
+    def release(
+        self, error: BaseException | None = None, *, ending: Statement | None = None
+    ) -> None:
         """Release the lock: the one path for success, failure and signals. Idempotent.
 
-        ``error`` is what ended the holder's work, if anything. Transaction scope: the release
+        ``error`` is what ended the holder's work, if anything. ``ending`` is the releasing
+        statement of a taken lock that its owner composed (a run's finish, which unlocks); a
+        bare lock sends its own. Transaction scope: the release
         statement runs and the transaction commits when the lock was taken (the body's own
         work was rolled back to its savepoint if it failed); a failed commit is raised. Session
         scope: a releasing statement refused for a value it carries (see
@@ -376,7 +351,8 @@ class AdvisoryLock:
         try:
             if holder is None or scope is None:
                 return
-            statement = functools.partial(self.statements.release, self.key, scope, error)
+            plain = functools.partial(sql.release_lock, self.key, scope)
+            statement = plain if ending is None else lambda: ending
             if isinstance(holder, TransactionHolder):
                 holder.release(statement, error, taken=self.acquired)
             else:

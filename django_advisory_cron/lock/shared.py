@@ -47,7 +47,7 @@ from ..db.execute import Row, rows_within
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import DatabaseUnavailable, LockLost
-from .advisory import AdvisoryLock, LockStatements
+from .advisory import AdvisoryLock
 from .heartbeat import Heartbeat, beat_deadline, report_lost
 from .session import SessionHolder
 
@@ -65,11 +65,10 @@ class SharedLock(AdvisoryLock):
         self,
         key: LockKey,
         claims: ClaimConnection,
-        statements: LockStatements,
         on_lost: Callable[[AdvisoryLock, BaseException], None],
     ) -> None:
         super().__init__(
-            key, scope="session", using=claims.alias, statements=statements, on_lost=on_lost
+            key, scope="session", using=claims.alias, on_lost=on_lost, whole_statements=True
         )
         self.scope = "session"
         self.holder = SharedHolder(self, claims)
@@ -87,7 +86,7 @@ class SharedHolder(SessionHolder):
         super().__init__(
             claims.alias,
             lock.key,
-            beat=lambda: lock.statements.beat(lock.key),
+            beat=lock.beat,
             on_lost=lock.mark_lost,
         )
         self.lock = lock

@@ -91,11 +91,8 @@ def status_of(error: BaseException | None, *, body: bool = True) -> str:
 class Run:
     """One run, the one record of it: what it is, what its claim found, how it ended (what
     [execute][django_advisory_cron.run.runner.execute] returns, as ``RunResult``), and the
-    statements its lock sends (a
-    [LockStatements][django_advisory_cron.lock.advisory.LockStatements]) to claim its tick and
+    statements it sends through its lock's holder to claim its tick, renew its lease and
     record its outcome."""
-
-    whole_statements = True
 
     job: str
     status: RunStatus

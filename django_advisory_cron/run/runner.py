@@ -12,6 +12,7 @@ what the job raised (as ``Job.run`` does).
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -121,14 +122,16 @@ def execute(
         scope=scope or job.scope,
         wait=job.wait if wait is None else wait,
         using=alias,
-        statements=run,
+        beat=functools.partial(run.beat, job.key),
         on_lost=_on_lost(job, run),
         savepoint=True,
+        whole_statements=True,
     )
     with signals_stop_runs():
         try:
-            lock.acquire()
+            _take(run, lock)
         except BaseException as stop:
+            _release(run, lock, stop)
             if isinstance(stop, Exception):
                 raise  # nothing was recorded: the caller reports it
             # A signal (or the timeout) while the lock was being taken, before any of the
@@ -219,7 +222,7 @@ class ClaimedRun:
     def abandon(self, why: str) -> None:
         """Record the run as interrupted without starting it, and release its lock."""
         self.result.outcome = (history.INTERRUPTED, why)
-        self.lock.release()
+        _release(self.result, self.lock)
         self.result.status = RunStatus.INTERRUPTED
         logger.warning("job %s (run %s) not started: %s", self.job.name, self.result.run_id, why)
 
@@ -268,7 +271,7 @@ def claim_waiting(
                 lock.acquired_at = time.monotonic()
                 return ClaimedRun(job, run, lock)
             return run
-        lock.release()  # nothing was taken
+        _release(run, lock)  # nothing was taken
         stop.wait(min(delay, remaining))
         delay = min(delay * 2, MAX_POLL_INTERVAL)
 
@@ -289,7 +292,7 @@ def _claim_entries(
             using=claims.alias,
         )
         run.shared = True
-        lock = run.lock = SharedLock(job.key, claims, run, _on_lost(job, run))
+        lock = run.lock = SharedLock(job.key, claims, _on_lost(job, run))
         entries.append((job, lock, run))
     statement = history.claim(
         [(run, lock.key) for _job, lock, run in entries],
@@ -330,12 +333,34 @@ def _new_run(
     )
 
 
-def _on_lost(job: RunnableJob, result: RunResult) -> Callable[[AdvisoryLock, BaseException], None]:
+def _take(run: RunResult, lock: AdvisoryLock) -> None:
+    """Take the run's lock: each attempt sends its claim, and reads its row, through the
+    lock's holder; a loser that found its tick taken has nothing to wait for."""
+    scope = lock.open()
+    for final in lock.attempts():
+        with lock.attempt() as holder:
+            row = holder.try_first(run.acquire(lock.key, scope, final))
+            assert row is not None
+            lock.acquired = run.accept(row, scope, holder.follow_up)
+        if lock.acquired or final or (scope == "session" and run.settled()):
+            break
+        lock.retreat()
+    lock.took()
+
+
+def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:
+    """Release the run's lock with its finishing statement (or its skip's)."""
+    scope = lock.scope
+    ending = run.release(lock.key, scope, error) if lock.acquired and scope else None
+    lock.release(error, ending=ending)
+
+
+def _on_lost(job: RunnableJob, run: RunResult) -> Callable[[AdvisoryLock, BaseException], None]:
     """What a run does when its lock is lost: mark its row at once, then tell receivers."""
 
     def on_lost(lock: AdvisoryLock, error: BaseException) -> None:
-        result.mark_lost(lost_text(error))
-        signals.lock_lost.send(sender=job, run=result, lock=lock, error=error)
+        run.mark_lost(lost_text(error))
+        signals.lock_lost.send(sender=job, run=run, lock=lock, error=error)
 
     return on_lost
 
@@ -352,7 +377,7 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
 
 
 def _skip(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> None:
-    lock.release()
+    _release(run, lock)
     if run.paused is not None:
         run.status = RunStatus.SKIPPED_PAUSED
         logger.info("job %s skipped at tick %s: %s", job.name, run.tick, run.paused)
@@ -399,7 +424,7 @@ def _run(
     run.outcome = (status, text)
     late: BaseException | None = None
     try:
-        lock.release(error)
+        _release(run, lock, error)
     except Exception as failure:
         if refused_value(failure):  # the finish was refused for a text it carried
             status, text = _after_refused_finish(lock, run, failure, status, text)

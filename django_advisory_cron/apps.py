@@ -23,8 +23,8 @@ class AdvisoryCronConfig(AppConfig):
         from .checks import configuration as checks
         from .contrib.celery import install as install_celery_delivery
         from .contrib.tasks import install as install_tasks_delivery
+        from .jobs import declared
         from .ops import monitoring
-        from .run import declared
 
         checks.register()
         monitoring.connect()
@@ -45,7 +45,7 @@ def import_jobs_modules(module: str) -> None:
     ``autodiscover_modules``). A declaration ``@locked_task`` refuses (``schedule=`` with
     ``every=``, a cron that never fires) is kept for the system check E008 instead of ending
     every command, ``check`` included, with a traceback; the other apps' jobs still load."""
-    from .run.jobs import registry
+    from .jobs.job import registry
 
     for config in apps.get_app_configs():
         if not module_has_submodule(config.module, module):

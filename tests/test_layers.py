@@ -25,11 +25,16 @@ LAYERS = {
     "core": 0,  # what a job is and when it is due: no database
     "db": 1,  # the wire: connections, statements, deadlines, pooling
     "lock": 2,  # advisory locks and their heartbeat
-    "run": 3,  # one run from claim to finish, jobs, delivery, control
-    "worker": 4,  # cronworker
-    "ops": 5,  # the read side: status, held locks, metrics, monitoring
+    "run": 3,  # one run from claim to finish, delivery, control
+    "jobs": 4,  # what a job is and where jobs come from: Job, definitions, the catalog
+    "worker": 5,  # cronworker
+    "ops": 6,  # the read side: status, held locks, metrics, monitoring
 }
-TOP = 6  # what users touch: admin, views, urls, checks, commands, contrib, testing
+TOP = 7  # what users touch: admin, views, urls, checks, commands, contrib, testing
+
+#: The one upward edge left until delivery leaves run/ for a room of its own: the hand-over
+#: names the Job it hands over. None may be added.
+PENDING = {(f"{NAME}.run.handover", f"{NAME}.jobs.job")}
 
 
 def module_name(path: Path) -> str:
@@ -83,9 +88,21 @@ def test_every_import_points_downward() -> None:
         f"{module} (layer {layer(module)}) imports {target} (layer {layer(target)})"
         for module, targets in graph().items()
         for target in targets
-        if target != NAME and layer(target) > layer(module)
+        if target != NAME and layer(target) > layer(module) and (module, target) not in PENDING
     ]
     assert upward == []
+
+
+def test_the_lock_imports_nothing_of_the_run_or_the_jobs() -> None:
+    """A holder only knows where the lock lives: the run composes its statements."""
+    above = {
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        if module.startswith(f"{NAME}.lock.")
+        for target in targets
+        if target.startswith((f"{NAME}.run", f"{NAME}.jobs"))
+    }
+    assert above == set()
 
 
 def test_models_import_only_the_statuses() -> None:

@@ -10,8 +10,8 @@ from django.core.management.base import CommandError
 
 from .. import exitcodes
 from ..db.execute import database_now
+from ..jobs.job import Job
 from ..run import control, delivery
-from ..run.jobs import Job
 from ..run.runner import RunResult, execute
 from ..worker.fleet import live_workers
 from .runs import outcome, sent, signals_unwind

@@ -26,9 +26,9 @@ from ..exceptions import (
     first_line,
     stopping_signal,
 )
+from ..jobs.job import Job
 from ..models import RunStatus
 from ..run import delivery
-from ..run.jobs import Job
 from ..run.runner import RunResult, raise_sigint
 
 #: Sent to our own main thread when the heartbeat finds the lock lost: a run in its own

@@ -26,7 +26,7 @@ logger = logging.getLogger("django_advisory_cron")
 
 
 class Body(Protocol):
-    """What calling a job's body needs of the job (a [Job][django_advisory_cron.run.jobs.Job])."""
+    """What calling a job's body needs of the job (a [Job][django_advisory_cron.jobs.job.Job])."""
 
     @property
     def name(self) -> str: ...

@@ -67,7 +67,7 @@ class RemoteCall:
 
 
 class DeliverableJob(Protocol):
-    """What this module needs of a job (a [Job][django_advisory_cron.run.jobs.Job]; this module
+    """What this module needs of a job (a [Job][django_advisory_cron.jobs.job.Job]; this module
     is imported by ``jobs``, so it cannot name the class)."""
 
     @property

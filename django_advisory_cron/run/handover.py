@@ -25,9 +25,9 @@ from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
+from ..jobs.job import Job
 from .delivery import Delivery, DeliveryError
 from .history import HOST
-from .jobs import Job
 
 logger = logging.getLogger("django_advisory_cron")
 

@@ -56,7 +56,7 @@ LOST_IN_TRANSACTION = (
 
 
 class RunnableJob(attempts.Body, Protocol):
-    """What the runner needs of a job (a [Job][django_advisory_cron.run.jobs.Job]): what
+    """What the runner needs of a job (a [Job][django_advisory_cron.jobs.job.Job]): what
     calling its body needs, and its lock's and its run's settings."""
 
     @property

@@ -15,7 +15,7 @@ from django.db import DatabaseError
 from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
-from ..run.jobs import Job
+from ..jobs.job import Job
 from ..run.runner import claim_together
 from .dispatch import Dispatcher
 from .fleet import peers, share_out

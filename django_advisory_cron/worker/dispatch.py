@@ -34,10 +34,10 @@ from ..db import pooler, sql
 from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..exceptions import DatabaseUnavailable, first_line
+from ..jobs.job import Job
 from ..lock.shared import ClaimConnection
 from ..run import delivery
 from ..run.history import HOST
-from ..run.jobs import Job
 from ..run.runner import ClaimedRun, RunResult, claim_waiting, execute
 from .children import STOP_GRACE, Children, Isolation, in_process
 

@@ -27,10 +27,10 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..db import sql
+from ..jobs import catalog
+from ..jobs.definitions import one_line
+from ..jobs.job import Job
 from ..lock.shared import ClaimConnection
-from ..run import catalog
-from ..run.definitions import one_line
-from ..run.jobs import Job
 from .clock import Wakeup
 from .requests import RunRequests
 from .timetable import Timetable

@@ -10,8 +10,8 @@ from typing import Any
 from django.core import checks
 
 from ...conf import CHECK_TAG, check_id
+from ...jobs.job import registry
 from ...run.delivery import parse
-from ...run.jobs import registry
 from .deliverer import diagnose
 
 

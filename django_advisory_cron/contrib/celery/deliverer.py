@@ -19,9 +19,9 @@ from typing import Any
 
 from ...conf import app_settings
 from ...exceptions import first_line
+from ...jobs.job import Job
 from ...run.delivery import DeliverableJob, Delivery, DeliveryError, RemoteCall, parse
 from ...run.handover import hand_over
-from ...run.jobs import Job
 from .app import NOT_INSTALLED, SET_THE_APP, celery_app, installed
 
 #: The message headers a sent tick carries; a task reads them with ``tick_of()``.

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ...jobs.job import Job
 from ...run import delivery
-from ...run.jobs import Job
 from .deliverer import CLAIM_KEEP_DAYS, TasksDeliverer
 from .links import task_link
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from ...conf import app_settings
 from ...db.connections import connect_timeout
+from ...jobs.job import Job
 from ...run.delivery import DeliverableJob, Delivery, DeliveryError, parse
 from ...run.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
 from ...run.handover import hand_over
-from ...run.jobs import Job
 from .framework import NOT_INSTALLED, errors, framework, installed
 from .task import tick_task
 

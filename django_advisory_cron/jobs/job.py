@@ -22,10 +22,10 @@ from ..core.schedule import (
 )
 from ..core.scopes import Scope, check_scope
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
-from .delivery import parse as parse_deliver
+from ..run.delivery import parse as parse_deliver
 
 if TYPE_CHECKING:
-    from .runner import RunResult
+    from ..run.runner import RunResult
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -175,7 +175,7 @@ class Job(Generic[P, R]):
         """
         # Imported here: the runner needs the models, and this module is imported by the
         # package's ``__init__`` before the app registry is ready.
-        from .runner import execute
+        from ..run.runner import execute
 
         result = execute(
             self, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using
@@ -183,7 +183,7 @@ class Job(Generic[P, R]):
         return result.reraise()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | _Skipped:
-        from .runner import execute
+        from ..run.runner import execute
 
         result = execute(self, args=args, kwargs=kwargs).reraise()
         if result.ran:

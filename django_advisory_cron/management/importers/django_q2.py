@@ -15,7 +15,7 @@ from typing import Any
 from django.apps import apps
 from django.utils import timezone
 
-from ...run.declared import CALL_COMMAND
+from ...jobs.declared import CALL_COMMAND
 from . import Found, NotMappable, Unavailable, described, mapped
 
 #: The ``func`` of the rows ``sync_schedules`` writes for this library's own jobs.

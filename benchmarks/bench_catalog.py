@@ -35,8 +35,8 @@ def main() -> None:
 
     from django_advisory_cron.db import sql
     from django_advisory_cron.db.execute import fetch_all
+    from django_advisory_cron.jobs import catalog
     from django_advisory_cron.models import Schedule
-    from django_advisory_cron.run import catalog
 
     try:
         Schedule.objects.bulk_create(

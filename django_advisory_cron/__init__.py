@@ -25,12 +25,12 @@ if TYPE_CHECKING:
         LockScopeError,
         UnknownJob,
     )
+    from .jobs.job import SKIPPED, Job, locked_task, registry
     from .lock.advisory import AdvisoryLock, advisory_lock
     from .ops.heldlocks import held_locks
     from .ops.metrics import RunHistoryCollector
     from .ops.monitoring import Reporter
     from .run import control
-    from .run.jobs import SKIPPED, Job, locked_task, registry
     from .run.runner import RunResult
     from .worker.loop import Worker, start_worker
 
@@ -44,10 +44,10 @@ _WHERE = {
     "LockNotAcquired": "exceptions",
     "LockScopeError": "exceptions",
     "UnknownJob": "exceptions",
-    "SKIPPED": "run.jobs",
-    "Job": "run.jobs",
-    "locked_task": "run.jobs",
-    "registry": "run.jobs",
+    "SKIPPED": "jobs.job",
+    "Job": "jobs.job",
+    "locked_task": "jobs.job",
+    "registry": "jobs.job",
     "LockKey": "core.keys",
     "job_key": "core.keys",
     "AdvisoryLock": "lock.advisory",

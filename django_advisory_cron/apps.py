@@ -22,8 +22,8 @@ class AdvisoryCronConfig(AppConfig):
     def ready(self) -> None:
         from .checks import configuration as checks
         from .delivery import targets
+        from .jobs import declared
         from .ops import monitoring
-        from .run import declared
 
         checks.register()
         monitoring.connect()
@@ -43,7 +43,7 @@ def import_jobs_modules(module: str) -> None:
     ``autodiscover_modules``). A declaration ``@locked_task`` refuses (``schedule=`` with
     ``every=``, a cron that never fires) is kept for the system check E008 instead of ending
     every command, ``check`` included, with a traceback; the other apps' jobs still load."""
-    from .run.jobs import registry
+    from .jobs.job import registry
 
     for config in apps.get_app_configs():
         if not module_has_submodule(config.module, module):

@@ -17,9 +17,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_advisory_cron import exitcodes, locked_task
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import HeldLock, JobRun, RunStatus
 from django_advisory_cron.ops.heldlocks import held_locks, terminate
-from django_advisory_cron.run.jobs import Job
 
 Connect = Callable[..., psycopg.Connection[Any]]
 

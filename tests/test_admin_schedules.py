@@ -13,9 +13,9 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.test import Client
 from django.urls import reverse
 
+from django_advisory_cron.jobs.definitions import Definition, to_job
+from django_advisory_cron.jobs.job import registry
 from django_advisory_cron.models import JobState, Schedule
-from django_advisory_cron.run.definitions import Definition, to_job
-from django_advisory_cron.run.jobs import registry
 from tests.admin_users import logged_in
 
 JOBS_URL = reverse("admin:django_advisory_cron_registeredjob_changelist")

@@ -22,8 +22,8 @@ from django.test import override_settings
 
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.db.execute import database_now
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run.jobs import Job
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from django_advisory_cron.worker.loop import Worker
 from tests.jobsapp.models import Marker

@@ -24,8 +24,8 @@ from django.test import override_settings
 from django_advisory_cron.contrib.celery import TICK_HEADER, tick_of
 from django_advisory_cron.contrib.celery.deliverer import SEND_ATTEMPTS, diagnose
 from django_advisory_cron.delivery.targets import DeliveryError
+from django_advisory_cron.jobs.definitions import Definition, to_job
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus, Schedule
-from django_advisory_cron.run.definitions import Definition, to_job
 from tests.celery_servers import (
     TASK,
     RedisServer,

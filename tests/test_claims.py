@@ -20,10 +20,10 @@ from django.db.models import Count
 from django_advisory_cron import exitcodes, locked_task, signals
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.db.execute import database_now
+from django_advisory_cron.jobs.job import Job
+from django_advisory_cron.lock.shared import ClaimConnection
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run import control
-from django_advisory_cron.run.claims import ClaimConnection
-from django_advisory_cron.run.jobs import Job
 from django_advisory_cron.run.runner import ClaimedRun, claim_together
 from django_advisory_cron.worker.fleet import share_out
 from tests.jobsapp.models import Marker

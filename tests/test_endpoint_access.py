@@ -15,8 +15,8 @@ from django.test import Client
 from django.test.utils import override_settings
 
 from django_advisory_cron import locked_task
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.run import control
-from django_advisory_cron.run.jobs import Job
 
 HEALTH, METRICS = "/cron/health/", "/cron/metrics/"
 RUNS = "/admin/django_advisory_cron/jobrun/"

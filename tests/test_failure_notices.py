@@ -20,10 +20,10 @@ from django.utils import timezone
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.checks.configuration import check_monitoring, check_settings
 from django_advisory_cron.contrib import notices
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.ops import monitoring
 from django_advisory_cron.run import control
-from django_advisory_cron.run.jobs import Job
 from tests.jobsapp.models import Marker
 from tests.monitor_servers import Recorder, recorder
 from tests.test_pause import wait_for_workers

@@ -27,14 +27,11 @@ LAYERS = {
     "lock": 2,  # advisory locks and their heartbeat
     "run": 3,  # one run from claim to finish, control
     "delivery": 4,  # the seam to task queues, and the claim-then-send
-    "jobs": 5,  # Job, @locked_task, the registry, definitions, the catalog
+    "jobs": 5,  # what a job is and where jobs come from: Job, definitions, the catalog
     "worker": 6,  # cronworker
     "ops": 7,  # the read side: status, held locks, metrics, monitoring
 }
 TOP = 8  # what users touch: admin, views, urls, checks, commands, contrib, testing
-#: The jobs' modules that still live in ``run/`` until they move into ``jobs/``: they sit
-#: above delivery (a job names where its ticks go), so they are held to the jobs' layer.
-JOBS_IN_RUN = {"run.jobs", "run.definitions", "run.declared", "run.catalog", "run.catchup"}
 
 
 def module_name(path: Path) -> str:
@@ -71,8 +68,6 @@ def layer(module: str) -> int:
         return -2  # below the models, which store its values
     if short == "models":
         return -1
-    if short in JOBS_IN_RUN:
-        return LAYERS["jobs"]
     return LAYERS.get(short.split(".")[0], TOP)
 
 
@@ -93,6 +88,18 @@ def test_every_import_points_downward() -> None:
         if target != NAME and layer(target) > layer(module)
     ]
     assert upward == []
+
+
+def test_the_lock_imports_nothing_of_the_run_or_the_jobs() -> None:
+    """A holder only knows where the lock lives: the run composes its statements."""
+    above = {
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        if module.startswith(f"{NAME}.lock.")
+        for target in targets
+        if target.startswith((f"{NAME}.run", f"{NAME}.jobs"))
+    }
+    assert above == set()
 
 
 def test_models_import_only_the_statuses() -> None:

@@ -22,10 +22,10 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_advisory_cron import exitcodes, locked_task
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.ops import monitoring
 from django_advisory_cron.ops.charts import STATUS_COLOURS, job_charts
-from django_advisory_cron.run.jobs import Job
 from tests.monitor_servers import Recorder, recorder
 
 HEALTH, METRICS = "/cron/health/", "/cron/metrics/"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from django_advisory_cron.conf import app_settings
-from django_advisory_cron.run.jobs import registry
+from django_advisory_cron.jobs.job import registry
 
 
 def test_only_the_default_jobs_modules_are_loaded_in_the_test_process() -> None:

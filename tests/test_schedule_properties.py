@@ -16,10 +16,10 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from django_advisory_cron.jobs import catalog
+from django_advisory_cron.jobs.definitions import Definition, to_job
 from django_advisory_cron.management.schedule_options import row
 from django_advisory_cron.models import Schedule
-from django_advisory_cron.run import catalog
-from django_advisory_cron.run.definitions import Definition, to_job
 
 NOW = datetime(2026, 12, 5, 8, 0, tzinfo=timezone.utc)
 

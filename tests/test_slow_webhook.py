@@ -16,8 +16,8 @@ from django.test.utils import override_settings
 from django_advisory_cron import locked_task
 from django_advisory_cron.contrib import pings
 from django_advisory_cron.contrib.pings import idempotency_key
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.ops import monitoring
-from django_advisory_cron.run.jobs import Job
 from tests.monitor_servers import Recorder, recorder
 
 pytestmark = pytest.mark.usefixtures("transactional_db")

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.db.execute import database_now
-from django_advisory_cron.run.jobs import Job
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.worker.timetable import Timetable
 
 pytestmark = pytest.mark.usefixtures("transactional_db", "fresh_registry")

@@ -26,10 +26,10 @@ from psycopg import sql as pgsql
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.contrib import notices
 from django_advisory_cron.db.sql import storable
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.ops import monitoring
 from django_advisory_cron.run import control
-from django_advisory_cron.run.jobs import Job
 from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")

@@ -16,9 +16,9 @@ import pytest
 from django_advisory_cron import locked_task, start_worker
 from django_advisory_cron.conf import app_settings
 from django_advisory_cron.core.keys import LockKey
+from django_advisory_cron.jobs.job import registry
+from django_advisory_cron.lock.shared import ClaimConnection
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run.claims import ClaimConnection
-from django_advisory_cron.run.jobs import registry
 from django_advisory_cron.run.runner import claim_together
 from django_advisory_cron.worker.clock import DatabaseClock
 from django_advisory_cron.worker.fleet import PRESENCE_NAME

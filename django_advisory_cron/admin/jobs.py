@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 
 from ..conf import app_settings
 from ..db.execute import database_now
+from ..jobs import catalog
+from ..jobs.job import Job, registry
 from ..models import JobState
 from ..ops import charts, status
 from ..ops.charts import human_duration
-from ..run import catalog, control
-from ..run.jobs import Job, registry
+from ..run import control
 from ..worker.fleet import live_workers
 from .common import ReadOnlyAdmin
 

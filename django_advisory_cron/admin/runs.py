@@ -20,10 +20,10 @@ from django.utils.translation import gettext_lazy as _
 from ..conf import app_settings
 from ..core.statuses import SKIPS
 from ..delivery import targets
+from ..jobs import catalog
 from ..models import JobRun, RunStatus
 from ..ops import charts
 from ..ops.charts import GREY, STATUS_COLOURS, human_duration
-from ..run import catalog
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ReadOnlyAdmin, badge
 

@@ -28,10 +28,10 @@ from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
 from ..delivery.targets import by_name
+from ..jobs import catalog
+from ..jobs.definitions import Definition, to_job
+from ..jobs.job import Job, registry
 from ..models import Schedule
-from ..run import catalog
-from ..run.definitions import Definition, to_job
-from ..run.jobs import Job, registry
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ChoiceFilter
 from .jobs import jobs_page
@@ -40,8 +40,9 @@ logger = logging.getLogger("django_advisory_cron")
 
 
 #: Where a schedule's problem shows on its form: the field of the first pattern that matches
-#: the start of the problem (as [problems][django_advisory_cron.run.definitions.Definition.problems]
-#: words them); a problem no pattern matches shows above the form.
+#: the start of the problem (as
+#: [problems][django_advisory_cron.jobs.definitions.Definition.problems] words them); a
+#: problem no pattern matches shows above the form.
 PROBLEM_FIELDS = [
     (re.compile(pattern), field)
     for pattern, field in (
@@ -126,7 +127,7 @@ def choices(names: Iterable[str], current: str) -> list[tuple[str, str]]:
 
 class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     """A schedule as typed in the admin, checked as ``manage.py cronjob add`` checks one: every
-    problem of its [Definition][django_advisory_cron.run.definitions.Definition] is a form
+    problem of its [Definition][django_advisory_cron.jobs.definitions.Definition] is a form
     error, on its field. It calls only a registered job or a management command the settings
     allow, chosen from a list: never a dotted path. Its name cannot change once it exists."""
 

@@ -18,9 +18,8 @@ from ..db import sql
 from ..db.connections import WARM_POOL_SIZE, unpooled_connection
 from ..db.execute import fetch_one
 from ..exceptions import AdvisoryCronError, InvalidSchedule
-from ..ops import monitoring
-from ..run import declared
-from ..run.jobs import (
+from ..jobs import declared
+from ..jobs.job import (
     MAX_JOB_NAME,
     catch_up_problem,
     max_lateness_problem,
@@ -28,6 +27,7 @@ from ..run.jobs import (
     registry,
     timezone_problem,
 )
+from ..ops import monitoring
 from . import pooling as pooler_checks
 
 

@@ -21,7 +21,7 @@ from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
 from ..db import pooler, sql
 from ..db.connections import standby_at, unpooled_connection
-from ..run.jobs import Job, registry
+from ..jobs.job import Job, registry
 
 FIX_HINT = (
     "Use scope='transaction' for these jobs (safe behind any pooler), or point "

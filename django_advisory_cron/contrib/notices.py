@@ -67,9 +67,8 @@ notifier = Pinger("failure notices")
 
 
 def alias(job: Any, run: Any) -> str:
-    """Where the run was recorded: its record knows (a call's ``using`` may have chosen it)."""
-    record = getattr(run, "record", None)
-    return lock_database(getattr(record, "using", None), job.using)
+    """Where the run was recorded: the run knows (a call's ``using`` may have chosen it)."""
+    return lock_database(getattr(run, "using", None), job.using)
 
 
 def failures_in_a_row(job: Any, run: Any, limit: int | None) -> int:

@@ -1,28 +1,35 @@
-"""Send one of our statements on a Django connection, bounded by ``STATEMENT_TIMEOUT``.
+"""Send one of our statements, bounded by a deadline: the one way the package runs one.
 
-The one way the package runs a single statement outside a lock's own round trips: the
-connection is (re)opened if Django closed it, the answer must come within the deadline (else
-[DatabaseUnavailable][django_advisory_cron.DatabaseUnavailable], and the connection is cut),
-and the rows come back as plain tuples.
+On a Django connection ([fetch_all][django_advisory_cron.db.execute.fetch_all]): the
+connection is (re)opened if Django closed it, the answer must come within
+``STATEMENT_TIMEOUT`` (else [DatabaseUnavailable][django_advisory_cron.DatabaseUnavailable],
+and the connection is cut), and the rows come back as plain tuples. On a lock connection
+([rows_within][django_advisory_cron.db.execute.rows_within]): as it is, never reconnected. On
+a fresh connection ([execute_fresh][django_advisory_cron.db.execute.execute_fresh]): for
+recording once a lock connection is gone, retried through a restart.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, InterfaceError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from . import sql
 from .aliases import lock_database
-from .connections import answer_within, ensure_connected
+from .connections import answer_within, ensure_connected, refused_value, unpooled_connection
+
+logger = logging.getLogger("django_advisory_cron")
+
+Row = tuple[Any, ...]
 
 
-def fetch_all(
-    connection: BaseDatabaseWrapper | str, statement: sql.Statement
-) -> list[tuple[Any, ...]]:
+def fetch_all(connection: BaseDatabaseWrapper | str, statement: sql.Statement) -> list[Row]:
     """Every row ``statement`` returns (none for a statement that returns no rows)."""
     wrapper = connections[connection] if isinstance(connection, str) else connection
     ensure_connected(wrapper)
@@ -32,9 +39,7 @@ def fetch_all(
         return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
 
 
-def fetch_one(
-    connection: BaseDatabaseWrapper | str, statement: sql.Statement
-) -> tuple[Any, ...] | None:
+def fetch_one(connection: BaseDatabaseWrapper | str, statement: sql.Statement) -> Row | None:
     """The first row ``statement`` returns, or None."""
     rows = fetch_all(connection, statement)
     return rows[0] if rows else None
@@ -45,3 +50,59 @@ def database_now(using: str | None = None) -> datetime:
     row = fetch_one(lock_database(using), sql.database_now())
     assert row is not None and isinstance(row[0], datetime)
     return row[0]
+
+
+def rows_within(
+    connection: BaseDatabaseWrapper, statement: sql.Statement, deadline: float
+) -> list[Row]:
+    """Run one of our statements on a lock connection as it is (never reconnected: a new
+    backend would not hold the lock), answered within ``deadline`` seconds; its rows.
+
+    It goes through the driver's own cursor: the connection is this lock's alone, so Django's
+    cursor layer (execute wrappers, query logging, reconnecting) has nothing to do there and
+    would cost about a tenth of a millisecond per statement; errors are still Django's."""
+    sql_text, params = statement
+    raw: Any = connection.connection
+    if raw is None:
+        raise InterfaceError(f"{connection.alias!r}: the lock connection is closed")
+    with answer_within(connection, deadline), connection.wrap_database_errors:
+        cursor = raw.cursor()
+        try:
+            cursor.execute(sql_text, params)
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+        finally:
+            cursor.close()
+
+
+def execute_fresh(alias: str, statement: sql.Statement, *, patience: float) -> bool:
+    """Run one statement on a fresh, short-lived connection, retrying for ``patience`` s
+    (e.g. through a restart). Returns whether it succeeded; failures are logged, not raised."""
+    return _on_fresh(alias, statement, patience)[0]
+
+
+def fetch_fresh(alias: str, statement: sql.Statement, *, patience: float) -> Row | None:
+    """Like [execute_fresh][django_advisory_cron.db.execute.execute_fresh], returning the
+    statement's first row (``None`` when it returned none, or failed)."""
+    return _on_fresh(alias, statement, patience)[1]
+
+
+def _on_fresh(alias: str, statement: sql.Statement, patience: float) -> tuple[bool, Row | None]:
+    sql_text, params = statement
+    deadline = time.monotonic() + patience
+    delay = 0.2
+    while True:
+        connection = unpooled_connection(alias)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql_text, params)
+                row = cursor.fetchone() if cursor.description else None
+            return True, None if row is None else tuple(row)
+        except (DatabaseError, ValueError) as error:
+            # A refused value is refused again: no retry.
+            if refused_value(error) or time.monotonic() + delay > deadline:
+                logger.error("could not record on %r: %s", alias, error)
+                return False, None
+        finally:
+            connection.close()
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)

@@ -25,7 +25,7 @@ from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
-from ..run.history import HOST, RunRecord
+from ..run.history import HOST
 from .targets import DeliverableJob, Delivery, DeliveryError
 
 logger = logging.getLogger("django_advisory_cron")
@@ -149,9 +149,9 @@ def _report(
     from ..run.runner import RunResult
 
     status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
-    result = RunResult(job.name, run_id=row[0], tick=tick, manual=manual, status=status)
-    result.value, result.error = task_id, error
-    result.record = RunRecord(result, matches=[], now=None, max_skew=0, using=using)
+    result = RunResult(
+        job.name, status, task_id, error, run_id=row[0], tick=tick, manual=manual, using=using
+    )
     signals.job_started.send(sender=job, run=result)
     if error is None:
         signals.job_finished.send(sender=job, run=result)

@@ -73,7 +73,7 @@ class RemoteCall:
 
 
 class DeliverableJob(Protocol):
-    """What delivery needs of a job (a [Job][django_advisory_cron.run.jobs.Job]; the jobs sit
+    """What delivery needs of a job (a [Job][django_advisory_cron.jobs.job.Job]; the jobs sit
     above delivery, so it cannot name the class)."""
 
     @property

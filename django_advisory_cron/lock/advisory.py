@@ -1,26 +1,19 @@
 """``advisory_lock()``: take a PostgreSQL advisory lock in session or transaction scope.
 
-Session scope holds the lock on a dedicated connection (see
-[lockconn][django_advisory_cron.db.connections]), checked out of the process's warm set for this one
-lock and given back once it provably holds nothing (the releasing statement also runs
-``pg_advisory_unlock_all()``); the body's own queries use Django's normal connections. A
-heartbeat watches the lock connection while the lock is held; once the lock is
-lost, the next query the holder's thread sends through Django raises
-[LockLost][django_advisory_cron.exceptions.LockLost], so a body that can no longer prove it is
-alone stops at its next database call.
+The scope, resolved once when the lock is taken, picks its holder: session scope a dedicated
+connection ([session][django_advisory_cron.lock.session]; the body's own queries use Django's
+normal connections, and once the lock is lost the next query the holder's thread sends
+through Django raises [LockLost][django_advisory_cron.exceptions.LockLost], so a body that can
+no longer prove it is alone stops at its next database call), transaction scope the job's
+``atomic()`` ([transaction][django_advisory_cron.lock.transaction]; with ``savepoint=True`` the
+body runs in a savepoint of that transaction). This module holds what both share: the
+attempts, the loss, and the one path of the release.
 
-Transaction scope runs the body inside ``transaction.atomic(using=alias)`` whose first
-statement is ``pg_try_advisory_xact_lock``: commit or rollback releases it, which is the only
-form that is safe behind PgBouncer's transaction pooling. With ``savepoint=True`` the body runs
-in a savepoint of that transaction, so a failing body rolls back its own work while the
-release statement still commits. With psycopg 3 the transaction's start, the acquiring
-statement and the savepoint share one round trip, and so do the savepoint's end and the
-release statement ([pipelined][django_advisory_cron.db.connections.pipelined]).
-
-What is sent is pluggable ([LockStatements][django_advisory_cron.lock.advisory.LockStatements]): the
-run history sends its acquiring and finishing statements in the same round trips as the lock.
-Acquiring and releasing statements run with SIGINT/SIGTERM deferred, so a signal never cuts
-one in half, and with a client-side deadline.
+A run composes its own statements and takes the lock a step at a time (``open``, an
+``attempt`` at a time, then ``took``), so its history rides in the same
+round trips as the lock; the lock calls nothing of it but what a beat sends. Acquiring and
+releasing statements run with SIGINT/SIGTERM deferred, so a signal never cuts one in half,
+and with a client-side deadline.
 """
 
 from __future__ import annotations
@@ -31,33 +24,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
-from django.db import InterfaceError, connections, transaction
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import signals
-from ..conf import app_settings
 from ..core.keys import LockKey, job_key
 from ..core.scopes import ResolvedScope, Scope, check_scope
 from ..db import pooler, sql
 from ..db.aliases import lock_database
-from ..db.connections import (
-    LockConnection,
-    answer_within,
-    checkin,
-    checkout,
-    ensure_connected,
-    pipelined,
-    refused_value,
-    require_postgresql,
-)
+from ..db.execute import Row
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import LockLost, LockScopeError
-from .heartbeat import Heartbeat, beat_deadline, lost_text
+from .heartbeat import Heartbeat, lost_text
+from .session import SessionHolder
+from .transaction import TransactionHolder
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -66,86 +51,12 @@ logger = logging.getLogger("django_advisory_cron")
 POLL_START = 0.02
 MAX_POLL_INTERVAL = 0.5
 
-Row = tuple[Any, ...]
 Send = Callable[[Statement], "Row | None"]
+Holder = SessionHolder | TransactionHolder
 
 #: Releases of cancelled ``async with`` waits still going (the event loop keeps only weak
 #: references to its tasks).
 _GIVING_UP: set[asyncio.Future[None]] = set()
-
-
-class LockStatements(Protocol):
-    """The statements a lock sends; the run history supplies its own."""
-
-    #: Its statements write what must not be cut in half (the run history): signals are held
-    #: while a session lock's statement runs. A bare lock's statement may be cut: its
-    #: connection is then closed, which releases whatever it held.
-    whole_statements: bool
-
-    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
-        """Try the lock (first column: taken?); ``final`` on the last attempt."""
-
-    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
-        """Read the acquiring row (``send`` runs a follow-up statement); return "taken"."""
-
-    def release(
-        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
-    ) -> Statement | None:
-        """Release a taken lock (session scope: must unlock, then unlock everything else; the
-        first column is the unlock's result); in transaction scope, what to send before the
-        commit, if anything."""
-
-    def settled(self) -> bool:
-        """Whether the last attempt, without the lock, settled the matter: trying again (for
-        ``wait``) could change nothing."""
-
-    def beat(self, key: LockKey) -> Statement:
-        """The heartbeat: one boolean column, true while the lock is held."""
-
-
-class PlainStatements:
-    """The lock alone: try, unlock, and ask the server's lock table."""
-
-    whole_statements = False
-
-    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
-        return sql.try_lock(key, scope)
-
-    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
-        return bool(row[0])
-
-    def release(
-        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
-    ) -> Statement | None:
-        return sql.release_lock(key, scope)
-
-    def settled(self) -> bool:
-        return False
-
-    def beat(self, key: LockKey) -> Statement:
-        return sql.lock_held(key)
-
-
-def rows_within(
-    connection: BaseDatabaseWrapper, statement: Statement, deadline: float
-) -> list[Row]:
-    """Run one of our statements on a lock connection as it is (never reconnected: a new
-    backend would not hold the lock), answered within ``deadline`` seconds; its rows.
-
-    It goes through the driver's own cursor: the connection is this lock's alone, so Django's
-    cursor layer (execute wrappers, query logging, reconnecting) has nothing to do there and
-    would cost about a tenth of a millisecond per statement; errors are still Django's."""
-    sql_text, params = statement
-    raw: Any = connection.connection
-    if raw is None:
-        raise InterfaceError(f"{connection.alias!r}: the lock connection is closed")
-    with answer_within(connection, deadline), connection.wrap_database_errors:
-        cursor = raw.cursor()
-        try:
-            cursor.execute(sql_text, params)
-            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
-        finally:
-            cursor.close()
 
 
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
@@ -167,9 +78,10 @@ class AdvisoryLock:
         scope: Scope = "auto",
         wait: float = 0,
         using: str | None = None,
-        statements: LockStatements | None = None,
+        beat: Callable[[], Statement] | None = None,
         on_lost: Callable[[AdvisoryLock, BaseException], None] = send_lost_signal,
         savepoint: bool = False,
+        whole_statements: bool = False,
     ) -> None:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
@@ -179,8 +91,15 @@ class AdvisoryLock:
         #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
         self.scope: ResolvedScope | None = None
         self.wait = wait
-        self.statements: LockStatements = statements or PlainStatements()
+        #: What a session lock's heartbeat sends (one boolean column, true while the lock is
+        #: held): a run's renews its lease in the same round trip; a bare lock asks the
+        #: server's lock table.
+        self.beat = beat or functools.partial(sql.lock_held, self.key)
         self.on_lost = on_lost
+        #: Its statements write what must not be cut in half (a run's): signals are held while
+        #: they run. A bare lock's statement may be cut: its connection is then closed, which
+        #: releases whatever it held.
+        self.whole_statements = whole_statements
         #: Transaction scope: run the body in a savepoint (see the module docstring).
         self.savepoint = savepoint
         self.acquired = False
@@ -188,28 +107,16 @@ class AdvisoryLock:
         self._losing = threading.Lock()
         #: Set once the loss has been told (``on_lost`` has returned): see ``wait_lost``.
         self._lost_told = threading.Event()
-        #: Transaction scope: the lock's transaction committed (set before on_commit callbacks
-        #: that the body registered run, so a failing callback is told apart from a failed
-        #: commit).
-        self.committed = False
         self.acquired_at: float | None = None
         #: When taking the lock began (``time.monotonic()``): with ``acquired_at``, the wait.
         self.requested_at: float | None = None
-        self.connection: BaseDatabaseWrapper | None = None
-        self.heartbeat: Heartbeat | None = None
-        self._checked_out: LockConnection | None = None
-        #: Session scope: the last statement on the lock connection completed (a connection
-        #: left mid-statement, or after an error, may hold anything and is never reused).
-        self._settled = True
+        #: Where the lock lives, picked by the scope once it is resolved.
+        self.holder: Holder | None = None
         #: An attempt is between its statement and its reading: whether it took the lock is
         #: unknown, so the connection is not reused.
         self._trying = False
-        self._atomic: Any = None
-        self._savepoint: Any = None
         self._guards = ExitStack()
         self._released = False
-        #: Transaction scope, while the lock's transaction commits: what follows the commit.
-        self._on_commit: Callable[[], None] | None = None
         #: Taken with ``async with``: its statements run in a worker thread.
         self._in_async = False
         #: Set when the task waiting for it was cancelled: the wait ends at once.
@@ -224,6 +131,23 @@ class AdvisoryLock:
 
     def __str__(self) -> str:
         return f"advisory lock {self.key}"
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper | None:
+        """The connection the lock lives on, while it is held."""
+        return None if self.holder is None else self.holder.connection
+
+    @property
+    def heartbeat(self) -> Heartbeat | None:
+        """Session scope: what watches the lock while it is held."""
+        return None if self.holder is None else self.holder.heartbeat
+
+    @property
+    def committed(self) -> bool:
+        """Transaction scope: the lock's transaction committed (true before on_commit
+        callbacks that the body registered run, so a failing callback is told apart from a
+        failed commit)."""
+        return self.holder is not None and self.holder.committed
 
     # -- acquiring -----------------------------------------------------------------------
 
@@ -268,31 +192,73 @@ class AdvisoryLock:
     def acquire(self) -> AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
-        self.requested_at = time.monotonic()
         try:
-            self.scope = pooler.resolve_scope(self.requested_scope, self.using)
-            if self.scope == "transaction" and self._in_async:
-                raise LockScopeError(
-                    f"{self} is taken with 'async with', which needs session scope (Django runs "
-                    "no transaction across await), but it resolved to transaction scope: use "
-                    "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
-                    "connection when a transaction pooler is in the path"
-                )
-            if self.scope == "session":
-                self._acquire_session()
-            else:
-                self._acquire_transaction()
-            if self.acquired:
-                self.acquired_at = time.monotonic()
-                logger.debug("acquired %r", self)
-                if self.scope == "session":
-                    self._watch()
+            scope = self.open()
+            for final in self.attempts():
+                with self.attempt() as holder:
+                    row = holder.try_first(sql.try_lock(self.key, scope))
+                    assert row is not None
+                    self.acquired = bool(row[0])
+                if self.acquired or final:
+                    break
+                self.retreat()
+            self.took()
         except BaseException as error:
             self.release(error)
             raise
         return self
 
-    def _attempts(self) -> Iterator[bool]:
+    # The steps of taking the lock, for an owner that sends statements of its own (a run):
+    # open, then an attempt at a time, then took. On any failure the owner releases.
+
+    def open(self) -> ResolvedScope:
+        """Resolve the scope, which picks the holder, and make the holder ready."""
+        self.requested_at = time.monotonic()
+        self.scope = pooler.resolve_scope(self.requested_scope, self.using)
+        if self.scope == "transaction" and self._in_async:
+            raise LockScopeError(
+                f"{self} is taken with 'async with', which needs session scope (Django runs "
+                "no transaction across await), but it resolved to transaction scope: use "
+                "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
+                "connection when a transaction pooler is in the path"
+            )
+        self.holder = self._holder(self.scope)
+        self.holder.begin()
+        return self.scope
+
+    @contextmanager
+    def attempt(self) -> Iterator[Holder]:
+        """One attempt: the block sends its acquiring statement (and any follow-up) through
+        the holder, with signals held, and sets ``acquired``."""
+        assert self.holder is not None
+        self.holder.attempt()
+        with self._held_signals():
+            self._trying = True
+            yield self.holder
+            self._trying = False
+
+    def retreat(self) -> None:
+        """After an attempt that did not take the lock, before the next one."""
+        assert self.holder is not None
+        self.holder.retreat()
+
+    def took(self) -> None:
+        """After the last attempt: a lock taken is watched from now on."""
+        assert self.holder is not None
+        if self.acquired:
+            self.acquired_at = time.monotonic()
+            logger.debug("acquired %r", self)
+            watched = self.holder.watch(f"advisory-cron-heartbeat {self.key}")
+            if watched and not self._in_async:
+                # An async holder's queries run in other threads: it reads ``lost``.
+                self.guard_queries()
+
+    def _holder(self, scope: ResolvedScope) -> Holder:
+        if scope == "session":
+            return SessionHolder(self.using, self.key, beat=self.beat, on_lost=self.mark_lost)
+        return TransactionHolder(self.using, on_lost=self.mark_lost, savepoint=self.savepoint)
+
+    def attempts(self) -> Iterator[bool]:
         """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s
         (or until the waiting task is cancelled: no further attempt then)."""
         deadline = time.monotonic() + self.wait
@@ -306,129 +272,17 @@ class AdvisoryLock:
 
     def send(self, statement: Statement) -> Row | None:
         """Run one of our statements on the lock's connection, with a deadline; its row."""
-        assert self.connection is not None
-        self._settled = False
-        rows = rows_within(self.connection, statement, app_settings.STATEMENT_TIMEOUT)
-        self._settled = True
-        return rows[0] if rows else None
+        assert self.holder is not None
+        return self.holder.send(statement)
 
-    def _held_signals(self, scope: ResolvedScope) -> AbstractContextManager[object]:
+    def _held_signals(self) -> AbstractContextManager[object]:
         """Signals held while one of the lock's statements runs (see ``whole_statements``)."""
-        if scope == "transaction" or self.statements.whole_statements:
+        assert self.holder is not None
+        if self.holder.holds_signals or self.whole_statements:
             return deferred_signals()
         return nullcontext()
 
-    def _try(self, scope: ResolvedScope, final: bool) -> bool:
-        with self._held_signals(scope):
-            self._trying = True
-            statement = self.statements.acquire(self.key, scope, final)
-            if scope == "transaction":
-                row = self._send_opening_transaction(statement)
-                send = self._send_outside_savepoint
-            else:
-                row, send = self.send(statement), self.send
-            assert row is not None
-            self.acquired = self.statements.accept(row, scope, send)
-            self._trying = False
-        return self.acquired
-
-    def _send_opening_transaction(self, statement: Statement) -> Row | None:
-        """The acquiring statement of transaction scope, in the round trip that begins the
-        transaction (and opens the body's savepoint)."""
-        assert self.connection is not None
-        sql_text, params = statement
-        with (
-            answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
-            self.connection.cursor() as cursor,
-        ):
-            try:
-                with pipelined(self.connection):
-                    cursor.execute(sql_text, params)
-                    if self.savepoint:
-                        self._savepoint = transaction.atomic(using=self.using)
-                        self._savepoint.__enter__()
-            except BaseException as error:
-                # The savepoint was never made: Django's rollback to it fails quietly (and
-                # marks the transaction for rollback), so the acquiring error is the one raised.
-                self._close_savepoint(error)
-                raise
-            row = cursor.fetchone()
-        return None if row is None else tuple(row)
-
-    def _send_outside_savepoint(self, statement: Statement) -> Row | None:
-        """A follow-up of the acquiring statement: it belongs to the lock's transaction, not to
-        the body's savepoint (whose rollback must not take it along)."""
-        if self._savepoint is None:
-            return self.send(statement)
-        self._close_savepoint(None)
-        row = self.send(statement)
-        self._savepoint = transaction.atomic(using=self.using)
-        self._savepoint.__enter__()
-        return row
-
-    def _close_savepoint(self, error: BaseException | None) -> None:
-        savepoint, self._savepoint = self._savepoint, None
-        if savepoint is not None:
-            if error is None:
-                savepoint.__exit__(None, None, None)
-            else:
-                savepoint.__exit__(type(error), error, error.__traceback__)
-
-    def _acquire_session(self) -> None:
-        self._checked_out = checkout(self.using)
-        self.connection = self._checked_out.wrapper
-        for final in self._attempts():
-            if self._try("session", final) or self.statements.settled():
-                return
-
-    def _acquire_transaction(self) -> None:
-        connection = require_postgresql(self.using)
-        if connection.in_atomic_block:
-            raise LockScopeError(
-                "transaction-scoped advisory locks cannot be taken inside an outer atomic() "
-                "block: the lock would outlive the job until the outer transaction ends"
-            )
-        ensure_connected(connection)
-        self.connection = connection
-        for final in self._attempts():
-            self._atomic = transaction.atomic(using=self.using)
-            self._atomic.__enter__()
-            # Registered first, so it runs before any callback the body registers, and outside
-            # the body's savepoint, whose rollback would discard it.
-            self.committed = False
-            transaction.on_commit(self._mark_committed, using=self.using)
-            if self._try("transaction", final) or final:
-                return
-            self._close_savepoint(None)
-            atomic, self._atomic = self._atomic, None
-            atomic.__exit__(None, None, None)
-
-    def _mark_committed(self) -> None:
-        self.committed = True
-        if self._on_commit is not None:
-            self._on_commit()  # releasing: the commit's deadline ends, held signals go now
-
     # -- while held ----------------------------------------------------------------------
-
-    def _watch(self) -> None:
-        """Start the heartbeat, and make this thread's queries fail once the lock is lost."""
-        assert self.connection is not None
-        self.heartbeat = Heartbeat(
-            functools.partial(self._beat, self.connection),
-            on_lost=self.mark_lost,
-            name=f"advisory-cron-heartbeat {self.key}",
-        ).start()
-        if not self._in_async:
-            # An async holder's queries run in other threads: it reads ``lost`` instead.
-            self.guard_queries()
-
-    def _beat(self, connection: BaseDatabaseWrapper) -> bool:
-        """One beat, on the lock connection: raise if it died, is silent, or no longer holds
-        the lock."""
-        rows = rows_within(connection, self.statements.beat(self.key), beat_deadline())
-        if not rows or not rows[0][0]:
-            raise LockLost("the lock is no longer held by its connection")
-        return True
 
     def guard_queries(self) -> None:
         """Make this thread's queries through Django fail once the lock is lost."""
@@ -475,10 +329,14 @@ class AdvisoryLock:
     ) -> None:
         self.release(exc)
 
-    def release(self, error: BaseException | None = None) -> None:
+    def release(
+        self, error: BaseException | None = None, *, ending: Statement | None = None
+    ) -> None:
         """Release the lock: the one path for success, failure and signals. Idempotent.
 
-        ``error`` is what ended the holder's work, if anything. Transaction scope: the release
+        ``error`` is what ended the holder's work, if anything. ``ending`` is the releasing
+        statement of a taken lock that its owner composed (a run's finish, which unlocks); a
+        bare lock sends its own. Transaction scope: the release
         statement runs and the transaction commits when the lock was taken (the body's own
         work was rolled back to its savepoint if it failed); a failed commit is raised. Session
         scope: a releasing statement refused for a value it carries (see
@@ -488,191 +346,26 @@ class AdvisoryLock:
         if self._released:
             return
         self._released = True
-        if self.heartbeat is not None:
-            self.heartbeat.stop()
         self._guards.close()
+        holder, scope = self.holder, self.scope
         try:
-            if self.scope == "transaction":
-                self._release_transaction(error)
+            if holder is None or scope is None:
+                return
+            plain = functools.partial(sql.release_lock, self.key, scope)
+            statement = plain if ending is None else lambda: ending
+            if isinstance(holder, TransactionHolder):
+                holder.release(statement, error, taken=self.acquired)
             else:
-                self._release_session(error)
+                holder.release(
+                    statement,
+                    self._held_signals(),
+                    name=str(self),
+                    taken=self.acquired,
+                    lost=self.lost,
+                    trying=self._trying,
+                )
         finally:
             self.acquired = False
-
-    def _release_session(self, error: BaseException | None) -> None:
-        # The connection is reused only when it provably holds nothing: an untaken lock whose
-        # every statement completed, or a release whose unlock-all ran and whose unlock found
-        # the lock.
-        reusable = False
-        refused: Exception | None = None
-        try:
-            if self.acquired and not self.lost:
-                statement = self.statements.release(self.key, "session", error)
-                assert statement is not None
-                with self._held_signals("session"):
-                    row, refused = self._release_or_unlock(statement)
-                reusable = self._check_unlocked(row)
-            else:
-                reusable = not self.acquired and not self.lost and not self._trying
-        except Exception as failure:
-            # The connection died after the last heartbeat, or gave no answer in time and was
-            # cut: either way the lock died with it.
-            self.mark_lost(failure)
-        finally:
-            self._give_back(reusable)
-        if refused is not None:
-            raise refused  # the lock is released; its owner records its end otherwise
-
-    def _release_or_unlock(self, statement: Statement) -> tuple[Row | None, Exception | None]:
-        """Send the releasing statement; if it is refused for a value it carries, nothing of
-        it ran and the lock is still held: unlock it alone, and return the refusal too."""
-        try:
-            return self._send_release(statement), None
-        except Exception as failure:
-            if not refused_value(failure):
-                raise
-            return self._send_release(self._unlock()), failure
-
-    def _send_release(self, statement: Statement) -> Row | None:
-        """Send the releasing statement of a held session lock."""
-        return self.send(statement)
-
-    def _unlock(self) -> Statement:
-        """The statement releasing the session lock with nothing else."""
-        statement = sql.release_lock(self.key, "session")
-        assert statement is not None
-        return statement
-
-    def _give_back(self, reusable: bool) -> None:
-        """Return the lock connection to the process's warm set, for reuse if ``reusable``
-        (and no statement or beat may still be under way on it), else to be closed."""
-        checked_out, self._checked_out = self._checked_out, None
-        self.connection = None
-        if checked_out is not None:
-            heartbeat_done = self.heartbeat is None or not self.heartbeat.running
-            checkin(checked_out, reusable=reusable and self._settled and heartbeat_done)
-
-    def _release_transaction(self, error: BaseException | None) -> None:
-        """End the lock's transaction: the body's savepoint, the release statement, the commit
-        (or the rollback). Django's atomic stack is always unwound, in order, whatever fails.
-
-        Two interleavings used to leave the thread inside the lock's ``atomic()`` for good
-        (every later ``atomic()`` a savepoint of a dead transaction, every later query "the
-        connection is closed"):
-
-        - The connection died before the job's next query (a ``pg_terminate_backend`` landing
-          between the lock appearing in ``pg_locks`` and that query: a window of
-          milliseconds, which load widens). That query failed, so the driver knew the
-          connection was closed, and entering the release's pipeline failed before the
-          savepoint was ended; the lock's block then exited with the savepoint still on
-          Django's stack, took its id for its own, and stayed "in atomic". The failure path
-          therefore ends the savepoint first.
-        - A signal held back during the release statement was delivered between that
-          statement and the commit, and escaped before the commit ran (the finished row the
-          exit message reported was rolled back). Signals are therefore held until the
-          transaction has ended: delivered as soon as it has committed (from the first
-          ``on_commit`` callback, before the body's own), else once it has rolled back. The
-          commit gets a deadline like every statement of ours, so it cannot hang unbounded
-          while signals are held.
-        """
-        atomic, self._atomic = self._atomic, None
-        if atomic is None:
-            return
-        connection = self.connection
-        assert connection is not None
-        with deferred_signals() as deliver:
-            try:
-                self._end_transaction(atomic, connection, error, deliver)
-            finally:
-                self._on_commit = None
-
-    def _end_transaction(
-        self,
-        atomic: Any,
-        connection: BaseDatabaseWrapper,
-        error: BaseException | None,
-        deliver: Callable[[], None],
-    ) -> None:
-        try:
-            statement = (
-                self.statements.release(self.key, "transaction", error) if self.acquired else None
-            )
-            # One round trip: the savepoint's end (a rollback to it if the body failed) and the
-            # release statement; the commit follows, so on_commit callbacks run outside it. An
-            # empty pipeline would still cost its sync: none when there is nothing to send.
-            sending = self._savepoint is not None or statement is not None
-            with (
-                answer_within(connection, app_settings.STATEMENT_TIMEOUT),
-                pipelined(connection) if sending else nullcontext(),
-            ):
-                self._close_savepoint(error)
-                if statement is not None:
-                    with connection.cursor() as cursor:
-                        cursor.execute(*statement)
-        except BaseException as failure:
-            # Entering the pipeline may fail before the savepoint was ended: end it now.
-            try:
-                self._close_savepoint(failure)
-            finally:
-                atomic.__exit__(type(failure), failure, failure.__traceback__)
-            if isinstance(failure, Exception):
-                self._after_failed_transaction(failure)
-            raise
-        # A taken lock commits (its run is recorded); an untaken one commits too (its skip
-        # row, with RECORD_SKIPS), unless acquiring itself failed.
-        committing = self.acquired or error is None
-        cut = False
-        try:
-            with answer_within(connection, app_settings.STATEMENT_TIMEOUT) as done:
-
-                def committed() -> None:
-                    nonlocal cut
-                    cut = done()
-                    deliver()
-
-                self._on_commit = committed
-                try:
-                    if committing:
-                        atomic.__exit__(None, None, None)
-                    else:
-                        assert error is not None
-                        atomic.__exit__(type(error), error, error.__traceback__)
-                finally:
-                    cut = done() or cut
-        except Exception as failure:
-            if committing and not self.committed:
-                self._after_failed_transaction(failure)
-            raise
-        finally:
-            if cut and not connection.in_atomic_block:
-                # The deadline cut the connection as the transaction ended (perhaps the one
-                # Django had just reopened): its next use opens a new one instead.
-                connection.close()
-
-    def _after_failed_transaction(self, failure: BaseException) -> None:
-        """A transaction-scoped lock whose transaction could not finish: if the connection is
-        gone, so is the lock (the transaction rolled back on the server)."""
-        connection = self.connection
-        if connection is None or connection.connection is None or not connection.is_usable():
-            self.mark_lost(failure)
-
-    def _check_unlocked(self, row: Row | None) -> bool:
-        """Log an error when ``pg_advisory_unlock`` (the row's first column) did nothing;
-        return whether it released the lock.
-
-        That means the statement ran on a backend that does not hold the lock: a
-        transaction-pooling PgBouncer in the path. The lock stays held by another server
-        connection until that connection closes.
-        """
-        if row and row[0] is False:
-            logger.error(
-                "%s: the unlock did nothing, because this statement ran on a server connection "
-                "that does not hold the lock; a transaction-pooling PgBouncer is in the path "
-                "and the lock stays held until that server connection closes. Use "
-                "scope='transaction' or a direct LOCK_DATABASE (see the PgBouncer docs).",
-                self,
-            )
-        return row is not None and row[0] is True
 
 
 def advisory_lock(

@@ -36,9 +36,9 @@ from ..exceptions import (
     LockDatabaseError,
     first_line,
 )
-from ..run import catalog
-from ..run.catalog import Catalog
-from ..run.jobs import registry
+from ..jobs import catalog
+from ..jobs.catalog import Catalog
+from ..jobs.job import registry
 from .arguments import Bounded, text
 
 #: Check ids whose errors a command reports as a usage error (exit 2), as it did before it
@@ -179,7 +179,7 @@ class AppCommand(BaseCommand):
 
     def catalog(self, alias: str) -> Catalog:
         """Every job, as the database's schedules make them (see
-        [catalog][django_advisory_cron.run.catalog]); leaves with 69 when the database cannot
+        [catalog][django_advisory_cron.jobs.catalog]); leaves with 69 when the database cannot
         be reached and 78 when the app's tables are missing."""
         try:
             bound_connect(alias)

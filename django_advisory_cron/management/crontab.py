@@ -10,7 +10,7 @@ import sys
 
 from ..conf import app_settings
 from ..core.schedule import Every
-from ..run.jobs import registry
+from ..jobs.job import registry
 
 
 def crontab_lines() -> list[str]:

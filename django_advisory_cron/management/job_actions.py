@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 from .. import exitcodes
 from ..db.execute import database_now
 from ..delivery import targets
+from ..jobs.job import Job
 from ..run import control
-from ..run.jobs import Job
 from ..run.runner import RunResult, execute
 from ..worker.fleet import live_workers
 from .runs import outcome, signals_unwind

@@ -11,12 +11,12 @@ from typing import Any
 from django.utils import timezone
 
 from ..db.execute import database_now
+from ..jobs.catalog import Catalog
+from ..jobs.definitions import one_line
+from ..jobs.job import Job
 from ..models import JobRun
 from ..ops.charts import human_duration
 from ..ops.status import JobStatus, job_statuses
-from ..run.catalog import Catalog
-from ..run.definitions import one_line
-from ..run.jobs import Job
 from ..worker.fleet import live_workers
 
 #: What an override can change, as ``cronjob list`` says it.

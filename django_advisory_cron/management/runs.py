@@ -88,7 +88,7 @@ def outcome(
 ) -> tuple[int, str]:
     """The exit code and the line to print for how a run ended: the one mapping.
 
-    A [RunResult][django_advisory_cron.run.runner.RunResult] is mapped from its recorded status;
+    A [RunResult][django_advisory_cron.RunResult] is mapped from its recorded status;
     an exception means nothing could be recorded (configuration, database, schedule).
     """
     if isinstance(ended, RunResult):

@@ -1,5 +1,5 @@
 """``cronjob add``, ``edit``, ``reset`` and ``remove``: each checks the schedule it would write
-as the [catalog][django_advisory_cron.run.catalog] would read it, writes it with the ORM (the
+as the [catalog][django_advisory_cron.jobs.catalog] would read it, writes it with the ORM (the
 table's trigger tells the workers) in the operator's name, and says in a line what it did.
 What cannot be written raises [Refused][django_advisory_cron.management.schedule_options.Refused],
 before anything is."""
@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 from django.db import DataError, IntegrityError
 
 from ..exceptions import first_line
+from ..jobs.catalog import Catalog
+from ..jobs.definitions import Definition, overridden, to_job
+from ..jobs.job import Job, registry
 from ..models import Schedule
 from ..run import control
-from ..run.catalog import Catalog
-from ..run.definitions import Definition, overridden, to_job
-from ..run.jobs import Job, registry
 from .schedule_options import Refused, edited, fields_given, flags, not_overridable, row
 
 T = TypeVar("T")

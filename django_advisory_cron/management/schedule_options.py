@@ -1,5 +1,5 @@
 """The options of ``cronjob add`` and ``cronjob edit``, read into a
-[Definition][django_advisory_cron.run.definitions.Definition]: each option's text in its
+[Definition][django_advisory_cron.jobs.definitions.Definition]: each option's text in its
 field's type, and what an edit changes besides the options given (a cron expression replaces
 an interval, a command a job, ...), so that the command only wires them and the definition's
 ``problems`` judge the result."""
@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from ..delivery import targets
-from ..run.declared import aware
-from ..run.definitions import OVERRIDABLE, Definition
-from ..run.jobs import Job
+from ..jobs.declared import aware
+from ..jobs.definitions import OVERRIDABLE, Definition
+from ..jobs.job import Job
 from .arguments import number
 from .arguments import text as utf8_text
 

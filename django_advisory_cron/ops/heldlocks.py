@@ -40,8 +40,8 @@ from django.db.models.functions import Coalesce, Now, Substr
 from ..conf import app_settings
 from ..db import sql
 from ..db.aliases import lock_database
+from ..jobs.job import Job, registry
 from ..models import HeldLock, JobRun, RunStatus
-from ..run.jobs import Job, registry
 
 
 class ArrayMap(Func):

@@ -34,9 +34,10 @@ from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
+from ..jobs import catalog
+from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
-from ..run import catalog, control
-from ..run.jobs import Job
+from ..run import control
 from ..worker.fleet import LiveWorker, live_workers
 from .heldlocks import held_locks
 
@@ -263,7 +264,7 @@ def job_statuses(
     using: str | None = None,
 ) -> list[JobStatus]:
     """The status of every job (or of ``names``), in name order: those defined in code and the
-    database's schedules ([catalog][django_advisory_cron.run.catalog]), read from the lock
+    database's schedules ([catalog][django_advisory_cron.jobs.catalog]), read from the lock
     database (or ``using``).
 
     With ``window`` (seconds), each status also counts the job's runs per status started in

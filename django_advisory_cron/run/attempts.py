@@ -26,7 +26,7 @@ logger = logging.getLogger("django_advisory_cron")
 
 
 class Body(Protocol):
-    """What calling a job's body needs of the job (a [Job][django_advisory_cron.run.jobs.Job])."""
+    """What calling a job's body needs of the job (a [Job][django_advisory_cron.jobs.job.Job])."""
 
     @property
     def name(self) -> str: ...
@@ -47,7 +47,7 @@ class Body(Protocol):
 def call_body(
     job: Body,
     lock: AdvisoryLock,
-    record: history.RunRecord,
+    run: history.Run,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
@@ -66,16 +66,16 @@ def call_body(
                     return _call(job.func, args, kwargs)
             return _call(job.func, args, kwargs)
         except Exception as error:
-            failed = record.attempts
+            failed = run.attempts
             delay = policy.delay(failed)
             if lock.lost or not policy.retries_after(failed, error):
                 raise
-            why = _no_room(job, lock, record.facts, delay)
+            why = _no_room(job, lock, run, delay)
             if why:
                 logger.warning("job %s: attempt %d failed; not retried: %s", job.name, failed, why)
                 raise
             raised = f"{type(error).__name__}: {first_line(error)}"
-            record.failed_attempts.append(f"attempt {failed}: {raised}")
+            run.failed_attempts.append(f"attempt {failed}: {raised}")
             logger.warning(
                 "job %s: attempt %d of %d failed (%s); retrying in %.1f s",
                 job.name,
@@ -89,7 +89,7 @@ def call_body(
                 why = f"its lock was lost before attempt {failed + 1}"
                 logger.warning("job %s: attempt %d failed; not retried: %s", job.name, failed, why)
                 raise LockLost(f"job {job.name}: {why}; not retried") from error
-            record.attempts += 1
+            run.attempts += 1
 
 
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -112,7 +112,7 @@ async def _until_done(
         await sync_to_async(connections.close_all)()
 
 
-def _no_room(job: Body, lock: AdvisoryLock, result: history.RunFacts, delay: float) -> str:
+def _no_room(job: Body, lock: AdvisoryLock, result: history.Run, delay: float) -> str:
     """Why an attempt ``delay`` seconds from now would start too late ("" when it would not):
     past the job's next tick, or more than its ``max_lateness`` after its tick. Judged on the
     database's clock, from the time the run was claimed."""

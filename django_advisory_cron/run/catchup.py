@@ -33,16 +33,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import CatchUp, app_settings
+from ..core.schedule import Schedule
 from ..db import sql
 from ..db.execute import fetch_all
 
-if TYPE_CHECKING:
-    from .jobs import Job
+
+class CatchingUp(Protocol):
+    """What deciding a job's missed ticks needs of it (a
+    [Job][django_advisory_cron.jobs.job.Job])."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def schedule(self) -> Schedule | None: ...
+
+    @property
+    def catch_up(self) -> CatchUp | None: ...
+
+    @property
+    def max_lateness(self) -> float | None: ...
+
+    @property
+    def edited(self) -> datetime | None: ...
+
 
 #: At most this many missed ticks are considered: run (``"all"``) or passed over.
 MAX_CATCH_UP = 64
@@ -59,12 +78,12 @@ def recorded_ticks(connection: BaseDatabaseWrapper, names: list[str]) -> dict[st
     return {job: tick for job, tick in rows if tick is not None}
 
 
-def policy_of(job: Job[Any, Any]) -> CatchUp:
+def policy_of(job: CatchingUp) -> CatchUp:
     """The job's ``catch_up``, else the ``CATCH_UP`` setting."""
     return job.catch_up or app_settings.CATCH_UP
 
 
-def first_missed(job: Job[Any, Any], recorded: datetime | None, now: datetime) -> datetime | None:
+def first_missed(job: CatchingUp, recorded: datetime | None, now: datetime) -> datetime | None:
     """The first tick after ``recorded`` (or after the job's schedule was last edited, when
     later) when it has passed by ``now``, else ``None`` (nothing missed, or no recorded tick:
     a job that never ran has missed nothing)."""
@@ -129,7 +148,7 @@ def _iso(tick: datetime) -> str:
     return tick.isoformat(timespec="seconds")
 
 
-def plan(job: Job[Any, Any], first: datetime, now: datetime, *, on_time: bool = True) -> Plan:
+def plan(job: CatchingUp, first: datetime, now: datetime, *, on_time: bool = True) -> Plan:
     """Split the job's ticks from ``first`` (the earliest not yet run) up to ``now``.
 
     With ``on_time`` the scheduler fired for ``first``: while no later tick has passed, it

@@ -15,28 +15,23 @@ row); if the connection is lost, the row rolls back with it and is recorded agai
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
-import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
-
-from django.db import DatabaseError
+from typing import Any
 
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.scopes import ResolvedScope
 from ..core.statuses import RunStatus
 from ..db import sql
-from ..db.connections import refused_value, unpooled_connection
+from ..db.execute import Row, execute_fresh, fetch_fresh
 from ..db.sql import Statement
-from ..exceptions import JobTimedOut, LockScopeError, stopping_signal
-from ..lock.advisory import Row, Send
-
-logger = logging.getLogger("django_advisory_cron")
+from ..exceptions import JobFailed, JobTimedOut, LockScopeError, stopping_signal
+from ..lock.advisory import AdvisoryLock, Send
 
 HOST = socket.gethostname()[:255]
 
@@ -93,17 +88,23 @@ def status_of(error: BaseException | None, *, body: bool = True) -> str:
 
 
 @dataclass
-class RunFacts:
-    """What one run is and what its claim found, held once: its
-    [RunRecord][django_advisory_cron.run.history.RunRecord] writes it, and its
-    [RunResult][django_advisory_cron.run.runner.RunResult] is one."""
+class Run:
+    """One run, the one record of it: what it is, what its claim found, how it ended (what
+    [execute][django_advisory_cron.run.runner.execute] returns, as ``RunResult``), and the
+    statements it sends through its lock's holder to claim its tick, renew its lease and
+    record its outcome."""
 
     job: str
+    status: RunStatus
+    value: Any = None
+    error: BaseException | None = field(default=None, repr=False)
+    lock: AdvisoryLock | None = field(default=None, repr=False)
     _: KW_ONLY
     run_id: int | None = None
     tick: datetime | None = None
     #: The time the run was matched against the schedule's ticks: the database's ``now()`` at
-    #: the first attempt to take the lock (or the ``now`` passed in).
+    #: the first attempt to take the lock (or the ``now`` passed in); then fixed, so a run
+    #: waiting for the lock keeps the tick it started for.
     reference: datetime | None = None
     interrupted_runs: int = 0
     #: Started by hand ("run now"): recorded ``manual``, with no tick, and a pause does not
@@ -111,65 +112,95 @@ class RunFacts:
     manual: bool = False
     #: Why the job was paused, when it was skipped for that.
     paused: str | None = None
+    #: ``(instant, tick)`` pairs the reference time is matched against.
+    matches: list[tuple[datetime, datetime]] = field(
+        default_factory=list, repr=False, compare=False
+    )
+    max_skew: float = field(default=0, repr=False, compare=False)
+    #: The database its rows are written to.
+    using: str | None = field(default=None, repr=False, compare=False)
+    #: The task result id when a task queue delivered this run (recorded on its rows).
+    task_id: str = field(default="", repr=False, compare=False)
+    #: At most once (the job's ``at_most_once``): an interrupted run's tick stays taken.
+    once: bool = field(default=False, repr=False, compare=False)
+    #: Read once: a run keeps the lease it started with.
+    lease: float = field(default_factory=lambda: app_settings.LEASE, repr=False, compare=False)
+    record_skips: bool = field(
+        default_factory=lambda: app_settings.RECORD_SKIPS, repr=False, compare=False
+    )
+    #: How far a standby must have its claim and its finish before they return.
+    synchronous_commit: str | None = field(
+        default_factory=lambda: app_settings.SYNCHRONOUS_COMMIT, repr=False, compare=False
+    )
+    pid: int = field(default_factory=os.getpid, repr=False, compare=False)
+    #: Running rows of this job, still within their lease, seen by the last attempt.
+    live_runs: int = field(default=0, repr=False, compare=False)
+    tick_done: bool = field(default=False, repr=False, compare=False)
+    #: ``(status, error text)`` once the job has ended; read by the release statement.
+    outcome: tuple[str, str] | None = field(default=None, repr=False, compare=False)
+    #: How many times the body was called (more than once when failures were retried),
+    #: and a line for each attempt that failed before the last one.
+    attempts: int = field(default=1, repr=False, compare=False)
+    failed_attempts: list[str] = field(default_factory=list, repr=False, compare=False)
+    #: What the run captured (its job's log records, a command's output), if it captures.
+    output: str = field(default="", repr=False, compare=False)
+    #: Its lock is held on a connection shared with other runs' locks (claimed together):
+    #: its release unlocks that one lock only.
+    shared: bool = field(default=False, repr=False, compare=False)
 
+    @property
+    def ran(self) -> bool:
+        """True when the job's function was called."""
+        return self.status in (
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.LOCK_LOST,
+            RunStatus.TIMED_OUT,
+        )
 
-class RunRecord:
-    """One run's row, as statements for its lock (a
-    [LockStatements][django_advisory_cron.lock.advisory.LockStatements]); what the claim finds
-    is written on ``facts``."""
+    @property
+    def skipped_tick(self) -> bool:
+        """True when the job did not run because its tick already ran."""
+        return self.status == RunStatus.SKIPPED_TICK
 
-    whole_statements = True
+    @property
+    def skipped(self) -> bool:
+        return self.status in (
+            RunStatus.SKIPPED_LOCKED,
+            RunStatus.SKIPPED_TICK,
+            RunStatus.SKIPPED_PAUSED,
+        )
 
-    def __init__(
-        self,
-        facts: RunFacts,
-        *,
-        matches: list[tuple[datetime, datetime]],
-        now: datetime | None,
-        max_skew: float,
-        using: str,
-        task_id: str = "",
-        once: bool = False,
-    ) -> None:
-        self.facts = facts
-        #: At most once (the job's ``at_most_once``): an interrupted run's tick stays taken.
-        self.once = once
-        #: The task result id when a task queue delivered this run (recorded on its rows).
-        self.task_id = task_id
-        #: ``(instant, tick)`` pairs the reference time is matched against.
-        self.matches = matches
-        #: ``None`` until the first attempt returns the database's ``now()``; then fixed, so a
-        #: run waiting for the lock keeps the tick it started for.
-        facts.reference = now
-        self.max_skew = max_skew
-        #: Read once: a run keeps the lease it started with.
-        self.lease = app_settings.LEASE
-        self.record_skips = app_settings.RECORD_SKIPS
-        #: How far a standby must have its claim and its finish before they return.
-        self.synchronous_commit = app_settings.SYNCHRONOUS_COMMIT
-        self.using = using
-        self.pid = os.getpid()
-        #: Running rows of this job, still within their lease, seen by the last attempt.
-        self.live_runs = 0
-        self.tick_done = False
-        #: ``(status, error text)`` once the job has ended; read by the release statement.
-        self.outcome: tuple[str, str] | None = None
-        #: How many times the body was called (more than once when failures were retried),
-        #: and a line for each attempt that failed before the last one.
-        self.attempts = 1
-        self.failed_attempts: list[str] = []
-        #: What the run captured (its job's log records, a command's output), if it captures.
-        self.output = ""
-        #: Its lock is held on a connection shared with other runs' locks (claimed together):
-        #: its release unlocks that one lock only.
-        self.shared = False
+    @property
+    def status_label(self) -> str:
+        return str(RunStatus(self.status).label)
+
+    def reraise(self) -> Run:
+        """Raise what ended the run (the job's exception, a signal), if anything; else return
+        the result. The run is recorded either way."""
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def reraise_in_task(self) -> Run:
+        """[reraise][django_advisory_cron.run.history.Run.reraise] for a task worker: what the
+        job's own code raised that is not an ``Exception`` (``SystemExit``, ...) is raised as
+        ``JobFailed`` chained to it, so the worker records a failed task instead of stopping
+        (its retry finds the tick taken)."""
+        error = self.error
+        if self.status == RunStatus.FAILED and not isinstance(error, (Exception, type(None))):
+            raise JobFailed(
+                f"job {self.job!r} failed: it raised {type(error).__name__} (run {self.run_id} "
+                "recorded as failed)"
+            ) from error
+        return self.reraise()
 
     # -- statements for the lock ---------------------------------------------------------
 
     def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
         if self.once and scope == "transaction":
             raise LockScopeError(
-                f"job {self.facts.job!r} is at_most_once, which needs a session lock, but its "
+                f"job {self.job!r} is at_most_once, which needs a session lock, but its "
                 "lock resolved to transaction scope (a transaction pooler is in the path): "
                 "point ADVISORY_CRON['LOCK_DATABASE'] at a direct connection"
             )
@@ -177,38 +208,36 @@ class RunRecord:
 
     def claim(self, key: LockKey) -> sql.Claim:
         """What this run asks of [claim][django_advisory_cron.run.history.claim]."""
-        facts = self.facts
         return sql.Claim(
-            facts.job, key, self.matches, facts.reference, facts.manual, self.task_id, self.once
+            self.job, key, self.matches, self.reference, self.manual, self.task_id, self.once
         )
 
     def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
         """Read its row of [claim][django_advisory_cron.run.history.claim]: whether the lock is
         held now (a lock the claim already released, its tick found taken, is not)."""
-        facts = self.facts
-        released, got, run_id, facts.tick, reference, interrupted, self.live_runs, facts.paused = (
-            row[:8]
-        )
-        if facts.reference is None:
-            facts.reference = reference
-        facts.interrupted_runs += int(interrupted)
+        released, got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row[
+            :8
+        ]
+        if self.reference is None:
+            self.reference = reference
+        self.interrupted_runs += int(interrupted)
         if got and run_id is None and interrupted and not self.once:
             # The row just marked interrupted may hold this tick: inside one statement its old
             # version still conflicts, so claim the tick again now that it has been given back.
             claimed = send(
                 sql.claim_tick(
-                    job=self.facts.job,
+                    job=self.job,
                     host=HOST,
                     pid=self.pid,
-                    tick=self.facts.tick,
+                    tick=self.tick,
                     lease=self.lease_in(scope),
                     task_id=self.task_id,
                     synchronous_commit=self.synchronous_commit,
                 )
             )
             run_id = None if claimed is None else claimed[0]
-        facts.run_id = None if run_id is None else int(run_id)
-        self.tick_done = bool(got) and facts.run_id is None
+        self.run_id = None if run_id is None else int(run_id)
+        self.tick_done = bool(got) and self.run_id is None
         return bool(got) and not released
 
     def settled(self) -> bool:
@@ -229,14 +258,14 @@ class RunRecord:
             return sql.skip_tick(
                 key,
                 scope,
-                job=self.facts.job,
+                job=self.job,
                 host=HOST,
                 pid=self.pid,
-                tick=self.facts.tick,
+                tick=self.tick,
                 task_id=self.task_id,
                 shared=self.shared,
             )
-        assert self.facts.run_id is not None  # taken, and the tick not done: the row is ours
+        assert self.run_id is not None  # taken, and the tick not done: the row is ours
         # No outcome yet: the job's code never ran (taking the lock was cut short).
         status, text = self.outcome or (
             status_of(error, body=False),
@@ -245,7 +274,7 @@ class RunRecord:
         return sql.finish_run(
             key,
             scope,
-            run_id=self.facts.run_id,
+            run_id=self.run_id,
             status=status,
             error=text,
             attempts=self.attempts,
@@ -255,9 +284,9 @@ class RunRecord:
         )
 
     def beat(self, key: LockKey) -> Statement:
-        if self.facts.run_id is None:
+        if self.run_id is None:
             return sql.lock_held(key)
-        return sql.renew_leases([(self.facts.run_id, key)], lease=self.lease)
+        return sql.renew_leases([(self.run_id, key)], lease=self.lease)
 
     # -- recording without the lock connection ------------------------------------------
 
@@ -265,11 +294,12 @@ class RunRecord:
         """Mark the running row ``lock_lost`` at once. Its body may still be running, so the
         row keeps its lease (no longer renewed): other replicas wait for it to expire, or for
         ``finish_lost`` to record the body's end, which ends it."""
-        if self.facts.run_id is None:
+        if self.run_id is None:
             return False
         statement = sql.mark_lock_lost(
-            run_id=self.facts.run_id, job=self.facts.job, host=HOST, pid=self.pid, error=error_line
+            run_id=self.run_id, job=self.job, host=HOST, pid=self.pid, error=error_line
         )
+        assert self.using is not None
         return execute_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
 
     def finish_lost(self, status: str, text: str) -> bool:
@@ -277,29 +307,31 @@ class RunRecord:
         a fresh connection: its row is finished, with its attempts and output so far, or
         written again if it rolled back with its lost connection (transaction scope)."""
         statement = sql.record_lost_run(
-            run_id=self.facts.run_id,
-            job=self.facts.job,
+            run_id=self.run_id,
+            job=self.job,
             host=HOST,
             pid=self.pid,
-            tick=self.facts.tick,
+            tick=self.tick,
             status=status,
             error=text,
             attempts=self.attempts,
             output=self.output,
             task_id=self.task_id,
         )
+        assert self.using is not None
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
 
     def fail_committed(self, text: str) -> bool:
         """A committed run whose ``on_commit`` callback raised: mark it failed."""
-        if self.facts.run_id is None:
+        if self.run_id is None:
             return False
-        statement = sql.fail_committed_run(run_id=self.facts.run_id, error=text)
+        statement = sql.fail_committed_run(run_id=self.run_id, error=text)
+        assert self.using is not None
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
 
 
 def claim(
-    runs: Sequence[tuple[RunRecord, LockKey]],
+    runs: Sequence[tuple[Run, LockKey]],
     scope: ResolvedScope,
     *,
     final: bool,
@@ -323,40 +355,6 @@ def claim(
         census=census,
         synchronous_commit=first.synchronous_commit,
     )
-
-
-def execute_fresh(alias: str, statement: Statement, *, patience: float) -> bool:
-    """Run one statement on a fresh, short-lived connection, retrying for ``patience`` s
-    (e.g. through a restart). Returns whether it succeeded; failures are logged, not raised."""
-    return _on_fresh(alias, statement, patience)[0]
-
-
-def fetch_fresh(alias: str, statement: Statement, *, patience: float) -> Row | None:
-    """Like [execute_fresh][django_advisory_cron.run.history.execute_fresh], returning the
-    statement's first row (``None`` when it returned none, or failed)."""
-    return _on_fresh(alias, statement, patience)[1]
-
-
-def _on_fresh(alias: str, statement: Statement, patience: float) -> tuple[bool, Row | None]:
-    sql_text, params = statement
-    deadline = time.monotonic() + patience
-    delay = 0.2
-    while True:
-        connection = unpooled_connection(alias)
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(sql_text, params)
-                row = cursor.fetchone() if cursor.description else None
-            return True, None if row is None else tuple(row)
-        except (DatabaseError, ValueError) as error:
-            # A refused value is refused again: no retry.
-            if refused_value(error) or time.monotonic() + delay > deadline:
-                logger.error("could not record on %r: %s", alias, error)
-                return False, None
-        finally:
-            connection.close()
-        time.sleep(delay)
-        delay = min(delay * 2, 2.0)
 
 
 # -- runs in a worker's child processes ----------------------------------------------------

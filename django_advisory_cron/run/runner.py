@@ -2,23 +2,24 @@
 
 The order of one run, top to bottom: the job's
 [AdvisoryLock][django_advisory_cron.lock.advisory.AdvisoryLock] sends the
-[RunRecord][django_advisory_cron.run.history.RunRecord]'s statements (claim the tick and insert
+[Run][django_advisory_cron.run.history.Run]'s statements (claim the tick and insert
 the row while taking the lock; finish the row while releasing it); the runner only calls the
 job and decides the outcome. Every outcome, failures and signals included, is a
-[RunResult][django_advisory_cron.run.runner.RunResult]:
+[RunResult][django_advisory_cron.RunResult]:
 [execute][django_advisory_cron.run.runner.execute] returns it, and ``result.reraise()`` raises
 what the job raised (as ``Job.run`` does).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
 from typing import Any, Protocol
@@ -33,7 +34,6 @@ from ..db.aliases import lock_database
 from ..db.connections import refused_value
 from ..exceptions import (
     SIGNAL_ATTRIBUTE,
-    JobFailed,
     JobTimedOut,
     LockLost,
     SigintReceived,
@@ -42,9 +42,9 @@ from ..exceptions import (
 )
 from ..lock.advisory import MAX_POLL_INTERVAL, POLL_START, AdvisoryLock
 from ..lock.heartbeat import lost_text
+from ..lock.shared import ClaimConnection, SharedLock
 from ..models import RunStatus
 from . import attempts, history, output
-from .claims import ClaimConnection, SharedLock
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -56,7 +56,7 @@ LOST_IN_TRANSACTION = (
 
 
 class RunnableJob(attempts.Body, Protocol):
-    """What the runner needs of a job (a [Job][django_advisory_cron.run.jobs.Job]): what
+    """What the runner needs of a job (a [Job][django_advisory_cron.jobs.job.Job]): what
     calling its body needs, and its lock's and its run's settings."""
 
     @property
@@ -78,64 +78,8 @@ class RunnableJob(attempts.Body, Protocol):
     def capture(self) -> tuple[str, ...] | None: ...
 
 
-@dataclass
-class RunResult(history.RunFacts):
-    """What one call of the runner did: the run (``job``, ``run_id``, ``tick``, ``reference``,
-    ``interrupted_runs``, ``manual``, ``paused``, as its claim found them) and how it ended."""
-
-    status: RunStatus
-    value: Any = None
-    error: BaseException | None = field(default=None, repr=False)
-    lock: AdvisoryLock | None = field(default=None, repr=False)
-    #: The run's history record, to finish it from elsewhere (a worker shutting down).
-    record: history.RunRecord | None = field(default=None, repr=False)
-
-    @property
-    def ran(self) -> bool:
-        """True when the job's function was called."""
-        return self.status in (
-            RunStatus.SUCCEEDED,
-            RunStatus.FAILED,
-            RunStatus.LOCK_LOST,
-            RunStatus.TIMED_OUT,
-        )
-
-    @property
-    def skipped_tick(self) -> bool:
-        """True when the job did not run because its tick already ran."""
-        return self.status == RunStatus.SKIPPED_TICK
-
-    @property
-    def skipped(self) -> bool:
-        return self.status in (
-            RunStatus.SKIPPED_LOCKED,
-            RunStatus.SKIPPED_TICK,
-            RunStatus.SKIPPED_PAUSED,
-        )
-
-    @property
-    def status_label(self) -> str:
-        return str(RunStatus(self.status).label)
-
-    def reraise(self) -> RunResult:
-        """Raise what ended the run (the job's exception, a signal), if anything; else return
-        the result. The run is recorded either way."""
-        if self.error is not None:
-            raise self.error
-        return self
-
-    def reraise_in_task(self) -> RunResult:
-        """[reraise][django_advisory_cron.run.runner.RunResult.reraise] for a task worker: what the
-        job's own code raised that is not an ``Exception`` (``SystemExit``, ...) is raised as
-        ``JobFailed`` chained to it, so the worker records a failed task instead of stopping
-        (its retry finds the tick taken)."""
-        error = self.error
-        if self.status == RunStatus.FAILED and not isinstance(error, (Exception, type(None))):
-            raise JobFailed(
-                f"job {self.job!r} failed: it raised {type(error).__name__} (run {self.run_id} "
-                "recorded as failed)"
-            ) from error
-        return self.reraise()
+#: What [execute][django_advisory_cron.run.runner.execute] returns: the run, how it ended.
+RunResult = history.Run
 
 
 def execute(
@@ -164,41 +108,41 @@ def execute(
     schedule = job.schedule
     max_skew = app_settings.MAX_SKEW
     around = now or datetime.now().astimezone()
-    result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=manual)
-    record = result.record = history.RunRecord(
-        result,
+    run = _new_run(
+        job,
         matches=schedule.matches(around, max_skew) if schedule and not manual else [],
-        now=now,
         max_skew=max_skew,
+        reference=now,
+        manual=manual,
         using=alias,
         task_id=task_id,
-        once=job.at_most_once,
     )
-    lock = AdvisoryLock(
+    lock = run.lock = AdvisoryLock(
         job.key,
         scope=scope or job.scope,
         wait=job.wait if wait is None else wait,
         using=alias,
-        statements=record,
-        on_lost=_on_lost(job, result),
+        beat=functools.partial(run.beat, job.key),
+        on_lost=_on_lost(job, run),
         savepoint=True,
+        whole_statements=True,
     )
-    result.lock = lock
     with signals_stop_runs():
         try:
-            lock.acquire()
+            _take(run, lock)
         except BaseException as stop:
+            _release(run, lock, stop)
             if isinstance(stop, Exception):
                 raise  # nothing was recorded: the caller reports it
             # A signal (or the timeout) while the lock was being taken, before any of the
             # job's code ran; the lock recorded and released the run.
-            result.status = RunStatus(history.status_of(stop, body=False))
-            result.error = stop
+            run.status = RunStatus(history.status_of(stop, body=False))
+            run.error = stop
             _log_stop(job, stop, body=False)
-            return result
-        if _taken(job, lock, record, result):
-            _run(job, lock, record, result, args, dict(kwargs or {}))
-    return result
+            return run
+        if _taken(job, lock, run):
+            _run(job, lock, run, args, dict(kwargs or {}))
+    return run
 
 
 def raise_sigint(signum: int, frame: FrameType | None) -> None:
@@ -272,13 +216,13 @@ class ClaimedRun:
     def run(self) -> RunResult:
         """Run the job in this thread, record its outcome, release its lock."""
         self.lock.guard_queries()
-        _run(self.job, self.lock, self.lock.record, self.result, (), {})
+        _run(self.job, self.lock, self.result, (), {})
         return self.result
 
     def abandon(self, why: str) -> None:
         """Record the run as interrupted without starting it, and release its lock."""
-        self.lock.record.outcome = (history.INTERRUPTED, why)
-        self.lock.release()
+        self.result.outcome = (history.INTERRUPTED, why)
+        _release(self.result, self.lock)
         self.result.status = RunStatus.INTERRUPTED
         logger.warning("job %s (run %s) not started: %s", self.job.name, self.result.run_id, why)
 
@@ -294,11 +238,11 @@ def claim_together(
     Raises ``DatabaseError`` or ``DatabaseUnavailable`` when the claim failed.
     """
     runs, skipped = [], []
-    for job, lock, record, result in _claim_entries(batch, claims, final=True):
-        if _taken(job, lock, record, result):
-            runs.append(ClaimedRun(job, result, lock))
+    for job, lock, run in _claim_entries(batch, claims, final=True):
+        if _taken(job, lock, run):
+            runs.append(ClaimedRun(job, run, lock))
         else:
-            skipped.append(result)
+            skipped.append(run)
     return runs, skipped
 
 
@@ -320,88 +264,137 @@ def claim_waiting(
     while True:
         remaining = deadline - time.monotonic()
         final = remaining <= 0 or stop.is_set()
-        ((_, lock, record, result),) = _claim_entries([(job, tick)], claims, final=final)
+        ((_, lock, run),) = _claim_entries([(job, tick)], claims, final=final)
         lock.requested_at = requested
-        if final or lock.acquired or record.settled() or result.paused is not None:
-            if _taken(job, lock, record, result):
+        if final or lock.acquired or run.settled() or run.paused is not None:
+            if _taken(job, lock, run):
                 lock.acquired_at = time.monotonic()
-                return ClaimedRun(job, result, lock)
-            return result
-        lock.release()  # nothing was taken
+                return ClaimedRun(job, run, lock)
+            return run
+        _release(run, lock)  # nothing was taken
         stop.wait(min(delay, remaining))
         delay = min(delay * 2, MAX_POLL_INTERVAL)
 
 
 def _claim_entries(
     batch: Sequence[tuple[RunnableJob, datetime | None]], claims: ClaimConnection, *, final: bool
-) -> list[tuple[RunnableJob, SharedLock, history.RunRecord, RunResult]]:
-    """One claiming statement for ``batch`` on ``claims``: each job's lock, record and
-    result, read from its row (a skip is written only on the ``final`` attempt)."""
+) -> list[tuple[RunnableJob, SharedLock, RunResult]]:
+    """One claiming statement for ``batch`` on ``claims``: each job's lock and run, read from
+    its row (a skip is written only on the ``final`` attempt)."""
     entries = []
     for job, tick in batch:
-        result = RunResult(job.name, RunStatus.SKIPPED_LOCKED, manual=tick is None)
-        record = result.record = history.RunRecord(
-            result,
+        run = _new_run(
+            job,
             matches=[] if tick is None else [(tick, tick)],
-            now=tick,
             max_skew=app_settings.MAX_SKEW,
+            reference=tick,
+            manual=tick is None,
             using=claims.alias,
-            once=job.at_most_once,
         )
-        lock = result.lock = SharedLock(job.key, claims, record, _on_lost(job, result))
-        entries.append((job, lock, record, result))
-    claims.claim([lock for _job, lock, _record, _result in entries], final=final)
+        run.shared = True
+        lock = run.lock = SharedLock(job.key, claims, _on_lost(job, run))
+        entries.append((job, lock, run))
+    statement = history.claim(
+        [(run, lock.key) for _job, lock, run in entries],
+        "session",
+        final=final,
+        settle=True,
+        census=claims.census,
+    )
+    rows, sent = claims.claim([lock for _job, lock, _run in entries], statement)
+    for (_job, lock, run), row in zip(entries, rows, strict=True):
+        lock.acquired = run.accept(row, "session", claims.send)
+        if lock.acquired and run.run_id is not None:
+            claims.hold(lock, run.run_id, sent)
     return entries
 
 
-def _on_lost(job: RunnableJob, result: RunResult) -> Callable[[AdvisoryLock, BaseException], None]:
+def _new_run(
+    job: RunnableJob,
+    *,
+    matches: list[tuple[datetime, datetime]],
+    max_skew: float,
+    reference: datetime | None,
+    manual: bool,
+    using: str,
+    task_id: str = "",
+) -> RunResult:
+    """A run of ``job`` about to claim its tick (a skip until its claim says otherwise)."""
+    return RunResult(
+        job.name,
+        RunStatus.SKIPPED_LOCKED,
+        manual=manual,
+        matches=matches,
+        reference=reference,
+        max_skew=max_skew,
+        using=using,
+        task_id=task_id,
+        once=job.at_most_once,
+    )
+
+
+def _take(run: RunResult, lock: AdvisoryLock) -> None:
+    """Take the run's lock: each attempt sends its claim, and reads its row, through the
+    lock's holder; a loser that found its tick taken has nothing to wait for."""
+    scope = lock.open()
+    for final in lock.attempts():
+        with lock.attempt() as holder:
+            row = holder.try_first(run.acquire(lock.key, scope, final))
+            assert row is not None
+            lock.acquired = run.accept(row, scope, holder.follow_up)
+        if lock.acquired or final or (scope == "session" and run.settled()):
+            break
+        lock.retreat()
+    lock.took()
+
+
+def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:
+    """Release the run's lock with its finishing statement (or its skip's)."""
+    scope = lock.scope
+    ending = run.release(lock.key, scope, error) if lock.acquired and scope else None
+    lock.release(error, ending=ending)
+
+
+def _on_lost(job: RunnableJob, run: RunResult) -> Callable[[AdvisoryLock, BaseException], None]:
     """What a run does when its lock is lost: mark its row at once, then tell receivers."""
 
     def on_lost(lock: AdvisoryLock, error: BaseException) -> None:
-        assert result.record is not None
-        result.record.mark_lost(lost_text(error))
-        signals.lock_lost.send(sender=job, run=result, lock=lock, error=error)
+        run.mark_lost(lost_text(error))
+        signals.lock_lost.send(sender=job, run=run, lock=lock, error=error)
 
     return on_lost
 
 
-def _taken(
-    job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
-) -> bool:
+def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
     """After the acquiring statement: whether the run goes ahead (else its skip is done)."""
-    if result.interrupted_runs:
-        logger.warning(
-            "job %s: marked %d dead run(s) interrupted", job.name, result.interrupted_runs
-        )
-    if not lock.acquired or record.tick_done:
-        _skip(job, lock, record, result)
+    if run.interrupted_runs:
+        logger.warning("job %s: marked %d dead run(s) interrupted", job.name, run.interrupted_runs)
+    if not lock.acquired or run.tick_done:
+        _skip(job, lock, run)
         return False
-    result.status = RunStatus.RUNNING
+    run.status = RunStatus.RUNNING
     return True
 
 
-def _skip(
-    job: RunnableJob, lock: AdvisoryLock, record: history.RunRecord, result: RunResult
-) -> None:
-    lock.release()
-    if result.paused is not None:
-        result.status = RunStatus.SKIPPED_PAUSED
-        logger.info("job %s skipped at tick %s: %s", job.name, result.tick, result.paused)
-    elif record.tick_done:
-        result.status = RunStatus.SKIPPED_TICK
-        logger.info("job %s skipped: tick %s already ran", job.name, result.tick)
-    elif record.live_runs:
+def _skip(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> None:
+    _release(run, lock)
+    if run.paused is not None:
+        run.status = RunStatus.SKIPPED_PAUSED
+        logger.info("job %s skipped at tick %s: %s", job.name, run.tick, run.paused)
+    elif run.tick_done:
+        run.status = RunStatus.SKIPPED_TICK
+        logger.info("job %s skipped: tick %s already ran", job.name, run.tick)
+    elif run.live_runs:
         logger.info("job %s skipped: an earlier run is still alive", job.name)
     else:
         logger.info("job %s skipped: locked by another process", job.name)
-    signals.job_skipped.send(sender=job, run=result)
+    signals.job_skipped.send(sender=job, run=run)
 
 
 def _run(
     job: RunnableJob,
     lock: AdvisoryLock,
-    record: history.RunRecord,
-    result: RunResult,
+    run: RunResult,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
@@ -412,33 +405,33 @@ def _run(
         logger.info(
             "job %s started (%s, run %s)",
             job.name,
-            "run now" if result.manual else f"tick {result.tick}",
-            result.run_id,
+            "run now" if run.manual else f"tick {run.tick}",
+            run.run_id,
         )
-        signals.job_started.send(sender=job, run=result)
+        signals.job_started.send(sender=job, run=run)
         # Transaction scope: the lock runs this in a savepoint, so a failure rolls the job's
         # work back and its row still commits.
         with output.captured(job.capture, app_settings.CAPTURE_LIMIT) as kept:
             try:
-                result.value = attempts.call_body(job, lock, record, args, kwargs)
+                run.value = attempts.call_body(job, lock, run, args, kwargs)
             finally:
-                record.output = "" if kept is None else kept.text()
+                run.output = "" if kept is None else kept.text()
     except BaseException as raised:
         error = raised
     status = history.status_of(error)
     last = history.error_text(error) if error is not None else ""
-    text = "\n".join(filter(None, [*record.failed_attempts, last]))
-    record.outcome = (status, text)
+    text = "\n".join(filter(None, [*run.failed_attempts, last]))
+    run.outcome = (status, text)
     late: BaseException | None = None
     try:
-        lock.release(error)
+        _release(run, lock, error)
     except Exception as failure:
         if refused_value(failure):  # the finish was refused for a text it carried
-            status, text = _after_refused_finish(lock, record, failure, status, text)
+            status, text = _after_refused_finish(lock, run, failure, status, text)
             if status == history.FAILED:
                 error = error or failure
         else:  # transaction scope: the finish or the commit failed
-            status, text = _after_failed_release(lock, record, failure, text)
+            status, text = _after_failed_release(lock, run, failure, text)
             if status == history.LOCK_LOST:
                 cause = error if isinstance(error, Exception) else failure
                 lost = LockLost(f"{LOST_IN_TRANSACTION} ({first_line(cause)})")
@@ -449,7 +442,7 @@ def _run(
         if lock.committed and not _is_stop(raised):
             # Transaction scope: the run committed, then an on_commit callback the job
             # registered raised (SystemExit, GeneratorExit, ...): the job's code failed.
-            status, text = _after_failed_release(lock, record, raised, text)
+            status, text = _after_failed_release(lock, run, raised, text)
             error = error or raised
         else:
             # SIGINT/SIGTERM held back while the row was being finished: the run is recorded
@@ -460,10 +453,10 @@ def _run(
         # failed because the database went away with the lock (a failover) is a lost lock.
         if status == history.SUCCEEDED or isinstance(error, (LockLost, *CONNECTION_ERRORS)):
             status = history.LOCK_LOST
-        record.finish_lost(status, text)
-    _report(job, result, RunStatus(status), error)
+        run.finish_lost(status, text)
+    _report(job, run, RunStatus(status), error)
     if late is not None:
-        result.error = late
+        run.error = late
 
 
 #: What the job's own queries raise when its database connection is gone.
@@ -471,7 +464,7 @@ CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
 def _after_refused_finish(
-    lock: AdvisoryLock, record: history.RunRecord, failure: Exception, status: str, text: str
+    lock: AdvisoryLock, run: RunResult, failure: Exception, status: str, text: str
 ) -> tuple[str, str]:
     """Record a run whose finishing statement was refused for a text it carried (one a
     database whose encoding is not UTF-8 cannot hold), through a fresh connection, with its
@@ -483,8 +476,8 @@ def _after_refused_finish(
         status = history.FAILED
         notes.append("the job's database work was rolled back")
     text = _ascii("\n".join([*notes, text]).strip())
-    record.output = _ascii(record.output)
-    record.finish_lost(status, text)
+    run.output = _ascii(run.output)
+    run.finish_lost(status, text)
     return status, text
 
 
@@ -494,7 +487,7 @@ def _ascii(text: str) -> str:
 
 
 def _after_failed_release(
-    lock: AdvisoryLock, record: history.RunRecord, failure: BaseException, text: str
+    lock: AdvisoryLock, run: RunResult, failure: BaseException, text: str
 ) -> tuple[str, str]:
     """Record a transaction-scoped run whose transaction did not end as planned, through a
     fresh connection; return its status and error text."""
@@ -502,7 +495,7 @@ def _after_failed_release(
         text = (
             f"the run committed, then an on_commit callback raised:\n{history.error_text(failure)}"
         )
-        record.fail_committed(text)
+        run.fail_committed(text)
         return history.FAILED, text
     parts = (
         LOST_IN_TRANSACTION,
@@ -510,24 +503,24 @@ def _after_failed_release(
         history.error_text(failure),
     )
     text = "\n".join(part for part in parts if part)
-    record.finish_lost(history.LOCK_LOST, text)
+    run.finish_lost(history.LOCK_LOST, text)
     return history.LOCK_LOST, text
 
 
 def _report(
-    job: RunnableJob, result: RunResult, status: RunStatus, error: BaseException | None
+    job: RunnableJob, run: RunResult, status: RunStatus, error: BaseException | None
 ) -> None:
-    result.status, result.error = status, error
+    run.status, run.error = status, error
     if error is None:
         logger.info("job %s finished%s", job.name, " (lock lost)" if status == "lock_lost" else "")
-        signals.job_finished.send(sender=job, run=result)
+        signals.job_finished.send(sender=job, run=run)
         return
     if _is_stop(error):
         _log_stop(job, error)
     else:
         # Whatever the job's code raised, SystemExit and KeyboardInterrupt included.
         logger.error("job %s %s", job.name, status.label, exc_info=error)
-    signals.job_failed.send(sender=job, run=result, exception=error)
+    signals.job_failed.send(sender=job, run=run, exception=error)
 
 
 def _is_stop(error: BaseException) -> bool:

@@ -1,5 +1,5 @@
 """Jobs due together, claimed together: one statement per database takes their locks and
-claims their ticks (see [claims][django_advisory_cron.run.claims]), each first by the live
+claims their ticks (see [claims][django_advisory_cron.lock.shared]), each first by the live
 worker it is dealt to ([share_out][django_advisory_cron.worker.fleet.share_out]), so the wins
 spread across replicas instead of going to the fastest one.
 """
@@ -15,7 +15,7 @@ from django.db import DatabaseError
 from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
-from ..run.jobs import Job
+from ..jobs.job import Job
 from ..run.runner import claim_together
 from .dispatch import Dispatcher
 from .fleet import peers, share_out

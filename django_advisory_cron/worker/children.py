@@ -22,9 +22,9 @@ from typing import Literal
 
 from django.conf import settings
 
+from ..jobs.job import Job
 from ..models import RunStatus
 from ..run import history
-from ..run.jobs import Job
 from ..run.runner import RunResult
 
 logger = logging.getLogger("django_advisory_cron")

@@ -23,7 +23,7 @@ from ..conf import app_settings
 from ..db import pooler, sql
 from ..db.connections import answer_within
 from ..exceptions import first_line
-from ..run.claims import ClaimConnection, Sighting
+from ..lock.shared import ClaimConnection, Sighting
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -54,7 +54,7 @@ class DatabaseClock:
 
     def read(self) -> datetime:
         """Read the clock (with the live workers and pending requests: see
-        [look][django_advisory_cron.run.claims.ClaimConnection.look])."""
+        [look][django_advisory_cron.lock.shared.ClaimConnection.look])."""
         return self._rebase(self.connection.look())
 
     def _rebase(self, seen: Sighting) -> datetime:

@@ -4,7 +4,7 @@ A run goes to a pool thread (at most ``--max-concurrency`` at once, in threads a
 processes together), which runs it in place or waits for its child process (see
 [children][django_advisory_cron.worker.children]). A session lock of the worker's database is
 taken on the worker's one connection, its presence (see
-[claims][django_advisory_cron.run.claims]), whether the run was claimed with others or alone:
+[claims][django_advisory_cron.lock.shared]), whether the run was claimed with others or alone:
 the pool threads' own connections are the job bodies'. A job whose previous run here is still
 going when its next tick comes is not started again; the tick is recorded as skipped
 (Kubernetes' ``concurrencyPolicy: Forbid``). A job with ``deliver=`` is handed to its
@@ -35,9 +35,9 @@ from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..delivery import targets
 from ..exceptions import DatabaseUnavailable, first_line
-from ..run.claims import ClaimConnection
+from ..jobs.job import Job
+from ..lock.shared import ClaimConnection
 from ..run.history import HOST
-from ..run.jobs import Job
 from ..run.runner import ClaimedRun, RunResult, claim_waiting, execute
 from .children import STOP_GRACE, Children, Isolation, in_process
 

@@ -24,7 +24,7 @@ from django.db import connections
 
 from ..db import sql
 from ..db.aliases import lock_database
-from ..run.claims import ClaimConnection
+from ..lock.shared import ClaimConnection
 from ..run.history import HOST
 
 logger = logging.getLogger("django_advisory_cron")

@@ -1,7 +1,7 @@
 """A worker's jobs kept in step with the schedules kept in the database, without a restart.
 
 A write to the schedules' table notifies the workers that LISTEN (a trigger, migration 0010),
-and each claim's [Sighting][django_advisory_cron.run.claims.Sighting] carries the schedules'
+and each claim's [Sighting][django_advisory_cron.lock.shared.Sighting] carries the schedules'
 version, so a change is seen within a second on a direct connection at no cost; behind a
 transaction pooler, where a worker cannot LISTEN, it looks every ``SCHEDULE_POLL`` seconds
 unless a claim brought the version meanwhile. A worker whose jobs all live in code sends no
@@ -27,10 +27,10 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..db import sql
-from ..run import catalog
-from ..run.claims import ClaimConnection
-from ..run.definitions import one_line
-from ..run.jobs import Job
+from ..jobs import catalog
+from ..jobs.definitions import one_line
+from ..jobs.job import Job
+from ..lock.shared import ClaimConnection
 from .clock import Wakeup
 from .requests import RunRequests
 from .timetable import Timetable

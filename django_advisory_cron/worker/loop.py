@@ -37,9 +37,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..conf import app_settings
 from ..db.connections import warm_while_scheduling
 from ..exceptions import DatabaseUnavailable, first_line
+from ..jobs.job import Job, registry
+from ..lock.shared import ClaimConnection
 from ..run import history
-from ..run.claims import ClaimConnection
-from ..run.jobs import Job, registry
 from ..run.runner import RunResult
 from .batches import Batches
 from .children import ISOLATIONS, Isolation, child_environment
@@ -312,8 +312,7 @@ class Worker:
                 result.run_id,
                 self.grace,
             )
-            assert result.record is not None
-            result.record.finish_lost(
+            result.finish_lost(
                 history.INTERRUPTED, f"interrupted: cronworker {self.identity} stopped"
             )
 

@@ -1,7 +1,7 @@
 """The worker's own connection, its presence: it names the worker (see
 [fleet][django_advisory_cron.worker.fleet]), reads the clock, the run history and "run now"
 requests, and claims the worker's runs and holds their locks (a
-[ClaimConnection][django_advisory_cron.run.claims.ClaimConnection]): one server connection
+[ClaimConnection][django_advisory_cron.lock.shared.ClaimConnection]): one server connection
 per worker.
 
 A database restart or failover does not stop a worker: it logs the loss once, reconnects with
@@ -20,7 +20,7 @@ from django.db import DatabaseError, connections
 
 from ..db import pooler
 from ..exceptions import DatabaseReadOnly, DatabaseUnavailable, ServerIsStandby, first_line
-from ..run.claims import ClaimConnection
+from ..lock.shared import ClaimConnection
 
 logger = logging.getLogger("django_advisory_cron")
 

@@ -3,7 +3,7 @@
 A worker hears of them through ``LISTEN`` on its presence connection where it can (a direct
 connection). In case a notification was missed (an older driver drops those that arrive
 during another statement), each of its claims also says whether a request is pending (its
-[Sighting][django_advisory_cron.run.claims.Sighting]): it looks when one is (at most every
+[Sighting][django_advisory_cron.lock.shared.Sighting]): it looks when one is (at most every
 ``CLOCK_REFRESH`` seconds: a request for a job no worker runs stays pending), and every
 ``REQUEST_RECHECK`` seconds without a claim. Behind a transaction pooler it looks every
 ``REQUEST_POLL`` seconds instead.
@@ -20,7 +20,7 @@ from django.db import DatabaseError, ProgrammingError
 
 from ..db import sql
 from ..db.execute import fetch_all
-from ..run.claims import ClaimConnection
+from ..lock.shared import ClaimConnection
 from .clock import CLOCK_REFRESH, CLOCK_TRUST, Wakeup
 
 logger = logging.getLogger("django_advisory_cron")

@@ -17,8 +17,8 @@ from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..exceptions import DatabaseUnavailable, first_line
+from ..jobs.job import Job
 from ..run import catchup
-from ..run.jobs import Job
 from .fleet import run_order
 
 logger = logging.getLogger("django_advisory_cron")

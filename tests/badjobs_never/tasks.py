@@ -2,7 +2,7 @@
 built as ``Job(...)`` and put in the registry directly. Loaded only by
 ``tests.badjobs_never.settings``."""
 
-from django_advisory_cron.run.jobs import Job, locked_task, registry
+from django_advisory_cron.jobs.job import Job, locked_task, registry
 
 
 def thirtieth_of_february() -> None:

@@ -128,8 +128,8 @@ def test_a_job_name_longer_than_the_history_column_is_refused() -> None:
     with pytest.raises(ValueError, match="201 characters"):
         locked_task(name="x" * 201)(lambda: None)
     # Registered some other way, the system check reports it.
+    from django_advisory_cron.jobs.job import MAX_JOB_NAME, Job
     from django_advisory_cron.models import JobRun
-    from django_advisory_cron.run.jobs import MAX_JOB_NAME, Job
 
     assert JobRun._meta.get_field("job").max_length == MAX_JOB_NAME
     registry.register(Job(func=lambda: None, name="y" * 201))

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_advisory_cron.core import moments
+from django_advisory_cron.jobs.declared import aware
 from django_advisory_cron.management import arguments
 from django_advisory_cron.run import control
-from django_advisory_cron.run.declared import aware
 
 #: A byte that is not UTF-8, as the command line hands it to Python (and a subprocess back).
 NOT_UTF8 = "\udcff"

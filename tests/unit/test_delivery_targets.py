@@ -21,7 +21,7 @@ from django_advisory_cron.delivery.targets import (
     RemoteCall,
     Target,
 )
-from django_advisory_cron.run.definitions import Definition, to_job
+from django_advisory_cron.jobs.definitions import Definition, to_job
 
 
 class Memo:

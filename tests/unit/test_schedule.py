@@ -19,8 +19,8 @@ from django_advisory_cron import locked_task, registry
 from django_advisory_cron.checks.configuration import check_jobs
 from django_advisory_cron.core.schedule import Schedule
 from django_advisory_cron.exceptions import InvalidSchedule
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.ops.status import JobStatus
-from django_advisory_cron.run.jobs import Job
 
 BERLIN = ZoneInfo("Europe/Berlin")
 UTC = timezone.utc

@@ -9,7 +9,7 @@ from django.test import override_settings
 
 from django_advisory_cron import conf
 from django_advisory_cron.conf import app_settings
-from django_advisory_cron.run.definitions import Definition
+from django_advisory_cron.jobs.definitions import Definition
 
 
 def test_a_celery_task_is_held_to_its_own_list() -> None:

@@ -1,5 +1,5 @@
 """The one set of rules every way of typing a schedule goes through
-([Definition.problems][django_advisory_cron.run.definitions.Definition.problems]), and the jobs
+([Definition.problems][django_advisory_cron.jobs.definitions.Definition.problems]), and the jobs
 a definition makes (its migration: tests/test_schedule_definitions.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from django_advisory_cron.run.definitions import Definition, overridden, to_job
-from django_advisory_cron.run.jobs import registry
+from django_advisory_cron.jobs.definitions import Definition, overridden, to_job
+from django_advisory_cron.jobs.job import registry
 
 
 @pytest.fixture(autouse=True)

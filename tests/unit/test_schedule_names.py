@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_advisory_cron.run.definitions import Definition
+from django_advisory_cron.jobs.definitions import Definition
 
 UNPRINTABLE = ["\n", "\r", "\t", "\x00", "\x1b", "\x7f", "\x85", "\x9b", "\ud800", "\u2028"]
 

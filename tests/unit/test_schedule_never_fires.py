@@ -13,7 +13,7 @@ import pytest
 from django_advisory_cron import locked_task, registry
 from django_advisory_cron.core.schedule import Schedule
 from django_advisory_cron.exceptions import InvalidSchedule
-from django_advisory_cron.run.jobs import Job
+from django_advisory_cron.jobs.job import Job
 
 UTC = timezone.utc
 

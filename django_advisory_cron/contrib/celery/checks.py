@@ -11,7 +11,7 @@ from django.core import checks
 
 from ...conf import CHECK_TAG, check_id
 from ...delivery.targets import parse
-from ...run.jobs import registry
+from ...jobs.job import registry
 from .deliverer import diagnose
 
 

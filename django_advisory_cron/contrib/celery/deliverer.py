@@ -27,7 +27,7 @@ from ...delivery.targets import (
     parse,
 )
 from ...exceptions import first_line
-from ...run.jobs import Job
+from ...jobs.job import Job
 from .app import NOT_INSTALLED, SET_THE_APP, celery_app, installed
 from .conf import schedule_tasks, send_timeout
 

@@ -18,9 +18,9 @@ from ...conf import app_settings
 from ...db.aliases import lock_database
 from ...db.execute import database_now
 from ...exceptions import UnknownJob
+from ...jobs.job import Job, registry
 from ...models import RunStatus
 from ...run.catchup import plan
-from ...run.jobs import Job, registry
 from ...run.runner import RunResult, execute
 
 logger = logging.getLogger("django_advisory_cron")

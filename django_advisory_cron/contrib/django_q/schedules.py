@@ -24,8 +24,8 @@ from django.db import connections, router, transaction
 from ...conf import app_settings
 from ...core.schedule import days_unlike_croniter
 from ...exceptions import ScheduleSyncTimeout
+from ...jobs.job import Job, registry
 from ...lock.advisory import advisory_lock
-from ...run.jobs import Job, registry
 from .delivery import INTENDED_KWARG, RUNNER
 
 if TYPE_CHECKING:

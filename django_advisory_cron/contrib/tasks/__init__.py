@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from ...delivery import targets
-from ...run.jobs import Job
+from ...jobs.job import Job
 from .deliverer import CLAIM_KEEP_DAYS, TasksDeliverer
 from .links import ResultLinks, task_link
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.core import checks
 
 from ...conf import CHECK_TAG, check_id
-from ...run.jobs import registry
+from ...jobs.job import registry
 from .deliverer import diagnose
 
 

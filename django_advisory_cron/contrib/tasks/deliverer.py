@@ -23,7 +23,7 @@ from ...db.connections import connect_timeout
 from ...delivery.handover import CLAIM_KEEP_DAYS as CLAIM_KEEP_DAYS
 from ...delivery.handover import hand_over
 from ...delivery.targets import DeliverableJob, Delivery, DeliveryError, parse
-from ...run.jobs import Job
+from ...jobs.job import Job
 from .framework import NOT_INSTALLED, errors, framework, installed
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from ...jobs import catalog
 from ...models import RunStatus
-from ...run import catalog
 from ...run.runner import execute
 from .framework import framework
 

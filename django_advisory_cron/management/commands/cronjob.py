@@ -21,8 +21,8 @@ from ...conf import app_settings
 from ...db.connections import bound_connect, unavailable
 from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
-from ...run.catalog import Catalog
-from ...run.jobs import Job
+from ...jobs.catalog import Catalog
+from ...jobs.job import Job
 from .. import importers, job_actions, listing, schedule_changes
 from ..arguments import LIMIT
 from ..arguments import text as utf8_text

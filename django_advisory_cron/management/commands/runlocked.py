@@ -18,8 +18,8 @@ from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
 from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, InvalidSchedule
-from ...run.catalog import Catalog
-from ...run.jobs import Job, registry
+from ...jobs.catalog import Catalog
+from ...jobs.job import Job, registry
 from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
 from ..arguments import EXIT_STATUS, WAIT, text

@@ -3,7 +3,7 @@ the database.
 
 Each source's module reads its entries (``entries()``) into the dict form of
 ``ADVISORY_CRON["SCHEDULES"]``, or says why an entry cannot map; from there an entry goes the
-way a settings entry goes ([definition_of][django_advisory_cron.run.declared.definition_of],
+way a settings entry goes ([definition_of][django_advisory_cron.jobs.declared.definition_of],
 then the definition's ``problems``), and is written as ``cronjob add`` writes a row. An entry
 keeps its source's name, so a second import finds what the first one wrote and changes
 nothing; nothing is ever written to the source.
@@ -22,12 +22,12 @@ from django.db import DataError, IntegrityError
 from ...conf import ScheduleEntry
 from ...delivery.targets import by_name
 from ...exceptions import first_line
+from ...jobs.catalog import Catalog
+from ...jobs.declared import definition_of, derived_name
+from ...jobs.definitions import MAX_DESCRIPTION, Definition, to_job
+from ...jobs.job import Job
 from ...models import Schedule
 from ...run import control
-from ...run.catalog import Catalog
-from ...run.declared import definition_of, derived_name
-from ...run.definitions import MAX_DESCRIPTION, Definition, to_job
-from ...run.jobs import Job
 from ..schedule_options import row
 
 #: Each source ``--from`` names, and the module of this package that reads it.

@@ -19,7 +19,7 @@ from django.apps import apps
 from django.conf import settings
 
 from ...core.schedule import Schedule, days_unlike_croniter
-from ...run.declared import CALL_COMMAND
+from ...jobs.declared import CALL_COMMAND
 from . import Found, Noted, NotMappable, Unavailable, described, mapped
 
 #: The ``func`` of the rows ``sync_schedules`` writes for this library's own jobs.

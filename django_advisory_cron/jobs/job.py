@@ -25,7 +25,7 @@ from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
 
 if TYPE_CHECKING:
-    from .runner import RunResult
+    from ..run.runner import RunResult
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -167,7 +167,7 @@ class Job(Generic[P, R]):
         using: str | None = None,
         **kwargs: Any,
     ) -> RunResult:
-        """Run under the lock and return a [RunResult][django_advisory_cron.run.runner.RunResult]
+        """Run under the lock and return a [RunResult][django_advisory_cron.RunResult]
         (re-raises failures, after recording them).
 
         Raises [InvalidSchedule][django_advisory_cron.exceptions.InvalidSchedule] for a bad
@@ -175,7 +175,7 @@ class Job(Generic[P, R]):
         """
         # Imported here: the runner needs the models, and this module is imported by the
         # package's ``__init__`` before the app registry is ready.
-        from .runner import execute
+        from ..run.runner import execute
 
         result = execute(
             self, args=args, kwargs=kwargs, now=now, scope=scope, wait=wait, using=using
@@ -183,7 +183,7 @@ class Job(Generic[P, R]):
         return result.reraise()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | _Skipped:
-        from .runner import execute
+        from ..run.runner import execute
 
         result = execute(self, args=args, kwargs=kwargs).reraise()
         if result.ran:

@@ -1,9 +1,9 @@
 """What a schedule kept as data says, checked where it is typed, and the job it makes.
 
-A [Definition][django_advisory_cron.run.definitions.Definition] comes from a row of the
+A [Definition][django_advisory_cron.jobs.definitions.Definition] comes from a row of the
 database's schedules, from ``ADVISORY_CRON["SCHEDULES"]``, from the admin's form or from
 ``manage.py cronjob add``; all of them are checked by
-[problems][django_advisory_cron.run.definitions.Definition.problems], so a bad schedule is
+[problems][django_advisory_cron.jobs.definitions.Definition.problems], so a bad schedule is
 refused where it is typed, in one line, and a worker never meets one. A schedule can only
 call a registered job, or a management command or Celery task the settings allow
 (``SCHEDULE_COMMANDS``, ``SCHEDULE_CELERY_TASKS``): never a dotted path. An entry of
@@ -33,8 +33,8 @@ from ..core.schedule import EPOCH, describe_interval, seconds_text, zone_problem
 from ..delivery.targets import RemoteCall, by_name
 from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, first_line
-from .jobs import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
-from .output import call_command_captured
+from ..run.output import call_command_captured
+from .job import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
 
 #: What happens around the body that a schedule may set (``None``: as its job does).
 AROUND = ("retries", "retry_backoff", "at_most_once", "capture")

@@ -2,7 +2,7 @@
 ``ADVISORY_CRON["SCHEDULES"]``) as the database's overrides change them, and the schedules kept
 in the database.
 
-Read in one statement ([read][django_advisory_cron.run.catalog.read]); every path that runs or
+Read in one statement ([read][django_advisory_cron.jobs.catalog.read]); every path that runs or
 shows jobs (``cronworker``, ``runlocked``, ``cronjob``, ``cronstatus``, the admin, the
 metrics) goes through it, so a schedule added in the admin is a job like the others. A
 database schedule that cannot be made into a job any more (the job it calls was removed from
@@ -27,7 +27,7 @@ from ..db.connections import require_postgresql
 from ..db.execute import fetch_all
 from ..exceptions import UnknownJob, first_line
 from .definitions import Definition, overridden, to_job
-from .jobs import Job, registry
+from .job import Job, registry
 
 logger = logging.getLogger("django_advisory_cron")
 

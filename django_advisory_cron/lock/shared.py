@@ -1,6 +1,6 @@
-"""Runs claimed together: one statement takes the locks and claims the ticks of several jobs a
-worker has due at one moment, on one connection that then holds those locks while the runs go
-on in their own threads.
+"""The shared holder: one worker connection that holds the session locks of many runs, claimed
+together by one statement (the locks and the ticks of several jobs a worker has due at one
+moment), while the runs go on in their own threads.
 
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
 all of them losers' skips; claimed together they send R (2R with the worker's spread: its
@@ -16,7 +16,7 @@ A ``cronworker``'s claim connection is also its presence: named after the worker
 the clock, the live workers and "run now" requests, and LISTENs for them, so an idle worker
 holds one server connection and a busy one no more, whatever ``--max-concurrency`` is. Its
 claims bring the server's clock and the live workers with them
-([Sighting][django_advisory_cron.run.claims.Sighting]), so a worker that claims at every tick
+([Sighting][django_advisory_cron.lock.shared.Sighting]), so a worker that claims at every tick
 sends no statement of its own to learn either.
 """
 
@@ -43,13 +43,13 @@ from ..db.connections import (
     open_lock_connection,
     still_open,
 )
+from ..db.execute import Row, rows_within
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import DatabaseUnavailable, LockLost
-from ..lock.advisory import AdvisoryLock, Row, rows_within
-from ..lock.heartbeat import Heartbeat, beat_deadline, report_lost
-from . import history
-from .history import RunRecord
+from .advisory import AdvisoryLock
+from .heartbeat import Heartbeat, beat_deadline, report_lost
+from .session import SessionHolder
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -59,41 +59,55 @@ HEARTBEAT_THREAD = "advisory-cron-claims-heartbeat"
 
 class SharedLock(AdvisoryLock):
     """A run's session lock, taken by a batch on a
-    [ClaimConnection][django_advisory_cron.run.claims.ClaimConnection] and released by the run."""
+    [ClaimConnection][django_advisory_cron.lock.shared.ClaimConnection] and released by the run."""
 
     def __init__(
         self,
         key: LockKey,
         claims: ClaimConnection,
-        record: RunRecord,
         on_lost: Callable[[AdvisoryLock, BaseException], None],
     ) -> None:
         super().__init__(
-            key, scope="session", using=claims.alias, statements=record, on_lost=on_lost
+            key, scope="session", using=claims.alias, on_lost=on_lost, whole_statements=True
         )
         self.scope = "session"
-        self.claims = claims
-        self.record = record
+        self.holder = SharedHolder(self, claims)
         #: The connection its claim was sent on: its release goes on no other one.
-        self.holder: LockConnection | None = None
-        record.shared = True
+        self.claimed_on: LockConnection | None = None
+        #: The run whose lease the heartbeat renews while the lock is held here.
+        self.run_id: int | None = None
+
+
+class SharedHolder(SessionHolder):
+    """Holds one run's lock on the worker's claim connection: its statements take turns there,
+    and its release unlocks that one key only."""
+
+    def __init__(self, lock: SharedLock, claims: ClaimConnection) -> None:
+        super().__init__(
+            claims.alias,
+            lock.key,
+            beat=lock.beat,
+            on_lost=lock.mark_lost,
+        )
+        self.lock = lock
+        self.claims = claims
 
     def send(self, statement: Statement) -> Row | None:
         return self.claims.send(statement)
 
-    def _send_release(self, statement: Statement) -> Row | None:
-        return self.claims.release(self, statement)
+    def send_release(self, statement: Statement) -> Row | None:
+        return self.claims.release(self.lock, statement)
 
-    def _unlock(self) -> Statement:
+    def unlock(self) -> Statement:
         return sql.unlock_one(self.key)
 
-    def _give_back(self, reusable: bool) -> None:
-        if self.acquired and self.lost:
+    def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
+        if taken and lost:
             # Its row was closed under it (or its connection died): if the connection lives,
             # the lock may still be held on it, and is given back now the run has ended.
             with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():
-                self.claims.release(self, sql.unlock_one(self.key))
-        self.claims.forget(self)
+                self.claims.release(self.lock, sql.unlock_one(self.key))
+        self.claims.forget(self.lock)
 
 
 @dataclass(frozen=True)
@@ -118,15 +132,15 @@ class ClaimConnection:
     """One worker's connection for claiming runs, and the locks it holds.
 
     Statements from the worker's thread (claims, and a presence's own statements through
-    [turn][django_advisory_cron.run.claims.ClaimConnection.turn]), the run threads (claims of
+    [turn][django_advisory_cron.lock.shared.ClaimConnection.turn]), the run threads (claims of
     one run, finishes) and the heartbeat take turns on it, one short statement at a time; no
     job body runs on it. It is opened at the first claim and replaced, between claims, when it
     closed or aged. A worker's presence (``presence``: its ``application_name``) is opened by
-    [open][django_advisory_cron.run.claims.ClaimConnection.open] instead, and once lost only
+    [open][django_advisory_cron.lock.shared.ClaimConnection.open] instead, and once lost only
     by ``open()`` again, so that the worker learns of the loss and listens again. ``close()``
     ends it (and any lock still on it). With ``census`` (the ``application_name`` prefix of
     the workers), each claim also reports a
-    [Sighting][django_advisory_cron.run.claims.Sighting] in ``sighting``.
+    [Sighting][django_advisory_cron.lock.shared.Sighting] in ``sighting``.
     """
 
     def __init__(
@@ -197,19 +211,14 @@ class ClaimConnection:
 
     # -- claiming ------------------------------------------------------------------------
 
-    def claim(self, locks: Sequence[SharedLock], *, final: bool = True) -> None:
-        """Try every lock and claim every record's tick in one statement; afterwards a lock
-        is ``acquired`` when its run is to start (or, rarely, when its skip is still to be
-        recorded by its release). Not ``final``: a lock held elsewhere is to be tried again,
-        so its skip is not written. Raises ``DatabaseError`` or ``DatabaseUnavailable`` when
-        the statement failed; locks it may have taken died with the connection."""
-        statement = history.claim(
-            [(lock.record, lock.key) for lock in locks],
-            "session",
-            final=final,
-            settle=True,
-            census=self.census,
-        )
+    def claim(self, locks: Sequence[SharedLock], statement: Statement) -> tuple[list[Row], float]:
+        """Send ``statement``, which tries every lock and claims every run's tick (one row
+        per lock, in order; with ``census``, the columns from the ninth on are a
+        [Sighting][django_advisory_cron.lock.shared.Sighting]); its rows, for the owner to
+        read and to [hold][django_advisory_cron.lock.shared.ClaimConnection.hold] the runs it
+        took, and the ``time.monotonic()`` it was sent. Raises ``DatabaseError`` or
+        ``DatabaseUnavailable`` when the statement failed; locks it may have taken died with
+        the connection."""
         with self._turn:
             if self._closed.is_set():
                 raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
@@ -218,17 +227,20 @@ class ClaimConnection:
             rows = self._fetch_all(statement)
             answered = time.monotonic()
             for lock in locks:
-                lock.holder = self._connection
+                lock.claimed_on = self._connection
         if self.census is not None and rows:
             self._saw(answered, rows[0][8:12])
         self._nudge()
-        for lock, row in zip(locks, rows, strict=True):
-            lock.acquired = lock.record.accept(row, "session", self.send)
-            if lock.acquired and lock.record.facts.run_id is not None:
-                with self._turn:
-                    self._held[lock.record.facts.run_id] = lock
-                    self._leased[lock.record.facts.run_id] = sent
         self._start_heartbeat()
+        return rows, sent
+
+    def hold(self, lock: SharedLock, run_id: int, claimed_at: float) -> None:
+        """Renew the lease of ``run_id`` (whose lock ``lock`` took at ``claimed_at``, the
+        ``time.monotonic()`` its claim was sent) while the lock is held here."""
+        lock.run_id = run_id
+        with self._turn:
+            self._held[run_id] = lock
+            self._leased[run_id] = claimed_at
 
     def look(self) -> Sighting:
         """Read what a claim would see besides its runs (needs ``census``): for a worker that
@@ -275,7 +287,7 @@ class ClaimConnection:
         beat between the two would find the lock gone and report it lost)."""
         with self._turn:
             try:
-                if lock.holder is None or lock.holder is not self._connection:
+                if lock.claimed_on is None or lock.claimed_on is not self._connection:
                     raise DatabaseUnavailable(f"the connection that held {lock} was lost")
                 rows = self._fetch_all(statement)
             finally:
@@ -290,9 +302,9 @@ class ClaimConnection:
 
     def _drop(self, lock: SharedLock) -> None:
         """(With the turn.) Once closed, the last run to end closes the connection."""
-        if lock.record.facts.run_id is not None:
-            self._held.pop(lock.record.facts.run_id, None)
-            self._leased.pop(lock.record.facts.run_id, None)
+        if lock.run_id is not None:
+            self._held.pop(lock.run_id, None)
+            self._leased.pop(lock.run_id, None)
         if self._closed.is_set() and not self._held:
             self._end()
 

@@ -1,7 +1,7 @@
 """Schedules declared in settings: ``ADVISORY_CRON["SCHEDULES"]``, in the shape of
 django-crontab's ``CRONJOBS``.
 
-Each entry becomes a [Definition][django_advisory_cron.run.definitions.Definition], is
+Each entry becomes a [Definition][django_advisory_cron.jobs.definitions.Definition], is
 checked by its ``problems``, and is registered at start-up as a job of its own
 (``source="settings"``), which an operator can override like a job defined in code. Settings
 are the site's code: an entry may call any management command or Celery task, where a
@@ -26,7 +26,7 @@ from ..conf import ScheduleEntry, app_settings
 from ..core import moments
 from ..delivery.targets import by_name
 from .definitions import Definition, to_job
-from .jobs import Job, registry
+from .job import Job, registry
 
 #: django-crontab's way to call a management command: this target, the command's name first
 #: among the arguments.

@@ -1,0 +1,192 @@
+"""The session holder: a lock held on a dedicated connection, checked out of the process's warm
+set (see [lockconn][django_advisory_cron.db.connections]) for this one lock and given back once
+it provably holds nothing (the releasing statement also runs ``pg_advisory_unlock_all()``).
+
+A [Heartbeat][django_advisory_cron.lock.heartbeat.Heartbeat] watches the connection while the
+lock is held, sending what its owner gives it for a beat (so the lock check and a run's lease
+renewal share one round trip), and tells the owner once the lock is lost.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..conf import app_settings
+from ..core.keys import LockKey
+from ..db import sql
+from ..db.connections import LockConnection, checkin, checkout, refused_value
+from ..db.execute import Row, rows_within
+from ..db.sql import Statement
+from ..exceptions import LockLost
+from .heartbeat import Heartbeat, beat_deadline
+
+logger = logging.getLogger("django_advisory_cron")
+
+
+class SessionHolder:
+    """Holds a session-scoped lock on a connection of its own."""
+
+    #: A bare lock's statement may be cut: its connection is then closed, which releases
+    #: whatever it held.
+    holds_signals = False
+    #: Only a transaction commits.
+    committed = False
+
+    def __init__(
+        self,
+        using: str,
+        key: LockKey,
+        *,
+        beat: Callable[[], Statement],
+        on_lost: Callable[[BaseException], None],
+    ) -> None:
+        self.using = using
+        self.key = key
+        self.beat = beat
+        self.on_lost = on_lost
+        self.connection: BaseDatabaseWrapper | None = None
+        self.heartbeat: Heartbeat | None = None
+        self._checked_out: LockConnection | None = None
+        #: The last statement on the lock connection completed (a connection left
+        #: mid-statement, or after an error, may hold anything and is never reused).
+        self._settled = True
+
+    # -- acquiring -----------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self._checked_out = checkout(self.using)
+        self.connection = self._checked_out.wrapper
+
+    def attempt(self) -> None:
+        """Nothing to open before an attempt: the connection is the holder's."""
+
+    def send(self, statement: Statement) -> Row | None:
+        """Run one of our statements on the lock's connection, with a deadline; its row."""
+        assert self.connection is not None
+        self._settled = False
+        rows = rows_within(self.connection, statement, app_settings.STATEMENT_TIMEOUT)
+        self._settled = True
+        return rows[0] if rows else None
+
+    def try_first(self, statement: Statement) -> Row | None:
+        """An attempt's acquiring statement."""
+        return self.send(statement)
+
+    def follow_up(self, statement: Statement) -> Row | None:
+        """A follow-up of the acquiring statement."""
+        return self.send(statement)
+
+    def retreat(self) -> None:
+        """Nothing to end after an attempt that did not take the lock."""
+
+    # -- while held ----------------------------------------------------------------------
+
+    def watch(self, name: str) -> bool:
+        """Start the heartbeat (the thread called ``name``); True: there is one."""
+        assert self.connection is not None
+        self.heartbeat = Heartbeat(
+            functools.partial(self._beat, self.connection), on_lost=self.on_lost, name=name
+        ).start()
+        return True
+
+    def _beat(self, connection: BaseDatabaseWrapper) -> bool:
+        """One beat, on the lock connection: raise if it died, is silent, or no longer holds
+        the lock."""
+        rows = rows_within(connection, self.beat(), beat_deadline())
+        if not rows or not rows[0][0]:
+            raise LockLost("the lock is no longer held by its connection")
+        return True
+
+    # -- releasing -----------------------------------------------------------------------
+
+    def release(
+        self,
+        statement: Callable[[], Statement | None],
+        held: AbstractContextManager[object],
+        *,
+        name: str,
+        taken: bool,
+        lost: bool,
+        trying: bool,
+    ) -> None:
+        """Release the lock (the statement is what ``statement`` returns, sent for a lock
+        ``taken`` and not ``lost``, with ``held`` signals), then give the connection back.
+
+        The connection is reused only when it provably holds nothing: an untaken lock whose
+        every statement completed (no attempt is ``trying``), or a release whose unlock-all
+        ran and whose unlock found the lock. A releasing statement refused for a value it
+        carries (a text a database whose encoding is not UTF-8 cannot hold) is raised once the
+        lock is unlocked; it is no loss of the lock."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        reusable = False
+        refused: Exception | None = None
+        try:
+            if taken and not lost:
+                releasing = statement()
+                assert releasing is not None
+                with held:
+                    row, refused = self._release_or_unlock(releasing)
+                reusable = self._check_unlocked(row, name)
+            else:
+                reusable = not taken and not lost and not trying
+        except Exception as failure:
+            # The connection died after the last heartbeat, or gave no answer in time and was
+            # cut: either way the lock died with it.
+            self.on_lost(failure)
+        finally:
+            self.give_back(reusable, taken=taken, lost=lost)
+        if refused is not None:
+            raise refused  # the lock is released; its owner records its end otherwise
+
+    def _release_or_unlock(self, statement: Statement) -> tuple[Row | None, Exception | None]:
+        """Send the releasing statement; if it is refused for a value it carries, nothing of
+        it ran and the lock is still held: unlock it alone, and return the refusal too."""
+        try:
+            return self.send_release(statement), None
+        except Exception as failure:
+            if not refused_value(failure):
+                raise
+            return self.send_release(self.unlock()), failure
+
+    def send_release(self, statement: Statement) -> Row | None:
+        """Send the releasing statement of a held session lock."""
+        return self.send(statement)
+
+    def unlock(self) -> Statement:
+        """The statement releasing the session lock with nothing else."""
+        statement = sql.release_lock(self.key, "session")
+        assert statement is not None
+        return statement
+
+    def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
+        """Return the lock connection to the process's warm set, for reuse if ``reusable``
+        (and no statement or beat may still be under way on it), else to be closed."""
+        checked_out, self._checked_out = self._checked_out, None
+        self.connection = None
+        if checked_out is not None:
+            heartbeat_done = self.heartbeat is None or not self.heartbeat.running
+            checkin(checked_out, reusable=reusable and self._settled and heartbeat_done)
+
+    def _check_unlocked(self, row: Row | None, name: str) -> bool:
+        """Log an error when ``pg_advisory_unlock`` (the row's first column) did nothing;
+        return whether it released the lock.
+
+        That means the statement ran on a backend that does not hold the lock: a
+        transaction-pooling PgBouncer in the path. The lock stays held by another server
+        connection until that connection closes.
+        """
+        if row and row[0] is False:
+            logger.error(
+                "%s: the unlock did nothing, because this statement ran on a server connection "
+                "that does not hold the lock; a transaction-pooling PgBouncer is in the path "
+                "and the lock stays held until that server connection closes. Use "
+                "scope='transaction' or a direct LOCK_DATABASE (see the PgBouncer docs).",
+                name,
+            )
+        return row is not None and row[0] is True

@@ -44,13 +44,23 @@ def _given_database_url() -> bool:
     return settings.THROWAWAY is None and not os.environ.get("PYTEST_XDIST_WORKER")
 
 
+def _given_args(config: pytest.Config) -> list[str]:
+    """The options given on the command line or in PYTEST_ADDOPTS (not pyproject's)."""
+    given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    return [str(arg) for arg in given]
+
+
 def _asked_for_workers(config: pytest.Config) -> bool:
     """Whether ``-n`` was given on the command line or in PYTEST_ADDOPTS (not pyproject's)."""
-    given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
     return any(
         arg == "-n" or arg.startswith("--numprocesses") or (arg[:2] == "-n" and arg[2:3] != "-")
-        for arg in map(str, given)
+        for arg in _given_args(config)
     )
+
+
+def _asked_for_markers(config: pytest.Config) -> bool:
+    """Whether ``-m`` was given on the command line or in PYTEST_ADDOPTS (not pyproject's)."""
+    return any(arg.startswith("-m") for arg in _given_args(config))
 
 
 def _names_test_files(config: pytest.Config) -> bool:
@@ -66,7 +76,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     """Run serially on a server the user gave: tests restart the server and read its locks
     and sessions server-wide, so parallel workers would need a server each. Tests named by
     file or id also run serially (starting workers and their servers would take longer),
-    unless ``-n`` is given."""
+    unless ``-n`` is given, and the ``minutes`` tests among them run too, unless ``-m`` is
+    given (pyproject's ``-m "not minutes"`` is for the whole suite)."""
+    if _names_test_files(config) and not _asked_for_markers(config):
+        config.option.markexpr = ""
     if not getattr(config.option, "numprocesses", None):
         return
     if _given_database_url() or (_names_test_files(config) and not _asked_for_workers(config)):

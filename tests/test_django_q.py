@@ -550,7 +550,7 @@ def test_retry_while_running_is_skipped(q2_db: str, clusters: Callable[..., list
     print("retry while running per cluster:", dict(_per_cluster(group, TICK_JOB)))
 
 
-@pytest.mark.slow
+@pytest.mark.minutes  # two ticks of an every-minute django-q2 schedule
 def test_two_clusters_run_each_tick_once(
     q2_db: str, clusters: Callable[..., list[Cluster]]
 ) -> None:

@@ -24,7 +24,7 @@ from tests.test_example_demo import DEMO, ROOT, demo_env
 JOB = "poll_bounces"
 
 
-@pytest.mark.slow
+@pytest.mark.minutes  # two ticks of an every-minute django-q2 schedule
 @pytest.mark.timeout(330)
 def test_q2_demo_runs_each_tick_once_on_three_clusters(scratch_database_url: str) -> None:
     result = subprocess.run(

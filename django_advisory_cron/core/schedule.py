@@ -162,6 +162,14 @@ def _out_of_range(fields: list[str]) -> str | None:
 
 
 @functools.lru_cache(maxsize=1024)
+def _every_day(expression: str) -> tuple[bool, bool]:
+    """Whether croniter expands the day of month, and the weekday, of a five- or six-field
+    ``expression`` to every day (``*``)."""
+    expanded = croniter(expression).expanded
+    return expanded[2][0] == "*", expanded[4][0] == "*"
+
+
+@functools.lru_cache(maxsize=1024)
 def _day_reading(expression: str) -> tuple[str, bool]:
     """The expression to hand croniter, and its ``day_or``, for cron's reading of the day
     fields (see the module docstring).
@@ -174,8 +182,7 @@ def _day_reading(expression: str) -> tuple[str, bool]:
     fields = expression.split()
     if len(fields) < 5:
         return expression, False  # an alias (@daily): at most one day field is restricted
-    expanded = croniter(expression).expanded
-    every_day = [expanded[2][0] == "*", expanded[4][0] == "*"]
+    every_day = _every_day(expression)
     if fields[2][0] in "*?" or fields[4][0] in "*?" or all(every_day):
         return expression, False
     if not any(every_day):
@@ -189,8 +196,7 @@ def days_unlike_croniter(expression: str) -> bool:
     ``"0 0 */2 * 1"`` is an odd-numbered day or a Monday there."""
     if len(expression.split()) < 5:
         return False
-    expanded = croniter(expression).expanded
-    croniter_or = expanded[2][0] != "*" and expanded[4][0] != "*"
+    croniter_or = not any(_every_day(expression))
     return _day_reading(expression) != (expression, croniter_or)
 
 

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 import pytest
 
 from django_advisory_cron import exitcodes
@@ -28,7 +29,7 @@ from django_advisory_cron.worker.presence import RECONNECT_PAUSES
 from .conftest import MANAGE, manage_env
 from .test_standby import migrated_pair, multi_host_url
 from .test_worker_edges import Lines
-from .waiting import wait_for
+from .waiting import wait_for, workers_present
 
 STARTED = re.compile(r"job (\S+) started \(tick ([^,]+), run")
 
@@ -64,6 +65,10 @@ def cronworkers(url: str, env: dict[str, str], count: int) -> Iterator[list[Line
     ]
     workers = [Lines(process) for process in processes]
     try:
+        # Present, so past installing its SIGTERM handler: one stopped while Django still
+        # starts would die of the signal (-15), not exit 143 as told.
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as observer:
+            wait_for(lambda: workers_present(observer) == count, timeout=60)
         yield workers
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -154,8 +159,6 @@ def test_a_run_in_flight_on_the_old_primary_is_recorded(request: pytest.FixtureR
 def run_rows(url: str, job: str) -> list[tuple[str, str]]:
     """``(tick, status)`` of every run of ``job`` on the server at ``url``, oldest first (the
     skips a worker records for ticks that came while the job still ran left out)."""
-    import psycopg
-
     with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
         rows = conn.execute(
             "SELECT tick::text, status FROM django_advisory_cron_jobrun WHERE job = %s "

@@ -288,7 +288,7 @@ def test_start_worker_runs_the_scheduler_in_a_background_thread(
     assert ran == recorded_here
 
 
-def test_cronstatus_fails_when_scheduled_jobs_have_no_live_worker(
+def test_cronstatus_fails_when_scheduled_jobs_have_too_few_live_workers(
     fleet: None, spawn: Any, raw_connect: Any, manage: Any
 ) -> None:
     observer = raw_connect()
@@ -308,6 +308,10 @@ def test_cronstatus_fails_when_scheduled_jobs_have_no_live_worker(
     assert f"1 cronworker(s) alive: {report['workers']['live'][0]['host']}:{worker.pid}" in (
         text.stdout
     )
+    degraded = manage("cronstatus", "--expect-workers", "2", "--job", "every2_0")
+    assert degraded.returncode == exitcodes.UNHEALTHY, degraded.stderr
+    assert "1 of the 2 expected alive: degraded" in degraded.stdout
+    assert "nothing runs" not in degraded.stdout
     stop(worker)
     bad = manage("cronstatus", "--expect-workers", "-1")
     assert bad.returncode == exitcodes.USAGE and "Traceback" not in bad.stderr

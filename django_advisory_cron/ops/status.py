@@ -301,14 +301,20 @@ def unhealthy(statuses: list[JobStatus], ignore: tuple[str, ...] = ()) -> list[J
 
 def missing_workers(statuses: list[JobStatus], workers: list[LiveWorker], expected: int) -> str:
     """What is wrong with the live workers, in one line; empty when nothing is (no scheduled
-    job, or at least ``expected`` workers alive)."""
+    job, or at least ``expected`` workers alive). Some alive is degraded, not an outage: an
+    operator woken by it should read which."""
     scheduled = any(item.job.schedule_text is not None for item in statuses)
     if not scheduled or len(workers) >= expected:
         return ""
-    alive = f"{len(workers)} alive" if workers else "none is running"
+    if workers:
+        return (
+            f"cronworker: {len(workers)} of the {expected} expected alive: degraded; the "
+            "scheduled jobs still run, with less to spare if another stops: start "
+            "'manage.py cronworker' in the replicas that lack one"
+        )
     return (
-        f"cronworker: expected at least {expected} live worker(s), {alive}; nothing runs the "
-        "scheduled jobs: start 'manage.py cronworker' in each replica"
+        f"cronworker: expected at least {expected} live worker(s), none is running; nothing "
+        "runs the scheduled jobs: start 'manage.py cronworker' in each replica"
     )
 
 

@@ -251,3 +251,21 @@ def control_now() -> datetime:
         cursor.execute("SELECT clock_timestamp()")
         value: datetime = cursor.fetchone()[0]
     return value
+
+
+def test_a_worker_started_before_the_first_schedule_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch, spawn: Any, manage: Any, raw_connect: Any
+) -> None:
+    """A fleet deployed before anyone added a schedule stays up (a restart policy would
+    otherwise crash-loop it), says so once, and runs the first schedule added."""
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "import_tasks"}))
+    worker = spawn("cronworker", "--grace", "5")
+    wait_for(lambda: workers_present(raw_connect()) == 1 or worker.poll() is not None)
+    assert worker.poll() is None, worker.communicate()
+    added = manage("cronjob", "add", "first", "--command", "check", "--every", "1")
+    assert added.returncode == 0, added.stderr
+    wait_for(lambda: ran("first", 1), timeout=30)
+    worker.terminate()
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 143, err
+    assert out.count("no scheduled job yet") == 1, out

@@ -37,8 +37,8 @@ On SIGTERM or SIGINT it starts nothing new, gives running jobs --grace seconds (
 SIGTERM shortly before it ends), records those still running as interrupted and exits.
 
 exit codes:
-  2    usage error: unknown job name, no scheduled job to run, bad option, invalid
-       schedule
+  2    usage error: unknown job name, none of the jobs named has a schedule, bad
+       option, invalid schedule
   69   the lock database cannot be reached
   78   configuration error: the lock database is not PostgreSQL, the app's tables are
        missing (run migrate), a job must run in a process and the settings are not a
@@ -111,12 +111,20 @@ class Command(AppCommand):
                     scheduled.append(job)
             except InvalidSchedule as error:
                 self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
-        if not scheduled and (options["jobs"] or not found.definitions):
+        if not scheduled and options["jobs"]:
             self.leave(
                 exitcodes.USAGE,
                 "no scheduled job to run: give a job a schedule (in code, or with "
                 "manage.py cronjob add)",
             )
+        if not scheduled and not found.definitions:
+            # Operators add schedules at run time: a fleet deployed before the first one stays
+            # up (a restart policy would crash-loop it) and follows the schedules.
+            self.stdout.write(
+                "cronworker: no scheduled job yet; waiting for one (a schedule in code, or "
+                "manage.py cronjob add), taken up when it is added"
+            )
+            self.stdout.flush()
         for job in scheduled:
             try:
                 deliverer = targets.deliverer_for(job)

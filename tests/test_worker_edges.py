@@ -171,6 +171,17 @@ def test_cronworker_before_migrate_exits_78_with_one_line(
     assert lines[0].startswith("cronworker: ") and "manage.py migrate" in lines[0]
 
 
+def test_cronstatus_before_migrate_exits_78_with_one_line(
+    edge_jobs: None, manage: Any, scratch_database_url: str
+) -> None:
+    """As every other command does: a missing table is the site's configuration."""
+    status = manage("cronstatus", url=scratch_database_url)
+    assert status.returncode == exitcodes.CONFIG, status.stderr
+    lines = status.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("cronstatus: ") and "run manage.py migrate" in lines[0]
+
+
 @pytest.fixture
 def table_locked(raw_connect: Any) -> Iterator[Any]:
     """The run history locked away from everyone (an open transaction holds it)."""

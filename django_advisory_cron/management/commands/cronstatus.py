@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from django.core.management.base import CommandParser
-from django.db import DatabaseError, OperationalError
+from django.db import DatabaseError, OperationalError, ProgrammingError
 
 from ... import exitcodes
 from ...conf import app_settings
@@ -32,13 +32,14 @@ from ..base import AppCommand, no_job_named
 EPILOG = """\
 exit codes:
   0    healthy: no job is overdue, stuck or failing (or all such problems are --ignore'd)
-  1    the command itself failed (e.g. the migrations are not applied)
+  1    the command itself failed (the database refused its query)
   2    usage error (unknown --job)
   3    unhealthy: at least one job is overdue, stuck (stale lock) or failing, or fewer
        cronworker processes are alive than --expect-workers (EXPECT_WORKERS) asks for
   69   the lock database cannot be reached
-  78   configuration error: a system check of django-advisory-cron reports an error (one
-       line each; manage.py check shows them all; --skip-checks starts anyway)
+  78   configuration error: the app's tables are missing (run migrate), or a system check
+       of django-advisory-cron reports an error (one line each; manage.py check shows them
+       all; --skip-checks starts anyway)
 """
 
 
@@ -98,8 +99,13 @@ class Command(AppCommand):
             raise CronStatusError(
                 str(unavailable(app_settings.lock_database, error)), exitcodes.DATABASE_UNAVAILABLE
             ) from error
+        except ProgrammingError as error:
+            raise CronStatusError(
+                f"{first_line(error)} (are the app's tables missing? run manage.py migrate)",
+                exitcodes.CONFIG,
+            ) from error
         except DatabaseError as error:
-            raise CronStatusError(f"{first_line(error)} (are the migrations applied?)") from error
+            raise CronStatusError(first_line(error)) from error
         if names:
             unknown = sorted(set(names) - {item.name for item in statuses})
             if unknown:

@@ -11,9 +11,12 @@ from django.core.management.base import CommandError
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of ``error``'s message (its class name when it has none): what a one-line
-    report shows."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+    """The first line of ``error``'s message that says something (its class name when it has
+    none): what a one-line report shows. Headers that only announce lines below them, as
+    Django's "System check identified some issues:" and "ERRORS:", are passed over."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    telling = [line for line in lines if not line.endswith(":")]
+    return (telling or lines or [type(error).__name__])[0]
 
 
 class AdvisoryCronError(Exception):

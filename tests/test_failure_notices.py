@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.core.management.base import SystemCheckError
 from django.test.utils import override_settings
 from django.utils import timezone
 
@@ -174,6 +175,28 @@ def test_one_notice_per_streak_and_one_recovery(
         "failing",
         "recovered",
         "failing",
+    ]
+
+
+def test_a_notice_names_the_line_of_a_long_error_that_says_what_failed(
+    db_url: str, fresh_registry: None, notifying: Callable[..., None]
+) -> None:
+    """Django's own errors open with headers ('System check identified some issues:'): the
+    notice's subject is the first line that says what failed."""
+
+    @locked_task(name="notice.checked")
+    def checked() -> None:
+        raise SystemCheckError(
+            "System check identified some issues:\n\nERRORS:\n"
+            "?: (billing.E001) BILLING_KEY is not set.\n\nSystem check identified 1 issue."
+        )
+
+    notifying(after=1, mail_admins=True)
+    with pytest.raises(SystemCheckError):
+        checked.run()
+    assert notices.notifier.drain(5)
+    assert [message.subject for message in mail.outbox] == [
+        "[Django] Job notice.checked failed (failed: ?: (billing.E001) BILLING_KEY is not set.)"
     ]
 
 

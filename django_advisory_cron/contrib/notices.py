@@ -84,7 +84,8 @@ def payload(job: Any, run: Any, event: str, failures: int, paused: bool) -> dict
     fields are for a receiver that reads them."""
     error = first_line(run.error)[:MAX_ERROR] if run.error is not None else ""
     if event == "failing":
-        text = f"Job {job.name} failed {failures} times in a row ({RunStatus(run.status).label}"
+        streak = f" {failures} times in a row" if failures > 1 else ""
+        text = f"Job {job.name} failed{streak} ({RunStatus(run.status).label}"
         text += f": {error})" if error else ")"
         if paused:
             text += "; it is paused until someone resumes it"

@@ -60,15 +60,27 @@ def test_cronstatus_names_an_unreachable_database(manage: Any) -> None:
     assert len(result.stderr.splitlines()) == 1
 
 
-def test_cronjob_names_the_alias_host_and_port_it_cannot_reach(manage: Any) -> None:
+@pytest.mark.parametrize("command", [("cronjob", "list"), ("prune_jobruns",)])
+def test_a_command_names_the_alias_host_and_port_it_cannot_reach(
+    manage: Any, command: tuple[str, ...]
+) -> None:
     port = closed_port()
-    result = manage("cronjob", "list", url=f"postgresql://postgres@127.0.0.1:{port}/x")
-    assert result.returncode == exitcodes.DATABASE_UNAVAILABLE
+    result = manage(*command, url=f"postgresql://postgres@127.0.0.1:{port}/x")
+    assert result.returncode == exitcodes.DATABASE_UNAVAILABLE, result.stderr
     assert result.stderr.startswith(
-        f"cronjob: cannot reach PostgreSQL at 127.0.0.1:{port}/x (alias 'default'): "
+        f"{command[0]}: cannot reach PostgreSQL at 127.0.0.1:{port}/x (alias 'default'): "
         "connection failed: "
     ), result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_prune_jobruns_before_migrate_exits_78_with_one_line(
+    manage: Any, scratch_database_url: str
+) -> None:
+    result = manage("prune_jobruns", url=scratch_database_url)
+    assert result.returncode == exitcodes.CONFIG, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("prune_jobruns: ") and "run manage.py migrate" in line
 
 
 def test_both_schedule_and_every_are_refused_where_the_job_is_declared(

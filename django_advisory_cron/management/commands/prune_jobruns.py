@@ -20,15 +20,30 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import CommandParser
+from django.db import InterfaceError, OperationalError, ProgrammingError
 from django.utils import timezone
 
+from ... import exitcodes
 from ...conf import app_settings
+from ...db.connections import unavailable
+from ...exceptions import first_line
 from ...models import JobRun
 from ..arguments import BATCH, DAYS, text
 from ..base import AppCommand
 
+EPILOG = """\
+exit codes:
+  0    pruned (or nothing to prune, or HISTORY_DAYS is None: history is kept forever)
+  2    usage error: a bad option (--days or --batch-size out of its bounds)
+  69   the lock database cannot be reached, or is read-only (nothing was deleted)
+  78   configuration error: the app's tables are missing (run migrate), or a system check
+       of django-advisory-cron reports an error (one line each; manage.py check shows them
+       all; --skip-checks starts anyway)
+"""
+
 
 class Command(AppCommand):
+    epilog = EPILOG
     help = (
         "Delete job run history older than ADVISORY_CRON['HISTORY_DAYS'] days, in batches. "
         "Whatever their age, it keeps the runs still going (or still within their lease), each "
@@ -56,7 +71,16 @@ class Command(AppCommand):
         if days is None:
             self.stdout.write("HISTORY_DAYS is None: history is kept forever; nothing to do.")
             return
-        deleted = prune(days, options["batch_size"], options["job"], options["dry_run"])
+        try:
+            deleted = prune(days, options["batch_size"], options["job"], options["dry_run"])
+        except (OperationalError, InterfaceError) as error:
+            alias = app_settings.lock_database
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, str(unavailable(alias, error)))
+        except ProgrammingError as error:
+            self.leave(
+                exitcodes.CONFIG,
+                f"{first_line(error)} (are the app's tables missing? run manage.py migrate)",
+            )
         verb = "would delete" if options["dry_run"] else "deleted"
         self.stdout.write(f"{verb} {deleted} run(s) older than {days} day(s)")
 

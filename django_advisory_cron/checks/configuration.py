@@ -71,11 +71,16 @@ def check_lock_database(
     engine = settings.DATABASES[alias].get("ENGINE", "")
     if "postgresql" in engine or "postgis" in engine:
         return []
+    # A warning, not an error: a project that tests or develops on SQLite keeps its migrate,
+    # runserver and test; the app's own commands refuse to run there in one line.
     return [
-        checks.Error(
-            f"The lock database {alias!r} uses {engine!r}; advisory locks need PostgreSQL.",
-            hint="Point ADVISORY_CRON['LOCK_DATABASE'] at a PostgreSQL alias.",
-            id=check_id("E002"),
+        checks.Warning(
+            f"The lock database {alias!r} uses {engine!r}; advisory locks need PostgreSQL: "
+            "the jobs and this app's commands refuse to run on it.",
+            hint="Point ADVISORY_CRON['LOCK_DATABASE'] at a PostgreSQL alias where jobs run; "
+            "settings that use SQLite on purpose (tests, development) may list "
+            "'django_advisory_cron.W002' in SILENCED_SYSTEM_CHECKS.",
+            id=check_id("W002"),
         )
     ]
 
@@ -355,7 +360,7 @@ def check_connection_footprint(
     if not databases or alias not in databases or conf.problems():
         return []
     if "postgres" not in str(settings.DATABASES[alias].get("ENGINE", "")):
-        return []  # E002
+        return []  # W002
     connection = unpooled_connection(alias)
     try:
         row = fetch_one(connection, sql.usable_connections())

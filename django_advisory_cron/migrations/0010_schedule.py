@@ -3,6 +3,8 @@
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
+from ._postgresql import PostgreSQLOnly
+
 
 #: Every write sets ``changed`` on the database's clock, and tells the workers that LISTEN.
 TRIGGERS = """
@@ -75,5 +77,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('cron', ''), ('every__isnull', True), _negated=True), ('override', True), _connector='OR'), name='advisory_cron_schedule_has_a_schedule'), models.CheckConstraint(condition=models.Q(('every__isnull', True), ('every__gt', 0), _connector='OR'), name='advisory_cron_schedule_every_positive')],
             },
         ),
-        migrations.RunSQL(TRIGGERS, UNDO_TRIGGERS),
+        PostgreSQLOnly(TRIGGERS, UNDO_TRIGGERS),
     ]

@@ -1,5 +1,7 @@
 from django.db import migrations, models
 
+from ._postgresql import PostgreSQLOnly
+
 #: Deleting an override (``cronjob reset``, the admin's "Reset to code" or delete, SQL)
 #: records when, on the database's clock, in the job's state row.
 TRIGGER = """
@@ -37,5 +39,5 @@ class Migration(migrations.Migration):
             name="schedule_reset",
             field=models.DateTimeField(blank=True, null=True, verbose_name="schedule reset"),
         ),
-        migrations.RunSQL(TRIGGER, UNDO_TRIGGER),
+        PostgreSQLOnly(TRIGGER, UNDO_TRIGGER),
     ]

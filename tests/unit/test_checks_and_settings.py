@@ -66,10 +66,10 @@ def test_settings_must_be_a_dict() -> None:
     assert "must be a dict" in messages[0].msg
 
 
-def test_non_postgresql_lock_database_is_an_error() -> None:
+def test_non_postgresql_lock_database_is_a_warning() -> None:
     with override_settings(ADVISORY_CRON={"LOCK_DATABASE": "sqlite"}):
         messages = check_lock_database()
-    assert ids(messages) == ["django_advisory_cron.E002"]
+    assert ids(messages) == ["django_advisory_cron.W002"]
     assert "sqlite" in messages[0].msg
 
 

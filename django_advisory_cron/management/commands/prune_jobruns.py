@@ -25,8 +25,8 @@ from django.utils import timezone
 
 from ... import exitcodes
 from ...conf import app_settings
-from ...db.connections import unavailable
-from ...exceptions import first_line
+from ...db.connections import require_postgresql, unavailable
+from ...exceptions import LockDatabaseError, first_line
 from ...models import JobRun
 from ..arguments import BATCH, DAYS, text
 from ..base import AppCommand
@@ -36,7 +36,8 @@ exit codes:
   0    pruned (or nothing to prune, or HISTORY_DAYS is None: history is kept forever)
   2    usage error: a bad option (--days or --batch-size out of its bounds)
   69   the lock database cannot be reached, or is read-only (nothing was deleted)
-  78   configuration error: the app's tables are missing (run migrate), or a system check
+  78   configuration error: the lock database is not PostgreSQL, the app's tables are
+       missing (run migrate), or a system check
        of django-advisory-cron reports an error (one line each; manage.py check shows them
        all; --skip-checks starts anyway)
 """
@@ -72,7 +73,10 @@ class Command(AppCommand):
             self.stdout.write("HISTORY_DAYS is None: history is kept forever; nothing to do.")
             return
         try:
+            require_postgresql(app_settings.lock_database)
             deleted = prune(days, options["batch_size"], options["job"], options["dry_run"])
+        except LockDatabaseError as error:
+            self.leave(exitcodes.CONFIG, str(error))
         except (OperationalError, InterfaceError) as error:
             alias = app_settings.lock_database
             self.leave(exitcodes.DATABASE_UNAVAILABLE, str(unavailable(alias, error)))

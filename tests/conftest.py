@@ -29,6 +29,7 @@ from django_advisory_cron.testing import (
 )
 from tests.celery_servers import RedisServer, redis_server
 from tests.registries import fresh_registry  # noqa: F401  (a fixture the unit tier shares)
+from tests.warm_start import run_manage
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "tests" / "manage.py"
@@ -266,19 +267,13 @@ def manage_env(url: str, **extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def manage(db_url: str) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run ``tests/manage.py`` in a real subprocess against the test database."""
+    """Run ``tests/manage.py`` in a real subprocess against the test database, forked from a
+    warm starter (tests/warm_start.py) where one can serve: a short command to completion."""
 
     def run(
         *args: str, url: str | None = None, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(MANAGE), *args],
-            env=manage_env(url or db_url),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return run_manage(*args, env=manage_env(url or db_url), timeout=timeout)
 
     return run
 

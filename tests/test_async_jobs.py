@@ -26,9 +26,7 @@ from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing.postgres import free_port
 from tests.conftest import manage_env
 from tests.jobsapp.models import Marker
-from tests.waiting import wait_for
-
-from .test_pause import wait_for_workers
+from tests.waiting import wait_for, wait_for_workers
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 

@@ -16,7 +16,7 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.test_tasks_delivery import SETTINGS, _drained, tasks_db  # noqa: F401
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_workers
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -25,9 +25,11 @@ pytestmark = pytest.mark.usefixtures("transactional_db")
 def test_an_async_job_runs_in_the_task_worker_once_per_tick(
     tasks_db: str,  # noqa: F811
     spawn: Any,
+    raw_connect: Any,
 ) -> None:
     worker = spawn("db_worker", SETTINGS, "--no-startup-delay", "--interval", "0.1")
     schedulers = [spawn("cronworker", "tasks_async", SETTINGS, "--grace", "5") for _ in range(2)]
+    wait_for_workers(raw_connect(), schedulers)
     wait_for(lambda: JobRun.objects.filter(job="tasks_async", status="succeeded").count() >= 2)
     for scheduler in schedulers:
         scheduler.send_signal(signal.SIGTERM)

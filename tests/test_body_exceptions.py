@@ -20,7 +20,7 @@ from django_advisory_cron import exitcodes, locked_task, registry, signals
 from django_advisory_cron.core.scopes import Scope
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_workers
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -58,9 +58,10 @@ def _stop(workers: list[subprocess.Popen[str]]) -> list[str]:
 
 @pytest.mark.slow
 def test_a_body_that_exits_runs_once_per_tick_across_three_workers(
-    body_exit_jobs: None, spawn: Any
+    body_exit_jobs: None, spawn: Any, raw_connect: Any
 ) -> None:
     workers = [spawn("cronworker", *FLEET_JOBS, "--grace", "10") for _ in range(3)]
+    wait_for_workers(raw_connect(), workers)
     wait_for(lambda: all(_finished_ticks(job) >= TICKS for job in FLEET_JOBS), 60)
     # A SystemExit (or KeyboardInterrupt) of a body stopped no worker.
     assert [worker.poll() for worker in workers] == [None, None, None]

@@ -9,28 +9,21 @@ from __future__ import annotations
 
 import collections
 import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.conftest import MANAGE, manage_env
+from tests.conftest import manage_env
+from tests.warm_start import run_manage
 
 SETTINGS = "tests.settings_import"
 _migrated: set[str] = set()
 
 
 def _manage(url: str, *args: str, settings: str = SETTINGS) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(MANAGE), args[0], "--settings", settings, *args[1:]],
-        env=manage_env(url),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_manage(args[0], "--settings", settings, *args[1:], env=manage_env(url), timeout=120)
 
 
 def _has_beat() -> bool:

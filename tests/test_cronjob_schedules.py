@@ -19,8 +19,7 @@ from django_advisory_cron.run import control
 from tests.jobsapp.models import Marker
 
 from .test_messages import closed_port
-from .test_pause import wait_for_workers
-from .waiting import wait_for
+from .waiting import wait_for, wait_for_workers
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 

@@ -27,8 +27,7 @@ from django_advisory_cron.ops import monitoring
 from django_advisory_cron.run import control
 from tests.jobsapp.models import Marker
 from tests.monitor_servers import Recorder, recorder
-from tests.test_pause import wait_for_workers
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_workers
 
 ADMINS = [("Ops", "ops@example.com")]
 

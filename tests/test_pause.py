@@ -20,7 +20,7 @@ from django_advisory_cron.run.runner import execute
 from django_advisory_cron.testing import PgBouncer
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from tests.jobsapp.models import Marker
-from tests.waiting import wait_for, workers_present
+from tests.waiting import wait_for, wait_for_workers, workers_present
 
 from .pooling import bouncer_url
 
@@ -32,25 +32,6 @@ NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def worker_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "worker_tasks"}))
-
-
-def wait_for_workers(observer: Any, workers: list[Any]) -> None:
-    """Until every worker is connected; a worker that exits fails the test with its output."""
-
-    def ready() -> bool:
-        for worker in workers:
-            if worker.poll() is not None:
-                out, err = worker.communicate()
-                pytest.fail(f"cronworker exited {worker.returncode}:\n{out}\n{err}")
-        # By pid: behind a transaction pooler a stopped worker's server connection keeps its
-        # application_name until the pooler closes it.
-        names = [f"{PRESENCE_NAME} %:{worker.pid}" for worker in workers]
-        row = observer.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE ANY(%s)", (names,)
-        ).fetchone()
-        return int(row[0]) == len(workers)
-
-    wait_for(ready)
 
 
 def manual_run_since(at: datetime) -> JobRun | None:

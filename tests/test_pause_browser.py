@@ -14,8 +14,7 @@ from django.contrib.auth.models import Permission
 
 from django_advisory_cron.models import JobRun, JobState
 from tests.test_browser import Shooter, browser, login, page, screenshots, server
-from tests.test_pause import wait_for_workers
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_workers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

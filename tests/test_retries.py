@@ -17,9 +17,7 @@ from django_advisory_cron.core.retries import RetryPolicy
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.admin_users import VIEWING, logged_in
 from tests.jobsapp.models import Marker
-from tests.waiting import wait_for
-
-from .test_pause import wait_for_workers
+from tests.waiting import wait_for, wait_for_workers
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 

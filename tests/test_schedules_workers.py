@@ -17,10 +17,9 @@ from django_advisory_cron.run import control
 from django_advisory_cron.testing import PgBouncer
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from tests.jobsapp.models import Marker
-from tests.waiting import wait_for, workers_present
+from tests.waiting import wait_for, wait_for_workers, workers_present
 
 from .pooling import bouncer_url
-from .test_pause import wait_for_workers
 
 pytestmark = [pytest.mark.usefixtures("transactional_db"), pytest.mark.slow]
 

@@ -29,7 +29,7 @@ from django_advisory_cron.contrib.tasks.task import tick_task
 from django_advisory_cron.delivery.targets import DeliveryError
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus
 from tests.jobsapp.models import Marker
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_workers
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -72,13 +72,14 @@ def _drained(url: str) -> bool:
 
 @pytest.mark.slow
 def test_three_schedulers_and_two_db_workers_run_each_tick_once(
-    tasks_db: str, spawn: Any, manage: Any
+    tasks_db: str, spawn: Any, manage: Any, raw_connect: Any
 ) -> None:
     jobs = ["tasks_every2", "tasks_failing"]
     workers = [
         spawn("db_worker", SETTINGS, "--no-startup-delay", "--interval", "0.1") for _ in range(2)
     ]
     schedulers = [spawn("cronworker", *jobs, SETTINGS, "--grace", "5") for _ in range(3)]
+    wait_for_workers(raw_connect(), schedulers)
     # Three ticks: the later ones come while all three schedulers are up.
     wait_for(lambda: EnqueuedTick.objects.filter(job="tasks_every2").count() >= 3)
     for scheduler in schedulers:

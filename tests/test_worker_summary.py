@@ -18,7 +18,7 @@ import pytest
 from django_advisory_cron import exitcodes
 from django_advisory_cron.models import EnqueuedTick, JobRun
 from tests.test_tasks_delivery import SETTINGS, tasks_db  # noqa: F401 (a fixture)
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_workers
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -33,11 +33,13 @@ DELIVERIES = re.compile(
 def test_a_delivering_worker_counts_deliveries_apart_from_runs(
     tasks_db: str,  # noqa: F811
     spawn: Any,
+    raw_connect: Any,
 ) -> None:
     # 8-10 s from now: the run by hand and both schedulers, started together, are up by then.
     ahead = datetime.fromtimestamp((int(time.time()) // 2 + 5) * 2, timezone.utc)
     by_hand = spawn("runlocked", SETTINGS, f"--tick={ahead.isoformat()}", "tasks_every2")
     schedulers = [spawn("cronworker", "tasks_every2", SETTINGS, "--grace", "5") for _ in range(2)]
+    wait_for_workers(raw_connect(), schedulers)
     out, err = by_hand.communicate(timeout=60)
     assert by_hand.returncode == 0 and "ran (run" in out, err
     wait_for(lambda: EnqueuedTick.objects.filter(tick__gt=ahead).count() >= 3, timeout=60)

@@ -1,0 +1,295 @@
+"""A warm starter for ``tests/manage.py``: one process per environment imports Django and
+this package and runs ``django.setup()`` (its settings read with exactly the environment of the
+commands it will start), then forks one child per command. Each command is still a real,
+separate OS process with its own argv, stdio, exit code or death by signal; it skips only the
+interpreter start and the imports (about 0.6 s a command, most of what the command-line tests
+cost). The ``manage`` fixture uses it for short commands; ``spawn`` (workers, signals) always
+starts ``python tests/manage.py`` afresh.
+
+Run as a script, this module is the starter: it reads the environment it was given, prints
+``ready`` (or why it cannot serve), then forks a child per request on its socket. A child never
+inherits a database connection: the starter refuses to serve when ``django.setup()`` opened one
+or started a thread."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import json
+import locale
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = ROOT / "tests" / "manage.py"
+#: The environment a starter could not reproduce in its children: a preloaded library (such
+#: as libfaketime) reads its state when the process starts.
+PLAIN_START_ONLY = ("LD_PRELOAD", "FAKETIME")
+#: The starters kept per test process, one per environment, the oldest stopped first.
+KEPT = 3
+#: What no command reads and pytest changes at every test: not a reason for another starter
+#: (each child gets its request's environment in full all the same).
+NOT_READ = ("PYTEST_CURRENT_TEST",)
+_REQUEST_SIZE = 1 << 20
+
+
+# -- the starter (a process of its own) --------------------------------------------------------
+
+
+def _prepare() -> str | None:
+    """Set the process up as ``tests/manage.py`` does, up to the command; why not, if it
+    cannot serve children safely."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    try:
+        import django
+        from django.core.management import execute_from_command_line  # noqa: F401
+        from django.db import connections
+
+        django.setup()
+    except BaseException as error:  # the command itself will report it, started plainly
+        return f"django.setup() failed: {error!r}"
+    if any(wrapper.connection is not None for wrapper in connections.all()):
+        return "django.setup() opened a database connection"
+    if threading.active_count() != 1:
+        return "django.setup() started a thread"
+    return None
+
+
+def _serve(path: str) -> dict[str, Any] | None:
+    """Answer requests on the socket at ``path`` until stdin closes (the test process ended).
+    Returns in a forked child only: its request (argv, environment, working directory)."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(path)
+    server.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(server, selectors.EVENT_READ, "request")
+    selector.register(sys.stdin, selectors.EVENT_READ, "parent")
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            if key.data == "parent":
+                os._exit(0)
+            if key.data == "request":
+                conn, _ = server.accept()
+                message, fds, _, _ = socket.recv_fds(conn, _REQUEST_SIZE, 3)
+                request = json.loads(message)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                # Out of the collector's sight: a child that walked (and so copied) every
+                # inherited object when exiting took 0.3 to 0.5 s, a fresh process's start.
+                gc.freeze()
+                pid = os.fork()
+                if pid == 0:
+                    for other in selector.get_map().values():
+                        if isinstance(other.data, tuple):  # another child's pidfd and socket
+                            os.close(other.fd)
+                            other.data[1].close()
+                    selector.close()
+                    server.close()
+                    conn.close()
+                    for target, fd in enumerate(fds):
+                        os.dup2(fd, target)
+                        os.close(fd)
+                    return dict(request)
+                for fd in fds:
+                    os.close(fd)
+                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, conn))
+                with contextlib.suppress(OSError):
+                    conn.send(json.dumps({"pid": pid}).encode())
+                continue
+            pid, conn = key.data
+            selector.unregister(key.fileobj)
+            os.close(key.fd)
+            _, status = os.waitpid(pid, 0)
+            with contextlib.suppress(OSError):
+                conn.send(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode())
+            conn.close()
+
+
+# -- the client (the test process) --------------------------------------------------------------
+
+
+class Starter:
+    """One running starter process, for one environment."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.path = os.path.join(tempfile.mkdtemp(prefix="warm-"), "s")
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, self.path],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.ready = self.process.stdout.readline() == "ready\n"
+
+    def stop(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+            os.rmdir(os.path.dirname(self.path))
+
+    def run(
+        self, argv: list[str], env: dict[str, str], timeout: float
+    ) -> subprocess.CompletedProcess[str] | None:
+        """Run ``tests/manage.py`` with ``argv`` in a forked child, as ``subprocess.run``
+        with ``capture_output=True, text=True`` would; None, having run nothing, when the
+        starter is gone."""
+        args = [sys.executable, *argv]
+        deadline = time.monotonic() + timeout
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            conn.connect(self.path)
+        except OSError:
+            conn.close()
+            self.ready = False
+            return None
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        try:
+            request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+            socket.send_fds(conn, [request], [0, out_write, err_write])
+            os.close(out_write)
+            os.close(err_write)
+            out_write = err_write = -1
+            pid = json.loads(conn.recv(_REQUEST_SIZE))["pid"]
+            try:
+                output, errors = _read_until_closed(out_read, err_read, deadline)
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                returncode = json.loads(conn.recv(_REQUEST_SIZE))["returncode"]
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(args, timeout) from None
+        finally:
+            conn.close()
+            for fd in (out_read, err_read, out_write, err_write):
+                if fd >= 0:
+                    os.close(fd)
+        return subprocess.CompletedProcess(args, returncode, _text(output), _text(errors))
+
+
+def _read_until_closed(out: int, err: int, deadline: float) -> tuple[bytes, bytes]:
+    """Everything written to the two pipes until both are closed; ``TimeoutError`` when the
+    deadline passes first."""
+    chunks: dict[int, list[bytes]] = {out: [], err: []}
+    with selectors.DefaultSelector() as selector:
+        for fd in chunks:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            for key, _ in selector.select(left):
+                data = os.read(key.fd, 1 << 16)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    selector.unregister(key.fd)
+    return b"".join(chunks[out]), b"".join(chunks[err])
+
+
+def _text(data: bytes) -> str:
+    """Bytes as ``subprocess.run(text=True)`` decodes them: the locale's encoding, universal
+    newlines."""
+    text = data.decode(locale.getpreferredencoding(False))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+_starters: dict[tuple[tuple[str, str], ...], Starter] = {}
+_lock = threading.Lock()
+
+
+def _starter(env: dict[str, str]) -> Starter | None:
+    """The running starter for ``env`` (started now if there is none); None when commands in
+    that environment must start plainly."""
+    if sys.platform != "linux" or any(name.startswith(PLAIN_START_ONLY) for name in env):
+        return None
+    key = tuple(sorted(item for item in env.items() if item[0] not in NOT_READ))
+    with _lock:
+        if not _starters:
+            atexit.register(stop_all)
+        starter = _starters.pop(key, None) or Starter(env)
+        _starters[key] = starter  # the most recently used last
+        while len(_starters) > KEPT:
+            _starters.pop(next(iter(_starters))).stop()
+    return starter if starter.ready else None
+
+
+def stop_all() -> None:
+    """Stop every starter (when the test process exits)."""
+    with _lock:
+        while _starters:
+            _starters.popitem()[1].stop()
+
+
+def _settings_given(args: tuple[str, ...]) -> str | None:
+    """The settings module ``--settings`` names on the command line, if it does."""
+    for at, arg in enumerate(args):
+        if arg == "--settings" and at + 1 < len(args):
+            return args[at + 1]
+        if arg.startswith("--settings="):
+            return arg.removeprefix("--settings=")
+    return None
+
+
+def run_manage(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python tests/manage.py ARGS`` in a real process of its own, forked from a warm starter
+    for ``env`` where one can serve, else started plainly. A starter reads its settings before
+    any command: ``--settings`` picks the starter whose environment names that module (as
+    Django's own handling of the option sets it), ``--pythonpath`` starts plainly."""
+    settings = _settings_given(args)
+    warm_env = env if settings is None else {**env, "DJANGO_SETTINGS_MODULE": settings}
+    starter = None if any(arg.startswith("--pythonpath") for arg in args) else _starter(warm_env)
+    if starter is None:
+        return subprocess.run(
+            [sys.executable, str(MANAGE), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    done = starter.run([str(MANAGE), *args], env, timeout)
+    return done if done is not None else run_manage(*args, env=env, timeout=timeout)
+
+
+def _main(path: str) -> Any:
+    refused = _prepare()
+    if refused:
+        print(refused, flush=True)
+        return None
+    child = _serve(path)
+    if child is None:
+        return None
+    sys.argv = child["argv"]
+    os.environ.clear()
+    os.environ.update(child["env"])
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")  # as tests/manage.py
+    os.chdir(child["cwd"])
+    from django.core.management import execute_from_command_line
+
+    return execute_from_command_line(sys.argv)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1])

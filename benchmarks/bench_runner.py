@@ -44,10 +44,14 @@ class Row:
     ms: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
     statements: float = 0.0
+    #: Mean ms planning and executing the claim statement, over the statement-count calls.
+    claim: tuple[float, float] | None = None
 
 
 WRITE, LOCK, ROUND_TRIP = "(c) write floor", "(a) bare try-lock + unlock", "SELECT 1 round trip"
 SESSION_RUN = "@locked_task run, session scope"
+#: How the claim statements (the four variants of queries.sql's claim_runs) begin.
+CLAIM = "WITH i AS ("
 SHORT = {WRITE: "(c)", LOCK: "(a)", ROUND_TRIP: "S1", SESSION_RUN: "run"}
 
 
@@ -163,9 +167,11 @@ def in_process(
         cold_floor.ms.append(floor_ms)
     for row in rows:
         row.statements = observer.per_call(row.action, options.count)
+        row.claim = observer.plan_and_execution(CLAIM)
     with not_a_scheduler:
         close_lock_connections()
         cold.statements = observer.per_call(cold.action, options.count)
+        cold.claim = observer.plan_and_execution(CLAIM)
     holder.close()
     by_label = {row.label: row for row in rows}
     for row in rows:
@@ -200,7 +206,10 @@ def print_table(
         f"{options.runs} calls per row and repeat, {options.repeats} repeats; median ms per "
         f"call; statements per call over {options.count} calls\n"
     )
-    print(f"{'':45} {'ms':>6} {'x floor, per repeat':>20} {'median':>10} {'goal':>5} {'stmts':>6}")
+    print(
+        f"{'':45} {'ms':>6} {'x floor, per repeat':>20} {'median':>10} {'goal':>5} "
+        f"{'stmts':>6} {'claim plan / exec ms':>21}"
+    )
     for row in rows:
         ratios = median_text = goal = ""
         if row.floor is not None:
@@ -210,13 +219,15 @@ def print_table(
             median_text = f"{median:.2f} {SHORT[row.floor]}"
             if row.goal is not None:
                 goal = f"{row.goal:g} {'met' if median <= row.goal else 'NOT'}"
+        claim = "" if row.claim is None else f"{row.claim[0]:.3f} / {row.claim[1]:.3f}"
         print(
             f"{row.label:45} {statistics.median(row.ms):6.2f} {ratios:>20} {median_text:>10} "
-            f"{goal:>7} {row.statements:6.1f}"
+            f"{goal:>7} {row.statements:6.1f} {claim:>21}"
         )
     print(
         "\n(c) write floor, (a) bare pair, S1 SELECT 1 round trip, run the session-scope run; "
-        "goal: at most x floor"
+        "goal: at most x floor; claim: the mean time the server spent planning and executing "
+        "the claim statement per call of the row (pg_stat_statements)"
     )
     if process_row is not None:
         bare_s, runlocked_s = process_row

@@ -36,8 +36,12 @@ DURABLE = {
     "max_connections": "400",
 }
 
-#: The server counts every statement it runs.
-COUNTING = {"shared_preload_libraries": "'pg_stat_statements'", "pg_stat_statements.track": "all"}
+#: The server counts every statement it runs, and times its planning apart from its execution.
+COUNTING = {
+    "shared_preload_libraries": "'pg_stat_statements'",
+    "pg_stat_statements.track": "all",
+    "pg_stat_statements.track_planning": "on",
+}
 
 #: Connections to one database other than ours, and the top-level statements run in it so
 #: far: every reading names pg_stat_statements, so that no reading of ours is counted.
@@ -157,6 +161,20 @@ class Observer:
             (self.dbid, count),
         ).fetchall()
         return [(int(calls), " ".join(query.split())) for calls, query in rows]
+
+    def plan_and_execution(self, prefix: str) -> tuple[float, float] | None:
+        """Mean milliseconds planning and executing the top-level statements whose text starts
+        with ``prefix``, since the last reset (None where the server does not time them)."""
+        if not self.server_side:
+            return None
+        row = self.conn.execute(
+            "SELECT sum(total_plan_time) / sum(calls), sum(total_exec_time) / sum(calls) "
+            "FROM pg_stat_statements WHERE dbid = %s AND toplevel AND query LIKE %s",
+            (self.dbid, prefix + "%"),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return float(row[0]), float(row[1])
 
     def per_call(self, action: Callable[[], Any], calls: int) -> float:
         """Statements per call of ``action``: counted by the server after a reset, or

@@ -206,3 +206,16 @@ def test_catch_up_read_walks_each_jobs_index(history: datetime) -> None:
     time, past other jobs' rows, to find a job that ran long ago."""
     shape = plan(*sql.latest_recorded_ticks(JOBS))
     assert "advisory_cron_started" not in shape, shape
+
+
+@pytest.mark.parametrize("count", [10, 200])
+def test_the_jobs_page_sends_as_many_queries_for_200_jobs_as_for_10(
+    viewer: Client, fresh_registry: None, count: int, django_assert_max_num_queries: Any
+) -> None:
+    """A page of jobs reads the schedules, the history (twice: the summaries, the charts), the
+    locks, the states and the workers once each, whatever the number of jobs; Django adds the
+    session, the user and the user's two permission reads."""
+    for number in range(count):
+        locked_task(name=f"count.job{number}", schedule=f"{number % 60} * * * *")(lambda: None)
+    with django_assert_max_num_queries(6 + 4):
+        assert viewer.get(JOBS_URL).status_code == 200

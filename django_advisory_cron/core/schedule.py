@@ -27,7 +27,9 @@ callers subtracting or comparing ticks would silently be off by an hour that nig
 
 croniter is only asked for wall-clock times, iterating in UTC where there is no DST; mapping
 them to instants happens here, because croniter itself ticks twice for every repeated time
-and its results carry unreliable ``fold`` attributes.
+and its results carry unreliable ``fold`` attributes. An expression's fields are read once
+(``core/cron_fields.py``) and its wall-clock times found from them; only fields with
+croniter's extensions (``L``, ``#``, ``W``) are stepped through by croniter itself.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from croniter import CroniterError, croniter
 from django.conf import settings
 
 from ..exceptions import InvalidSchedule
+from . import cron_fields
 
 # A run is matched against ticks up to this far from its reference time, beyond ``MAX_SKEW``,
 # so that a host whose clock is off from the database's still finds its tick.
@@ -200,6 +203,11 @@ def days_unlike_croniter(expression: str) -> bool:
     return _day_reading(expression) != (expression, croniter_or)
 
 
+@functools.lru_cache(maxsize=1024)
+def _read_fields(text: str, day_or: bool) -> cron_fields.CronFields | None:
+    return cron_fields.fields(text, day_or=day_or)
+
+
 class NeverFires(InvalidSchedule):
     """A cron expression that is valid but matches no date (30 February)."""
 
@@ -268,6 +276,12 @@ class Schedule:
         text, day_or = _day_reading(self.expression)
         return croniter(text, start, day_or=day_or)
 
+    @functools.cached_property
+    def _fields(self) -> cron_fields.CronFields | None:
+        """The fields read once for searching (``None``: croniter's extensions, see there)."""
+        text, day_or = _day_reading(self.expression)
+        return _read_fields(text, day_or)
+
     @property
     def min_interval(self) -> timedelta:
         """The shortest time between two ticks, from the second, minute and hour fields.
@@ -304,6 +318,14 @@ class Schedule:
 
     def _walls(self, start: datetime, step: str) -> Iterator[datetime]:
         """Matching naive wall-clock times after (``get_next``) or before (``get_prev``)."""
+        fields = self._fields
+        if fields is not None:
+            find = fields.next_after if step == "get_next" else fields.previous_before
+            found = find(start)
+            while found is not None:
+                yield found
+                found = find(found)
+            raise self._none_within(start, step)
         # UTC has no DST: croniter then yields every matching wall-clock time, in order.
         try:
             walls = self._croniter(start.replace(tzinfo=_UTC))
@@ -313,12 +335,15 @@ class Schedule:
         except CroniterError:
             # Refused when the expression was parsed; this guards the rest (an expression
             # changed since), as one line instead of croniter's own words.
-            when = "after" if step == "get_next" else "before"
-            raise InvalidSchedule(
-                f"{self.expression!r} has no tick within 50 years {when} "
-                f"{start.isoformat(sep=' ', timespec='seconds')}; check its day of month, "
-                "month and weekday fields"
-            ) from None
+            raise self._none_within(start, step) from None
+
+    def _none_within(self, start: datetime, step: str) -> InvalidSchedule:
+        when = "after" if step == "get_next" else "before"
+        return InvalidSchedule(
+            f"{self.expression!r} has no tick within 50 years {when} "
+            f"{start.isoformat(sep=' ', timespec='seconds')}; check its day of month, "
+            "month and weekday fields"
+        )
 
     def _first_wall(self, start: datetime, step: str) -> datetime:
         """The first matching wall-clock time after/before the naive ``start``, exclusive."""

@@ -14,13 +14,15 @@
 
 -- name: try_lock_session
 -- Try a session lock once; a taken lock names its connection after itself, keeping the name
--- it had in django_advisory_cron.home_name (unlock gives it back).
+-- it had in django_advisory_cron.home_name (unlock gives it back). Its connection, a lock's
+-- own, plans generically from then on (see the claim's plan_cache_mode).
 SELECT got, CASE WHEN got THEN ARRAY[
            set_config('django_advisory_cron.home_name', current_setting('application_name'), false),
            set_config('application_name', %(lock_label)s, false)] END
   FROM (SELECT CASE WHEN %(lock_name)s::text IS NULL
                     THEN pg_try_advisory_lock(%(lock_ns)s, %(lock_id)s)
                     ELSE pg_try_advisory_lock(hashtext(%(lock_name)s)) END AS got) AS t
+ WHERE set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
 
 -- name: try_lock_transaction
 -- Try a transaction lock once; a taken lock names its connection until the transaction ends.
@@ -86,12 +88,18 @@ SELECT now()
 -- alike as they can be (a test keeps them so): _recording also writes skip rows (with
 -- %(record)s, and for a manual claim), _census also reads a worker's census. Each part costs
 -- its parsing and planning on every claim that is not prepared, so a claim without them
--- does not carry them.
+-- does not carry them. In session scope the claim runs on a lock connection of its own, which
+-- prepares it: plan_cache_mode is set there (never on the project's connection, which a
+-- transaction-scope claim runs on) so that the server keeps one generic plan for it instead
+-- of planning it again on every call (planning it costs several times running it). Set by
+-- the statements themselves, it costs no round trip, and a pooler's login is not asked to
+-- pass a startup parameter it may refuse.
 WITH i AS (
     SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
         %(once)s::boolean[])
         WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
 ), paused AS (
     SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
            AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
@@ -156,6 +164,7 @@ WITH i AS (
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
         %(once)s::boolean[])
         WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
 ), paused AS (
     SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
            AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
@@ -233,6 +242,7 @@ WITH i AS (
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
         %(once)s::boolean[])
         WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
 ), paused AS (
     SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
            AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
@@ -303,6 +313,7 @@ WITH i AS (
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
         %(once)s::boolean[])
         WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
+     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
 ), paused AS (
     SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
            AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why

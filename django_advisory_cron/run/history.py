@@ -330,6 +330,42 @@ class Run:
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
 
 
+def new_run(
+    job: str,
+    status: RunStatus = RunStatus.SKIPPED_LOCKED,
+    *,
+    run_id: int | None = None,
+    tick: datetime | None = None,
+    manual: bool = False,
+    using: str | None = None,
+    task_id: str = "",
+    value: Any = None,
+    error: BaseException | None = None,
+    matches: list[tuple[datetime, datetime]] | None = None,
+    reference: datetime | None = None,
+    max_skew: float = 0,
+    once: bool = False,
+) -> Run:
+    """The one place a [Run][django_advisory_cron.run.history.Run] is made: one about to
+    claim its tick (a skip until its claim says otherwise), or one another process recorded,
+    read back (a worker's child process, a send recorded as its tick's run)."""
+    return Run(
+        job,
+        status,
+        value,
+        error,
+        run_id=run_id,
+        tick=tick,
+        manual=manual,
+        using=using,
+        task_id=task_id,
+        matches=matches or [],
+        reference=reference,
+        max_skew=max_skew,
+        once=once,
+    )
+
+
 def claim(
     runs: Sequence[tuple[Run, LockKey]],
     scope: ResolvedScope,

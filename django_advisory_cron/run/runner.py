@@ -108,14 +108,15 @@ def execute(
     schedule = job.schedule
     max_skew = app_settings.MAX_SKEW
     around = now or datetime.now().astimezone()
-    run = _new_run(
-        job,
+    run = history.new_run(
+        job.name,
         matches=schedule.matches(around, max_skew) if schedule and not manual else [],
         max_skew=max_skew,
         reference=now,
         manual=manual,
         using=alias,
         task_id=task_id,
+        once=job.at_most_once,
     )
     lock = run.lock = AdvisoryLock(
         job.key,
@@ -283,13 +284,14 @@ def _claim_entries(
     its row (a skip is written only on the ``final`` attempt)."""
     entries = []
     for job, tick in batch:
-        run = _new_run(
-            job,
+        run = history.new_run(
+            job.name,
             matches=[] if tick is None else [(tick, tick)],
             max_skew=app_settings.MAX_SKEW,
             reference=tick,
             manual=tick is None,
             using=claims.alias,
+            once=job.at_most_once,
         )
         run.shared = True
         lock = run.lock = SharedLock(job.key, claims, _on_lost(job, run))
@@ -307,30 +309,6 @@ def _claim_entries(
         if lock.acquired and run.run_id is not None:
             claims.hold(lock, run.run_id, sent)
     return entries
-
-
-def _new_run(
-    job: RunnableJob,
-    *,
-    matches: list[tuple[datetime, datetime]],
-    max_skew: float,
-    reference: datetime | None,
-    manual: bool,
-    using: str,
-    task_id: str = "",
-) -> RunResult:
-    """A run of ``job`` about to claim its tick (a skip until its claim says otherwise)."""
-    return RunResult(
-        job.name,
-        RunStatus.SKIPPED_LOCKED,
-        manual=manual,
-        matches=matches,
-        reference=reference,
-        max_skew=max_skew,
-        using=using,
-        task_id=task_id,
-        once=job.at_most_once,
-    )
 
 
 def _take(run: RunResult, lock: AdvisoryLock) -> None:

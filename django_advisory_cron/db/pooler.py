@@ -93,12 +93,16 @@ def resolve_scope(scope: str, alias: str) -> ResolvedScope:
     requested: Scope = check_scope(scope)
     if requested != "auto":
         return requested
+    return "transaction" if transaction_pooled(alias) else "session"
+
+
+def transaction_pooled(alias: str) -> bool:
+    """Whether connections to ``alias`` are transaction pooled, as ``scope="auto"`` reads it:
+    the settings say so, or a pooler is found in the path."""
     declared = app_settings.POOLING
     if declared is not None:
-        return "transaction" if declared in _TRANSACTION_MODES else "session"
-    if is_transaction_pooled(alias) or pooler_in_path(alias):
-        return "transaction"
-    return "session"
+        return declared in _TRANSACTION_MODES
+    return is_transaction_pooled(alias) or pooler_in_path(alias)
 
 
 _in_path: dict[tuple[Any, ...], bool] = {}

@@ -143,6 +143,11 @@ class AdvisoryLock:
         return None if self.holder is None else self.holder.heartbeat
 
     @property
+    def in_transaction(self) -> bool:
+        """The lock lives in a transaction (see its holder's ``in_transaction``)."""
+        return self.holder is not None and self.holder.in_transaction
+
+    @property
     def committed(self) -> bool:
         """Transaction scope: the lock's transaction committed (true before on_commit
         callbacks that the body registered run, so a failing callback is told apart from a
@@ -215,15 +220,16 @@ class AdvisoryLock:
         """Resolve the scope, which picks the holder, and make the holder ready."""
         self.requested_at = time.monotonic()
         self.scope = pooler.resolve_scope(self.requested_scope, self.using)
-        if self.scope == "transaction" and self._in_async:
+        holder = self._holder(self.scope)
+        if holder.in_transaction and self._in_async:
             raise LockScopeError(
                 f"{self} is taken with 'async with', which needs session scope (Django runs "
                 "no transaction across await), but it resolved to transaction scope: use "
                 "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
                 "connection when a transaction pooler is in the path"
             )
-        self.holder = self._holder(self.scope)
-        self.holder.begin()
+        self.holder = holder
+        holder.begin()
         return self.scope
 
     @contextmanager

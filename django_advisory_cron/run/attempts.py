@@ -61,7 +61,7 @@ def call_body(
         return _call(job.func, args, kwargs)
     while True:
         try:
-            if lock.scope == "transaction":
+            if lock.in_transaction:
                 with transaction.atomic(using=lock.using):
                     return _call(job.func, args, kwargs)
             return _call(job.func, args, kwargs)

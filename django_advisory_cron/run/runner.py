@@ -297,15 +297,11 @@ def _claim_entries(
         lock = run.lock = SharedLock(job.key, claims, _on_lost(job, run))
         entries.append((job, lock, run))
     statement = history.claim(
-        [(run, lock.key) for _job, lock, run in entries],
-        "session",
-        final=final,
-        settle=True,
-        census=claims.census,
+        [run for _job, _lock, run in entries], final=final, census=claims.census
     )
     rows, sent = claims.claim([lock for _job, lock, _run in entries], statement)
     for (_job, lock, run), row in zip(entries, rows, strict=True):
-        lock.acquired = run.accept(row, "session", claims.send)
+        lock.acquired = run.accept(row, claims.send)
         if lock.acquired and run.run_id is not None:
             claims.hold(lock, run.run_id, sent)
     return entries
@@ -314,13 +310,13 @@ def _claim_entries(
 def _take(run: RunResult, lock: AdvisoryLock) -> None:
     """Take the run's lock: each attempt sends its claim, and reads its row, through the
     lock's holder; a loser that found its tick taken has nothing to wait for."""
-    scope = lock.open()
+    lock.open()
     for final in lock.attempts():
         with lock.attempt() as holder:
-            row = holder.try_first(run.acquire(lock.key, scope, final))
+            row = holder.try_first(run.acquire(final))
             assert row is not None
-            lock.acquired = run.accept(row, scope, holder.follow_up)
-        if lock.acquired or final or (scope == "session" and run.settled()):
+            lock.acquired = run.accept(row, holder.follow_up)
+        if lock.acquired or final or (not lock.in_transaction and run.settled()):
             break
         lock.retreat()
     lock.took()
@@ -328,8 +324,7 @@ def _take(run: RunResult, lock: AdvisoryLock) -> None:
 
 def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:
     """Release the run's lock with its finishing statement (or its skip's)."""
-    scope = lock.scope
-    ending = run.release(lock.key, scope, error) if lock.acquired and scope else None
+    ending = run.release(error) if lock.acquired and lock.scope else None
     lock.release(error, ending=ending)
 
 
@@ -426,7 +421,7 @@ def _run(
             # SIGINT/SIGTERM held back while the row was being finished: the run is recorded
             # as it ended; the signal is passed on once the report is made.
             late = raised
-    if lock.lost and lock.scope == "session":
+    if lock.lost and not lock.in_transaction:
         # The job's own failure stays a failure; success, being stopped, or a query that
         # failed because the database went away with the lock (a failover) is a lost lock.
         if status == history.SUCCEEDED or isinstance(error, (LockLost, *CONNECTION_ERRORS)):
@@ -450,7 +445,7 @@ def _after_refused_finish(
     text. In transaction scope the refusal rolled the lock's transaction back, the job's work
     with it: the run failed."""
     notes = [f"the run's error text and output were stored escaped ({first_line(failure)})"]
-    if lock.scope == "transaction":
+    if lock.in_transaction:
         status = history.FAILED
         notes.append("the job's database work was rolled back")
     text = _ascii("\n".join([*notes, text]).strip())

@@ -216,7 +216,7 @@ class ClaimedRun:
 
     def run(self) -> RunResult:
         """Run the job in this thread, record its outcome, release its lock."""
-        self.lock.guard_queries()
+        self.lock.loss.guard_queries()
         _run(self.job, self.lock, self.result, (), {})
         return self.result
 

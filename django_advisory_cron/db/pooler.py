@@ -47,7 +47,8 @@ from ..core.keys import LockKey, job_key
 from ..core.scopes import ResolvedScope, Scope, check_scope
 from ..exceptions import ProbeError, ProbeTimeout, first_line
 from . import sql
-from .connections import answer_within, ensure_connected, require_postgresql
+from .connections import require_postgresql
+from .execute import fetch_one
 
 PGBOUNCER_PORT = 6432
 
@@ -128,11 +129,7 @@ def pooler_in_path(alias: str) -> bool:
     if known is not None:
         return known
     connection = require_postgresql(alias)
-    ensure_connected(connection)
-    text, params = sql.backend_pid()
-    with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as cursor:
-        cursor.execute(text, params)
-        row = cursor.fetchone()
+    row = fetch_one(connection, sql.backend_pid())
     assert row is not None
     found = startup_pid(connection) != int(row[0])
     with _cache_lock:

@@ -44,7 +44,7 @@ from django.db.utils import load_backend
 
 from ..conf import Pooling, app_settings
 from ..core.keys import LockKey, job_key
-from ..core.scopes import ResolvedScope, Scope, check_scope
+from ..core.scopes import ResolvedScope, Scope
 from ..exceptions import ProbeError, ProbeTimeout, first_line
 from . import sql
 from .connections import require_postgresql
@@ -86,14 +86,14 @@ def static_pooling(alias: str) -> tuple[Pooling | None, str]:
     return None, "no pooler declared or suggested by the settings"
 
 
-def resolve_scope(scope: str, alias: str) -> ResolvedScope:
+def resolve_scope(scope: Scope, alias: str) -> ResolvedScope:
     """The scope a lock on ``alias`` uses: ``"auto"`` is transaction scope whenever the
     settings say the alias is transaction pooled or a pooler is found in the path, else
     session scope. May cost one round trip per process and alias (see ``pooler_in_path()``).
+    ``scope`` was checked where it came in (a job, a lock).
     """
-    requested: Scope = check_scope(scope)
-    if requested != "auto":
-        return requested
+    if scope != "auto":
+        return scope
     return "transaction" if transaction_pooled(alias) else "session"
 
 

@@ -84,8 +84,8 @@ class AdvisoryLock:
     ) -> None:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
-        self.key = key if isinstance(key, LockKey) else job_key(key)
         self.using = lock_database(using)
+        self.key = key if isinstance(key, LockKey) else job_key(key)
         self.requested_scope = check_scope(scope)
         #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
         self.scope: ResolvedScope | None = None

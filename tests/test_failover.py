@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from django_advisory_cron import exitcodes
-from django_advisory_cron.worker.presence import RECONNECT_PAUSES
+from django_advisory_cron.worker.reconnect import RECONNECT_PAUSES
 
 from .conftest import MANAGE, manage_env
 from .test_standby import migrated_pair, multi_host_url

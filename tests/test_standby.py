@@ -32,7 +32,7 @@ from django_advisory_cron.testing import (
     start_postgres,
     start_standby,
 )
-from django_advisory_cron.worker.presence import RECONNECT_PAUSES
+from django_advisory_cron.worker.reconnect import RECONNECT_PAUSES
 
 from .conftest import MANAGE, Upstream, manage_env
 from .pooling import database_alias

@@ -44,10 +44,11 @@ from django.db.utils import load_backend
 
 from ..conf import Pooling, app_settings
 from ..core.keys import LockKey, job_key
-from ..core.scopes import ResolvedScope, Scope, check_scope
+from ..core.scopes import ResolvedScope, Scope
 from ..exceptions import ProbeError, ProbeTimeout, first_line
 from . import sql
-from .connections import answer_within, ensure_connected, require_postgresql
+from .connections import require_postgresql
+from .execute import fetch_one
 
 PGBOUNCER_PORT = 6432
 
@@ -85,20 +86,24 @@ def static_pooling(alias: str) -> tuple[Pooling | None, str]:
     return None, "no pooler declared or suggested by the settings"
 
 
-def resolve_scope(scope: str, alias: str) -> ResolvedScope:
+def resolve_scope(scope: Scope, alias: str) -> ResolvedScope:
     """The scope a lock on ``alias`` uses: ``"auto"`` is transaction scope whenever the
     settings say the alias is transaction pooled or a pooler is found in the path, else
     session scope. May cost one round trip per process and alias (see ``pooler_in_path()``).
+    ``scope`` was checked where it came in (a job, a lock).
     """
-    requested: Scope = check_scope(scope)
-    if requested != "auto":
-        return requested
+    if scope != "auto":
+        return scope
+    return "transaction" if transaction_pooled(alias) else "session"
+
+
+def transaction_pooled(alias: str) -> bool:
+    """Whether connections to ``alias`` are transaction pooled, as ``scope="auto"`` reads it:
+    the settings say so, or a pooler is found in the path."""
     declared = app_settings.POOLING
     if declared is not None:
-        return "transaction" if declared in _TRANSACTION_MODES else "session"
-    if is_transaction_pooled(alias) or pooler_in_path(alias):
-        return "transaction"
-    return "session"
+        return declared in _TRANSACTION_MODES
+    return is_transaction_pooled(alias) or pooler_in_path(alias)
 
 
 _in_path: dict[tuple[Any, ...], bool] = {}
@@ -124,11 +129,7 @@ def pooler_in_path(alias: str) -> bool:
     if known is not None:
         return known
     connection = require_postgresql(alias)
-    ensure_connected(connection)
-    text, params = sql.backend_pid()
-    with answer_within(connection, app_settings.STATEMENT_TIMEOUT), connection.cursor() as cursor:
-        cursor.execute(text, params)
-        row = cursor.fetchone()
+    row = fetch_one(connection, sql.backend_pid())
     assert row is not None
     found = startup_pid(connection) != int(row[0])
     with _cache_lock:

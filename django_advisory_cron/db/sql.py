@@ -73,11 +73,16 @@ def unlock_one(key: LockKey) -> Statement:
     return QUERIES["unlock_one"], _key(key)
 
 
+def _ends_with_transaction(scope: ResolvedScope) -> bool:
+    """A lock of ``scope`` is released by the end of its transaction, never by ``unlock``."""
+    return scope == "transaction"
+
+
 def release_lock(key: LockKey, scope: ResolvedScope, *, shared: bool = False) -> Statement | None:
     """Release a taken lock with nothing to record: in session scope ``unlock`` (``unlock_one``
     on a connection ``shared`` with other holders); in transaction scope nothing to send, the
     commit ends the lock."""
-    if scope == "transaction":
+    if _ends_with_transaction(scope):
         return None
     return unlock_one(key) if shared else unlock(key)
 
@@ -188,7 +193,9 @@ def claim_runs(
     "run now" request is pending: a worker's clock, its view of the fleet and its look for
     missed requests come with its claims, not in statements of their own.
     """
-    assert scope == "session" or not settle, "only a session lock is released on its own"
+    assert not (settle and _ends_with_transaction(scope)), (
+        "only a session lock is released on its own"
+    )
     numbered = [(n, match) for n, claim in enumerate(claims, 1) for match in claim.matches]
     params = {
         "jobs": [claim.job for claim in claims],
@@ -203,7 +210,7 @@ def claim_runs(
         "skew": max_skew,
         "host": storable(host),
         "pid": pid,
-        "transaction": scope == "transaction",
+        "transaction": _ends_with_transaction(scope),
         "lease": lease or None,
         "final": final,
         "settle": settle,
@@ -266,7 +273,7 @@ def _then_unlock(key: LockKey, scope: ResolvedScope, shared: bool) -> dict[str, 
     scope it unlocks ``key`` (then everything, unless the connection is ``shared`` by other
     holders) in the same round trip; the first column is the unlock's result (``true`` in
     transaction scope)."""
-    return {**_key(key), "transaction": scope == "transaction", "shared": shared}
+    return {**_key(key), "transaction": _ends_with_transaction(scope), "shared": shared}
 
 
 def finish_run(

@@ -25,7 +25,7 @@ from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
-from ..run.history import HOST
+from ..run.history import HOST, new_run
 from .targets import DeliverableJob, Delivery, DeliveryError
 
 logger = logging.getLogger("django_advisory_cron")
@@ -144,13 +144,16 @@ def _report(
     succeeded, a refused one (or one whose sender died) a run that failed."""
     if row is None:
         return
-    # Not at the top: the runner needs the models, and Celery task modules import this module
-    # (through ``tick_of``) before Django's apps are ready.
-    from ..run.runner import RunResult
-
     status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
-    result = RunResult(
-        job.name, status, task_id, error, run_id=row[0], tick=tick, manual=manual, using=using
+    result = new_run(
+        job.name,
+        status,
+        run_id=row[0],
+        tick=tick,
+        manual=manual,
+        using=using,
+        value=task_id,
+        error=error,
     )
     signals.job_started.send(sender=job, run=result)
     if error is None:

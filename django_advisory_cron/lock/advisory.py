@@ -7,7 +7,7 @@ through Django raises [LockLost][django_advisory_cron.exceptions.LockLost], so a
 no longer prove it is alone stops at its next database call), transaction scope the job's
 ``atomic()`` ([transaction][django_advisory_cron.lock.transaction]; with ``savepoint=True`` the
 body runs in a savepoint of that transaction). This module holds what both share: the
-attempts, the loss, and the one path of the release.
+attempts and the one path of the release; the loss is [loss][django_advisory_cron.lock.loss].
 
 A run composes its own statements and takes the lock a step at a time (``open``, an
 ``attempt`` at a time, then ``took``), so its history rides in the same
@@ -24,11 +24,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
-from typing import Any
 
-from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import signals
@@ -39,8 +37,9 @@ from ..db.aliases import lock_database
 from ..db.execute import Row
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
-from ..exceptions import LockLost, LockScopeError
-from .heartbeat import Heartbeat, lost_text
+from ..exceptions import LockScopeError
+from .heartbeat import Heartbeat
+from .loss import Loss
 from .session import SessionHolder
 from .transaction import TransactionHolder
 
@@ -85,8 +84,8 @@ class AdvisoryLock:
     ) -> None:
         if wait < 0:
             raise ValueError("wait must be >= 0 seconds")
-        self.key = key if isinstance(key, LockKey) else job_key(key)
         self.using = lock_database(using)
+        self.key = key if isinstance(key, LockKey) else job_key(key)
         self.requested_scope = check_scope(scope)
         #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
         self.scope: ResolvedScope | None = None
@@ -95,7 +94,7 @@ class AdvisoryLock:
         #: held): a run's renews its lease in the same round trip; a bare lock asks the
         #: server's lock table.
         self.beat = beat or functools.partial(sql.lock_held, self.key)
-        self.on_lost = on_lost
+        self.loss = Loss(str(self), functools.partial(on_lost, self))
         #: Its statements write what must not be cut in half (a run's): signals are held while
         #: they run. A bare lock's statement may be cut: its connection is then closed, which
         #: releases whatever it held.
@@ -103,10 +102,6 @@ class AdvisoryLock:
         #: Transaction scope: run the body in a savepoint (see the module docstring).
         self.savepoint = savepoint
         self.acquired = False
-        self.lost = False
-        self._losing = threading.Lock()
-        #: Set once the loss has been told (``on_lost`` has returned): see ``wait_lost``.
-        self._lost_told = threading.Event()
         self.acquired_at: float | None = None
         #: When taking the lock began (``time.monotonic()``): with ``acquired_at``, the wait.
         self.requested_at: float | None = None
@@ -115,7 +110,6 @@ class AdvisoryLock:
         #: An attempt is between its statement and its reading: whether it took the lock is
         #: unknown, so the connection is not reused.
         self._trying = False
-        self._guards = ExitStack()
         self._released = False
         #: Taken with ``async with``: its statements run in a worker thread.
         self._in_async = False
@@ -133,6 +127,11 @@ class AdvisoryLock:
         return f"advisory lock {self.key}"
 
     @property
+    def lost(self) -> bool:
+        """The lock was lost while it was held (its heartbeat, or its release, found it gone)."""
+        return self.loss.lost
+
+    @property
     def connection(self) -> BaseDatabaseWrapper | None:
         """The connection the lock lives on, while it is held."""
         return None if self.holder is None else self.holder.connection
@@ -141,6 +140,11 @@ class AdvisoryLock:
     def heartbeat(self) -> Heartbeat | None:
         """Session scope: what watches the lock while it is held."""
         return None if self.holder is None else self.holder.heartbeat
+
+    @property
+    def in_transaction(self) -> bool:
+        """The lock lives in a transaction (see its holder's ``in_transaction``)."""
+        return self.holder is not None and self.holder.in_transaction
 
     @property
     def committed(self) -> bool:
@@ -215,15 +219,16 @@ class AdvisoryLock:
         """Resolve the scope, which picks the holder, and make the holder ready."""
         self.requested_at = time.monotonic()
         self.scope = pooler.resolve_scope(self.requested_scope, self.using)
-        if self.scope == "transaction" and self._in_async:
+        holder = self._holder(self.scope)
+        if holder.in_transaction and self._in_async:
             raise LockScopeError(
                 f"{self} is taken with 'async with', which needs session scope (Django runs "
                 "no transaction across await), but it resolved to transaction scope: use "
                 "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
                 "connection when a transaction pooler is in the path"
             )
-        self.holder = self._holder(self.scope)
-        self.holder.begin()
+        self.holder = holder
+        holder.begin()
         return self.scope
 
     @contextmanager
@@ -251,12 +256,12 @@ class AdvisoryLock:
             watched = self.holder.watch(f"advisory-cron-heartbeat {self.key}")
             if watched and not self._in_async:
                 # An async holder's queries run in other threads: it reads ``lost``.
-                self.guard_queries()
+                self.loss.guard_queries()
 
     def _holder(self, scope: ResolvedScope) -> Holder:
         if scope == "session":
-            return SessionHolder(self.using, self.key, beat=self.beat, on_lost=self.mark_lost)
-        return TransactionHolder(self.using, on_lost=self.mark_lost, savepoint=self.savepoint)
+            return SessionHolder(self.using, self.key, beat=self.beat, on_lost=self.loss.mark)
+        return TransactionHolder(self.using, on_lost=self.loss.mark, savepoint=self.savepoint)
 
     def attempts(self) -> Iterator[bool]:
         """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s
@@ -281,43 +286,6 @@ class AdvisoryLock:
         if self.holder.holds_signals or self.whole_statements:
             return deferred_signals()
         return nullcontext()
-
-    # -- while held ----------------------------------------------------------------------
-
-    def guard_queries(self) -> None:
-        """Make this thread's queries through Django fail once the lock is lost."""
-        for connection in connections.all():
-            self._guards.enter_context(connection.execute_wrapper(self._guard))
-
-    def _guard(self, execute: Any, sql_text: Any, params: Any, many: bool, context: Any) -> Any:
-        if self.lost:
-            raise LockLost(
-                f"{self} was lost while this code ran; another process may hold it now, so "
-                "this run stops at its next database query"
-            )
-        return execute(sql_text, params, many, context)
-
-    def mark_lost(self, error: BaseException) -> None:
-        """Record that the lock is gone (from the heartbeat, or a failed release); once, whichever
-        thread finds it first."""
-        with self._losing:
-            if self.lost:
-                return
-            self.lost = True
-        logger.error(
-            "%s: %s; another process may take the lock and start the same work",
-            self,
-            lost_text(error),
-        )
-        try:
-            self.on_lost(self, error)
-        finally:
-            self._lost_told.set()
-
-    def wait_lost(self, seconds: float) -> bool:
-        """Wait ``seconds``, or less if the lock is lost meanwhile; whether it was. The
-        waiter wakes once ``on_lost`` has been told (the row marked, the signal sent)."""
-        return self._lost_told.wait(seconds)
 
     # -- releasing -----------------------------------------------------------------------
 
@@ -346,7 +314,7 @@ class AdvisoryLock:
         if self._released:
             return
         self._released = True
-        self._guards.close()
+        self.loss.unguard()
         holder, scope = self.holder, self.scope
         try:
             if holder is None or scope is None:

@@ -34,6 +34,8 @@ class SessionHolder:
     #: A bare lock's statement may be cut: its connection is then closed, which releases
     #: whatever it held.
     holds_signals = False
+    #: The lock outlives transactions: what is written under it commits on its own.
+    in_transaction = False
     #: Only a transaction commits.
     committed = False
 

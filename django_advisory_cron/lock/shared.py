@@ -87,7 +87,7 @@ class SharedHolder(SessionHolder):
             claims.alias,
             lock.key,
             beat=lock.beat,
-            on_lost=lock.mark_lost,
+            on_lost=lock.loss.mark,
         )
         self.lock = lock
         self.claims = claims
@@ -366,7 +366,7 @@ class ClaimConnection:
                     del self._leased[run_id]
         self._nudge()
         for lock in lost:
-            report_lost(lock.mark_lost, LockLost("the lock is no longer held by its connection"))
+            report_lost(lock.loss.mark, LockLost("the lock is no longer held by its connection"))
         return True
 
     def _lose_everything(self, error: BaseException) -> None:
@@ -420,6 +420,6 @@ def _answers(wrapper: BaseDatabaseWrapper) -> bool:
 def _report_lost(locks: list[SharedLock], error: BaseException) -> None:
     try:
         for lock in locks:
-            report_lost(lock.mark_lost, error)
+            report_lost(lock.loss.mark, error)
     finally:
         connections.close_all()

@@ -33,6 +33,9 @@ class TransactionHolder:
 
     #: Its statements write what must not be cut in half: signals are held while they run.
     holds_signals = True
+    #: The lock lives in the job's transaction: it ends with it, and what is written under it
+    #: (the run's row, the job's work) commits or rolls back with it.
+    in_transaction = True
     #: No heartbeat: the lock lives as long as the transaction.
     heartbeat: Heartbeat | None = None
 

@@ -61,7 +61,7 @@ def call_body(
         return _call(job.func, args, kwargs)
     while True:
         try:
-            if lock.scope == "transaction":
+            if lock.in_transaction:
                 with transaction.atomic(using=lock.using):
                     return _call(job.func, args, kwargs)
             return _call(job.func, args, kwargs)
@@ -85,7 +85,7 @@ def call_body(
                 delay,
             )
             # The back-off wakes on a lost lock: another process may hold it by now.
-            if lock.wait_lost(delay):
+            if lock.loss.wait(delay):
                 why = f"its lock was lost before attempt {failed + 1}"
                 logger.warning("job %s: attempt %d failed; not retried: %s", job.name, failed, why)
                 raise LockLost(f"job {job.name}: {why}; not retried") from error

@@ -25,7 +25,6 @@ from typing import Any
 
 from ..conf import app_settings
 from ..core.keys import LockKey
-from ..core.scopes import ResolvedScope
 from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.execute import Row, execute_fresh, fetch_fresh
@@ -197,22 +196,34 @@ class Run:
 
     # -- statements for the lock ---------------------------------------------------------
 
-    def acquire(self, key: LockKey, scope: ResolvedScope, final: bool) -> Statement:
-        if self.once and scope == "transaction":
+    @property
+    def held_by(self) -> AdvisoryLock:
+        """The lock its statements go through (set before its claim)."""
+        assert self.lock is not None
+        return self.lock
+
+    def acquire(self, final: bool) -> Statement:
+        if self.once and self.held_by.in_transaction:
             raise LockScopeError(
                 f"job {self.job!r} is at_most_once, which needs a session lock, but its "
                 "lock resolved to transaction scope (a transaction pooler is in the path): "
                 "point ADVISORY_CRON['LOCK_DATABASE'] at a direct connection"
             )
-        return claim([(self, key)], scope, final=final, settle=scope == "session")
+        return claim([self], final=final)
 
-    def claim(self, key: LockKey) -> sql.Claim:
+    def claim(self) -> sql.Claim:
         """What this run asks of [claim][django_advisory_cron.run.history.claim]."""
         return sql.Claim(
-            self.job, key, self.matches, self.reference, self.manual, self.task_id, self.once
+            self.job,
+            self.held_by.key,
+            self.matches,
+            self.reference,
+            self.manual,
+            self.task_id,
+            self.once,
         )
 
-    def accept(self, row: Row, scope: ResolvedScope, send: Send) -> bool:
+    def accept(self, row: Row, send: Send) -> bool:
         """Read its row of [claim][django_advisory_cron.run.history.claim]: whether the lock is
         held now (a lock the claim already released, its tick found taken, is not)."""
         released, got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row[
@@ -230,7 +241,7 @@ class Run:
                     host=HOST,
                     pid=self.pid,
                     tick=self.tick,
-                    lease=self.lease_in(scope),
+                    lease=self.row_lease,
                     task_id=self.task_id,
                     synchronous_commit=self.synchronous_commit,
                 )
@@ -244,14 +255,15 @@ class Run:
         """The tick was found taken: waiting for the lock would change nothing."""
         return self.tick_done
 
-    def lease_in(self, scope: ResolvedScope) -> float | None:
+    @property
+    def row_lease(self) -> float | None:
         """The lease its row carries: only session-scoped rows have one (transaction-scoped
         ones are invisible to other replicas until they commit, finished)."""
-        return self.lease if scope == "session" else None
+        return None if self.held_by.in_transaction else self.lease
 
-    def release(
-        self, key: LockKey, scope: ResolvedScope, error: BaseException | None
-    ) -> Statement | None:
+    def release(self, error: BaseException | None) -> Statement | None:
+        key, scope = self.held_by.key, self.held_by.scope
+        assert scope is not None
         if self.tick_done and not self.record_skips:
             return sql.release_lock(key, scope, shared=self.shared)
         if self.tick_done:
@@ -330,27 +342,59 @@ class Run:
         return execute_fresh(self.using, statement, patience=FINISH_PATIENCE)
 
 
-def claim(
-    runs: Sequence[tuple[Run, LockKey]],
-    scope: ResolvedScope,
+def new_run(
+    job: str,
+    status: RunStatus = RunStatus.SKIPPED_LOCKED,
     *,
-    final: bool,
-    settle: bool,
-    census: str | None = None,
-) -> Statement:
+    run_id: int | None = None,
+    tick: datetime | None = None,
+    manual: bool = False,
+    using: str | None = None,
+    task_id: str = "",
+    value: Any = None,
+    error: BaseException | None = None,
+    matches: list[tuple[datetime, datetime]] | None = None,
+    reference: datetime | None = None,
+    max_skew: float = 0,
+    once: bool = False,
+) -> Run:
+    """The one place a [Run][django_advisory_cron.run.history.Run] is made: one about to
+    claim its tick (a skip until its claim says otherwise), or one another process recorded,
+    read back (a worker's child process, a send recorded as its tick's run)."""
+    return Run(
+        job,
+        status,
+        value,
+        error,
+        run_id=run_id,
+        tick=tick,
+        manual=manual,
+        using=using,
+        task_id=task_id,
+        matches=matches or [],
+        reference=reference,
+        max_skew=max_skew,
+        once=once,
+    )
+
+
+def claim(runs: Sequence[Run], *, final: bool, census: str | None = None) -> Statement:
     """The statement taking the locks and claiming the ticks of ``runs`` (records of this
-    process, with one lease and one ``max_skew``):
-    [claim_runs][django_advisory_cron.db.sql.claim_runs]."""
-    first = runs[0][0]
+    process, with one lease and one ``max_skew``, their locks of one scope):
+    [claim_runs][django_advisory_cron.db.sql.claim_runs]. A lock that outlives transactions
+    is settled: given back at once when its tick is found taken."""
+    first = runs[0]
+    lock = first.held_by
+    assert lock.scope is not None
     return sql.claim_runs(
-        [record.claim(key) for record, key in runs],
-        scope,
+        [run.claim() for run in runs],
+        lock.scope,
         host=HOST,
         pid=first.pid,
         max_skew=first.max_skew,
-        lease=first.lease_in(scope),
+        lease=first.row_lease,
         final=final,
-        settle=settle,
+        settle=not lock.in_transaction,
         record_skips=first.record_skips,
         census=census,
         synchronous_commit=first.synchronous_commit,

@@ -108,14 +108,15 @@ def execute(
     schedule = job.schedule
     max_skew = app_settings.MAX_SKEW
     around = now or datetime.now().astimezone()
-    run = _new_run(
-        job,
+    run = history.new_run(
+        job.name,
         matches=schedule.matches(around, max_skew) if schedule and not manual else [],
         max_skew=max_skew,
         reference=now,
         manual=manual,
         using=alias,
         task_id=task_id,
+        once=job.at_most_once,
     )
     lock = run.lock = AdvisoryLock(
         job.key,
@@ -215,7 +216,7 @@ class ClaimedRun:
 
     def run(self) -> RunResult:
         """Run the job in this thread, record its outcome, release its lock."""
-        self.lock.guard_queries()
+        self.lock.loss.guard_queries()
         _run(self.job, self.lock, self.result, (), {})
         return self.result
 
@@ -283,66 +284,39 @@ def _claim_entries(
     its row (a skip is written only on the ``final`` attempt)."""
     entries = []
     for job, tick in batch:
-        run = _new_run(
-            job,
+        run = history.new_run(
+            job.name,
             matches=[] if tick is None else [(tick, tick)],
             max_skew=app_settings.MAX_SKEW,
             reference=tick,
             manual=tick is None,
             using=claims.alias,
+            once=job.at_most_once,
         )
         run.shared = True
         lock = run.lock = SharedLock(job.key, claims, _on_lost(job, run))
         entries.append((job, lock, run))
     statement = history.claim(
-        [(run, lock.key) for _job, lock, run in entries],
-        "session",
-        final=final,
-        settle=True,
-        census=claims.census,
+        [run for _job, _lock, run in entries], final=final, census=claims.census
     )
     rows, sent = claims.claim([lock for _job, lock, _run in entries], statement)
     for (_job, lock, run), row in zip(entries, rows, strict=True):
-        lock.acquired = run.accept(row, "session", claims.send)
+        lock.acquired = run.accept(row, claims.send)
         if lock.acquired and run.run_id is not None:
             claims.hold(lock, run.run_id, sent)
     return entries
 
 
-def _new_run(
-    job: RunnableJob,
-    *,
-    matches: list[tuple[datetime, datetime]],
-    max_skew: float,
-    reference: datetime | None,
-    manual: bool,
-    using: str,
-    task_id: str = "",
-) -> RunResult:
-    """A run of ``job`` about to claim its tick (a skip until its claim says otherwise)."""
-    return RunResult(
-        job.name,
-        RunStatus.SKIPPED_LOCKED,
-        manual=manual,
-        matches=matches,
-        reference=reference,
-        max_skew=max_skew,
-        using=using,
-        task_id=task_id,
-        once=job.at_most_once,
-    )
-
-
 def _take(run: RunResult, lock: AdvisoryLock) -> None:
     """Take the run's lock: each attempt sends its claim, and reads its row, through the
     lock's holder; a loser that found its tick taken has nothing to wait for."""
-    scope = lock.open()
+    lock.open()
     for final in lock.attempts():
         with lock.attempt() as holder:
-            row = holder.try_first(run.acquire(lock.key, scope, final))
+            row = holder.try_first(run.acquire(final))
             assert row is not None
-            lock.acquired = run.accept(row, scope, holder.follow_up)
-        if lock.acquired or final or (scope == "session" and run.settled()):
+            lock.acquired = run.accept(row, holder.follow_up)
+        if lock.acquired or final or (not lock.in_transaction and run.settled()):
             break
         lock.retreat()
     lock.took()
@@ -350,8 +324,7 @@ def _take(run: RunResult, lock: AdvisoryLock) -> None:
 
 def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:
     """Release the run's lock with its finishing statement (or its skip's)."""
-    scope = lock.scope
-    ending = run.release(lock.key, scope, error) if lock.acquired and scope else None
+    ending = run.release(error) if lock.acquired and lock.scope else None
     lock.release(error, ending=ending)
 
 
@@ -448,7 +421,7 @@ def _run(
             # SIGINT/SIGTERM held back while the row was being finished: the run is recorded
             # as it ended; the signal is passed on once the report is made.
             late = raised
-    if lock.lost and lock.scope == "session":
+    if lock.lost and not lock.in_transaction:
         # The job's own failure stays a failure; success, being stopped, or a query that
         # failed because the database went away with the lock (a failover) is a lost lock.
         if status == history.SUCCEEDED or isinstance(error, (LockLost, *CONNECTION_ERRORS)):
@@ -472,7 +445,7 @@ def _after_refused_finish(
     text. In transaction scope the refusal rolled the lock's transaction back, the job's work
     with it: the run failed."""
     notes = [f"the run's error text and output were stored escaped ({first_line(failure)})"]
-    if lock.scope == "transaction":
+    if lock.in_transaction:
         status = history.FAILED
         notes.append("the job's database work was rolled back")
     text = _ascii("\n".join([*notes, text]).strip())

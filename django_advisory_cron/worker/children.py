@@ -133,9 +133,9 @@ class Children:
                 tick,
                 child.returncode,
             )
-            return RunResult(job.name, RunStatus.FAILED, tick=tick)
+            return history.new_run(job.name, RunStatus.FAILED, tick=tick)
         run_id, status = found
-        return RunResult(job.name, RunStatus(status), run_id=run_id, tick=tick)
+        return history.new_run(job.name, RunStatus(status), run_id=run_id, tick=tick)
 
     def _watch(
         self, job: Job[..., object], tick: datetime | None, child: subprocess.Popen[bytes]

@@ -103,7 +103,7 @@ class Wakeup:
         """LISTEN for "run now" requests on ``connection``; ``False`` when it cannot be used
         (a pooler in the path, or a driver without ``notifies(timeout=...)``)."""
         self.raw = None
-        if pooler.resolve_scope("auto", connection.alias) == "transaction":
+        if pooler.transaction_pooled(connection.alias):
             return False
         with connection.turn() as wrapper:
             raw = wrapper.connection

@@ -8,7 +8,7 @@ The loop ties the worker's parts together, each in a module of its own:
 
 - [clock][django_advisory_cron.worker.clock]: the database's clock, and the sleep between
   wakes;
-- [presence][django_advisory_cron.worker.presence]: the worker's one connection, which also
+- [reconnect][django_advisory_cron.worker.reconnect]: the worker's one connection, which also
   claims its runs and holds their locks, reconnected after a loss;
 - [timetable][django_advisory_cron.worker.timetable]: which ticks are due, and which missed
   ones run (catch-up);
@@ -47,7 +47,7 @@ from .clock import CLOCK_REFRESH, DatabaseClock, Wakeup
 from .dispatch import Dispatcher
 from .fleet import PRESENCE_NAME, presence_name, worker_identity
 from .following import Following
-from .presence import Attendance
+from .reconnect import Attendance
 from .requests import RunRequests
 from .timetable import Timetable
 

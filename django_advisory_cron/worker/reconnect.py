@@ -1,4 +1,5 @@
-"""The worker's own connection, its presence: it names the worker (see
+"""The worker's reconnect policy: it opens the worker's own connection, its presence, and
+opens it again after a loss. The presence names the worker (see
 [fleet][django_advisory_cron.worker.fleet]), reads the clock, the run history and "run now"
 requests, and claims the worker's runs and holds their locks (a
 [ClaimConnection][django_advisory_cron.lock.shared.ClaimConnection]): one server connection

@@ -7,7 +7,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -31,10 +31,14 @@ from ..delivery.targets import by_name
 from ..jobs import catalog
 from ..jobs.definitions import Definition, to_job
 from ..jobs.job import Job, registry
+from ..jobs.options import OPTIONS, Group, Widget
 from ..models import Schedule
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ChoiceFilter
 from .jobs import jobs_page
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -44,32 +48,7 @@ logger = logging.getLogger("django_advisory_cron")
 #: [problems][django_advisory_cron.jobs.definitions.Definition.problems] words them); a
 #: problem no pattern matches shows above the form.
 PROBLEM_FIELDS = [
-    (re.compile(pattern), field)
-    for pattern, field in (
-        (
-            r"a schedule needs a name|the name |there is no job .* defined in code to override$",
-            "name",
-        ),
-        (r"there is no registered job ", "job"),
-        (r"job .* cannot be called with these arguments: ", "args"),
-        (r"there is no management command |manage\.py \S+ is not a command a schedule ", "command"),
-        (r".* is not a task a schedule may send", "job"),
-        (r"manage\.py \S+ has no option ", "kwargs"),
-        (r"manage\.py \S+(:| refuses) these arguments", "args"),
-        (r"the arguments must ", "args"),
-        (r"the keyword arguments must ", "kwargs"),
-        (r"the interval must ", "every"),
-        (r"a time zone |timezone ", "timezone"),
-        (r"bad cron expression: |'.*' never fires: ", "cron"),
-        (r"catch-up ", "catch_up"),
-        (r"the max lateness ", "max_lateness"),
-        (r"the timeout ", "timeout"),
-        (r"deliver |unknown delivery ", "deliver"),
-        (r"the schedule ends before it starts", "ends"),
-        (r"retries must ", "retries"),
-        (r"retry_backoff must |a retry back-off |the retry back-off ", "retry_backoff"),
-        (r"a schedule sent to [^;]* runs in ", "deliver"),
-    )
+    (re.compile(option.problems), option.name) for option in OPTIONS if option.problems
 ]
 
 
@@ -118,6 +97,26 @@ class InheritSelect(forms.NullBooleanSelect):
         self.choices = [("unknown", _("As its job does")), ("true", _("Yes")), ("false", _("No"))]
 
 
+#: The form's widget of each kind an option names.
+WIDGETS: dict[Widget, type[forms.Widget] | forms.Widget] = {
+    "area": forms.Textarea(attrs={"rows": 2, "cols": 60}),
+    "inherit": InheritSelect,
+}
+#: The form's headings, by the group an option names.
+TITLES: dict[Group, StrOrPromise | None] = {
+    "": None,
+    "calls": _("What it calls"),
+    "when": _("When"),
+    "options": _("Options"),
+    "around": _("Around the body"),
+}
+#: Each heading's title and its options, in the options' order.
+GROUPS = {
+    group: (title, tuple(option.name for option in OPTIONS if option.group == group))
+    for group, title in TITLES.items()
+}
+
+
 def choices(names: Iterable[str], current: str) -> list[tuple[str, str]]:
     """A blank choice, then ``names`` by name. ``current`` (the row's saved value) is offered
     too: editing a schedule whose job left the code shows that job, and the check says why it
@@ -153,67 +152,10 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
 
     class Meta:
         model = Schedule
-        fields = (
-            *("name", "override", "description", "job", "command", "args", "kwargs"),
-            *("cron", "every", "timezone", "enabled", "starts", "ends"),
-            *("catch_up", "max_lateness", "timeout", "deliver"),
-            *("retries", "retry_backoff", "at_most_once", "capture"),
-        )
-        widgets = {
-            "args": forms.Textarea(attrs={"rows": 2, "cols": 60}),
-            "kwargs": forms.Textarea(attrs={"rows": 2, "cols": 60}),
-            "at_most_once": InheritSelect,
-            "capture": InheritSelect,
-        }
+        fields = tuple(name for _group, names in GROUPS.values() for name in names)
+        widgets = {option.name: WIDGETS[option.widget] for option in OPTIONS if option.widget}
         help_texts = {
-            "name": _(
-                "The job name its runs, lock and ticks go by. For an override, the name of "
-                "the job defined in code."
-            ),
-            "override": _(
-                "Change the schedule (cron, interval, time zone, enabled) of the job of this "
-                "name defined in code, instead of adding a job. It calls nothing else."
-            ),
-            "args": _('A JSON list, such as ["nightly", 3].'),
-            "kwargs": _(
-                'A JSON object, such as {"note": "from the admin"}; for a command, its '
-                "options by name."
-            ),
-            "cron": _(
-                "Five fields (minute hour day month weekday), or six with the seconds last; "
-                "or leave it empty and give an interval."
-            ),
-            "every": _("An interval in seconds, instead of a cron expression."),
-            "timezone": _(
-                "The IANA time zone of the cron expression, such as Europe/Berlin (empty: "
-                "TIME_ZONE)."
-            ),
-            "enabled": _("A disabled schedule has no ticks; Run now still runs it."),
-            "catch_up": _("Which missed ticks run after a gap (empty: the CATCH_UP setting)."),
-            "deliver": _(
-                'Empty: the worker runs it; "tasks" or "tasks:<backend alias>": through '
-                "Django's Tasks framework."
-            ),
-            "starts": _("Its first possible tick (empty: no start)."),
-            "ends": _("Its last possible tick (empty: no end)."),
-            "retries": _(
-                "Call it again up to this many times after a failure, within its tick and "
-                "under its lock. Empty: as its job does (a command: none). Which errors are "
-                "retried is the job's retry_on, in code."
-            ),
-            "retry_backoff": _(
-                "Seconds before the first retry, doubled for each next one, with jitter. "
-                "Empty: as its job does (else 1). With retries set here."
-            ),
-            "at_most_once": _(
-                "Yes: a tick whose run was interrupted (a stop signal, kill -9) stays taken. "
-                "No: it is given back, and may run again. Empty: as its job does (a command: "
-                "no)."
-            ),
-            "capture": _(
-                "Keep what a run logs (its job's module logger; a command's output) with the "
-                "run. Empty: as its job does (a command: yes)."
-            ),
+            option.name: option.form_help for option in OPTIONS if option.form_help is not None
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -292,17 +234,10 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     search_fields = ("name", "job", "command", "description", "changed_by")
     readonly_fields = ("around_display", "created", "changed", "changed_by")
     list_per_page = 100
-    fieldsets = [
-        (None, {"fields": ("name", "override", "description")}),
-        (_("What it calls"), {"fields": ("job", "command", "args", "kwargs")}),
-        (_("When"), {"fields": ("cron", "every", "timezone", "enabled", "starts", "ends")}),
-        (_("Options"), {"fields": ("catch_up", "max_lateness", "timeout", "deliver")}),
-        (
-            _("Around the body"),
-            {"fields": ("around_display", "retries", "retry_backoff", "at_most_once", "capture")},
-        ),
-        (_("Changes"), {"fields": ("created", "changed", "changed_by")}),
-    ]
+    fieldsets: ClassVar[Any] = [
+        (title, {"fields": (*(("around_display",) if group == "around" else ()), *names)})
+        for group, (title, names) in GROUPS.items()
+    ] + [(_("Changes"), {"fields": ("created", "changed", "changed_by")})]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         """What applies around its body and who changed it when, once it exists."""

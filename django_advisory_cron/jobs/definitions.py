@@ -20,28 +20,33 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ..conf import CATCH_UP_CHOICES, CatchUp, app_settings
+from ..conf import app_settings
 from ..core.keys import job_key
 from ..core.retries import RetryPolicy, policy_problem
-from ..core.schedule import EPOCH, describe_interval, seconds_text, zone_problem
+from ..core.schedule import describe_interval, zone_problem
 from ..delivery.targets import RemoteCall, by_name
-from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, first_line
 from ..run.output import call_command_captured
 from .job import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
+from .options import (
+    AROUND,
+    BUILT,
+    CHECKED,
+    NOT_OVERRIDABLE,
+    OVERRIDABLE,
+    TEXT_FIELDS,
+    as_seconds,
+    duration,
+    kind_of,
+    optional_duration,
+)
 
-#: What happens around the body that a schedule may set (``None``: as its job does).
-AROUND = ("retries", "retry_backoff", "at_most_once", "capture")
-#: The fields of a job defined in code (or settings) that an override can change.
-OVERRIDABLE = ("cron", "every", "timezone", "enabled")
-#: The fields of a new schedule that an override must leave empty (its description is a note).
-NOT_OVERRIDABLE = ("catch_up", "max_lateness", "timeout", "deliver", "starts", "ends", *AROUND)
 #: The longest description a schedule stores (``Schedule.description``'s ``max_length``).
 MAX_DESCRIPTION = 500
 #: What a problem of a definition is about: its name, what it calls, its schedule, the rest.
@@ -49,35 +54,8 @@ ProblemKind = Literal["name", "target", "schedule", "options"]
 #: The characters a name cannot hold: controls (a newline would forge a log line), unpaired
 #: surrogates (not storable), and line and paragraph separators.
 UNPRINTABLE = ("Cc", "Cs", "Zl", "Zp")
-#: The longest of a schedule's durations (interval, timeout, max lateness, retry back-off): a
-#: year's, so that every tick, deadline and timer the job computes from it is in range.
-MAX_DURATION = timedelta(days=366)
-#: Each duration's field, its name for people, and its least value: an interval of a second
-#: (the worker's clock), the others of a microsecond (what a ``timedelta`` holds).
-DURATIONS = {
-    "every": ("interval", timedelta(seconds=1)),
-    "timeout": ("timeout", timedelta(microseconds=1)),
-    "max_lateness": ("max lateness", timedelta(microseconds=1)),
-    "retry_backoff": ("retry back-off", timedelta(microseconds=1)),
-}
-#: The first and last times a schedule may start or end at (its ticks are counted from the
-#: first, and a time near the years 1 or 9999 leaves no room to count).
-EARLIEST = EPOCH
-LATEST = datetime(9999, 1, 1, tzinfo=EPOCH.tzinfo)
 #: The most retries a schedule sets within one tick.
 MAX_RETRIES = 100
-#: The text columns of a schedule (their lengths are the model's), and their arguments, by
-#: what people call them; its name has rules of its own (``UNPRINTABLE``, ``MAX_JOB_NAME``).
-TEXT_FIELDS = {
-    "job": "job",
-    "command": "command",
-    "cron": "cron expression",
-    "timezone": "time zone",
-    "deliver": "delivery",
-    "description": "description",
-    "args": "arguments",
-    "kwargs": "keyword arguments",
-}
 #: What PostgreSQL cannot store in text or ``jsonb``: NUL, and a lone surrogate (which
 #: cannot be encoded in UTF-8).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -221,9 +199,9 @@ class Definition:
         if bool(self.job) == bool(self.command):
             return ["a schedule calls either a job or a management command (one of the two)"]
         if not isinstance(self.args, list):
-            return [f"the arguments must be a JSON list, not {_text(self.args)}"]
+            return [f"the arguments must be a JSON list, not {kind_of(self.args)}"]
         if not isinstance(self.kwargs, dict):
-            return [f"the keyword arguments must be a JSON object, not {_text(self.kwargs)}"]
+            return [f"the keyword arguments must be a JSON object, not {kind_of(self.kwargs)}"]
         named = by_name(self.deliver)
         if named:
             if self.command:
@@ -272,24 +250,9 @@ class Definition:
 
     def _option_problems(self) -> list[str]:
         problems = []
-        if self.catch_up and self.catch_up not in CATCH_UP_CHOICES:
-            problems.append(
-                f"catch-up must be one of {', '.join(CATCH_UP_CHOICES)}, not {self.catch_up!r}"
-            )
-        for name in ("max_lateness", "timeout"):
+        for name, build in CHECKED.items():
             try:
-                _optional(name, getattr(self, name))
-            except ValueError as error:
-                problems.append(str(error))
-        for name, moment in (("start", self.starts), ("end", self.ends)):
-            if moment is not None and not EARLIEST <= moment < LATEST:
-                problems.append(
-                    f"the {name} must be from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} (UTC), "
-                    f"not {moment.isoformat()}"
-                )
-        if self.deliver:
-            try:
-                parse_deliver(self.deliver)
+                build(getattr(self, name))
             except ValueError as error:
                 problems.append(str(error))
         if self.starts and self.ends and self.ends <= self.starts:
@@ -339,7 +302,7 @@ class Definition:
         if self.retries is not None and self.retries > MAX_RETRIES:
             return [f"retries must be a whole number from 0 to {MAX_RETRIES}, not {self.retries}"]
         try:
-            _optional("retry_backoff", self.retry_backoff)
+            optional_duration("retry_backoff", self.retry_backoff)
         except ValueError as error:
             return [str(error)]
         if self.retry_backoff is not None and not self.retries:
@@ -368,38 +331,6 @@ def one_line(name: str) -> str:
     )
 
 
-def duration(name: str, seconds: object) -> timedelta:
-    """The duration field ``name`` (of ``DURATIONS``) says, ``seconds``, as the job is built
-    with it. Raises ``ValueError``, in one line with the bounds, for what is no number of
-    seconds or, once a ``timedelta`` (whole microseconds), out of them."""
-    what, least = DURATIONS[name]
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise ValueError(f"the {what} must be a number of seconds, not {_text(seconds)}")
-    try:
-        made: timedelta | None = timedelta(seconds=seconds)
-    except (OverflowError, ValueError):  # too many days, or NaN
-        made = None
-    if made is None or not least <= made <= MAX_DURATION:
-        raise ValueError(
-            f"the {what} must be a number of seconds from "
-            f"{seconds_text(least.total_seconds())} to "
-            f"{seconds_text(MAX_DURATION.total_seconds())} ({MAX_DURATION.days} days), "
-            f"not {seconds:g}"
-        )
-    return made
-
-
-def _optional(name: str, seconds: object) -> timedelta | None:
-    """``duration``, or ``None`` when the field is not set."""
-    return None if seconds is None else duration(name, seconds)
-
-
-def _seconds(name: str, seconds: float | None) -> float | None:
-    """``duration``, as the float seconds a job holds (``None``: not set)."""
-    made = _optional(name, seconds)
-    return None if made is None else made.total_seconds()
-
-
 def _texts(value: object) -> Iterator[str]:
     """Every string in a JSON-like ``value``: its keys and its values, however nested."""
     if isinstance(value, str):
@@ -411,10 +342,6 @@ def _texts(value: object) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _texts(item)
-
-
-def _text(value: object) -> str:
-    return type(value).__name__ if not isinstance(value, str) else repr(value)
 
 
 def _job_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
@@ -525,23 +452,14 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
     return Job(
         func=run,
         name=definition.name,
-        cron=definition.cron or None,
-        every=_optional("every", definition.every),
-        timezone=definition.timezone or None,
         using=using,
-        catch_up=_catch_up(definition.catch_up),
-        max_lateness=_seconds("max_lateness", definition.max_lateness),
-        timeout=_seconds("timeout", definition.timeout),
-        deliver=definition.deliver or None,
         at_most_once=once,
         retry=retry,
         capture=capture,
         description=description,
         source=source,
         edited=definition.changed,
-        enabled=definition.enabled,
-        starts=definition.starts,
-        ends=definition.ends,
+        **{name: build(getattr(definition, name)) for name, build in BUILT.items()},
     )
 
 
@@ -550,7 +468,7 @@ def overridden(job: Job[..., Any], override: Definition) -> Job[..., Any]:
     changes: dict[str, Any] = {"enabled": override.enabled}
     if override.cron or override.every is not None:
         changes["cron"] = override.cron or None
-        changes["every"] = _optional("every", override.every)
+        changes["every"] = optional_duration("every", override.every)
         changes["timezone"] = override.timezone or None
     differs = tuple(
         name for name in OVERRIDABLE if changes.get(name, getattr(job, name)) != getattr(job, name)
@@ -566,12 +484,5 @@ def _retry(definition: Definition, inherited: RetryPolicy | None) -> RetryPolicy
     if not definition.retries:
         return None
     base = inherited or RetryPolicy(0)
-    backoff = _seconds("retry_backoff", definition.retry_backoff) or base.backoff
+    backoff = as_seconds("retry_backoff", definition.retry_backoff) or base.backoff
     return dataclasses.replace(base, retries=definition.retries, backoff=backoff)
-
-
-def _catch_up(value: str) -> CatchUp | None:
-    for choice in CATCH_UP_CHOICES:
-        if value == choice:
-            return choice
-    return None

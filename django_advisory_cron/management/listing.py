@@ -14,11 +14,15 @@ from ..db.execute import database_now
 from ..jobs.catalog import Catalog
 from ..jobs.definitions import one_line
 from ..jobs.job import Job
+from ..jobs.options import OPTIONS
 from ..models import JobRun
 from ..ops.charts import human_duration
 from ..ops.status import JobStatus, job_statuses
 from ..worker.fleet import live_workers
 
+#: The options ``--json`` shows of a job as it runs (a database schedule's own, or its job's;
+#: ``at_most_once`` is among the status's facts).
+_SHOWN = {option.name: option.shown for option in OPTIONS if option.shown is not None}
 #: What an override can change, as ``cronjob list`` says it.
 _OVERRIDE_WORDS = {"cron": "schedule", "every": "schedule", "timezone": "schedule"}
 
@@ -32,11 +36,9 @@ def job_list(found: Catalog, alias: str, as_json: bool) -> list[str]:
         jobs = [
             {
                 **status.as_dict(),
-                "deliver": status.job.deliver,
                 "source": status.job.source,
                 "overridden": list(status.job.overridden),
-                "enabled": status.job.enabled,
-                **_around(status.job),
+                **{name: shown(status.job) for name, shown in _SHOWN.items()},
             }
             for status in statuses
         ]
@@ -140,17 +142,6 @@ def _listed(status: JobStatus, found: Catalog) -> list[str]:
         job.deliver or "-",
         "; ".join(said) or "active",
     ]
-
-
-def _around(job: Job[Any, Any]) -> dict[str, Any]:
-    """What happens around its body, as it runs (a database schedule's own, or its job's);
-    ``at_most_once`` is among the status's facts."""
-    retry = job.retry
-    return {
-        "retries": 0 if retry is None else retry.retries,
-        "retry_backoff": None if retry is None else retry.backoff,
-        "capture": job.capture is not None,
-    }
 
 
 def _source(job: Job[Any, Any], found: Catalog) -> str:

@@ -13,83 +13,19 @@ import typing
 from datetime import datetime
 from typing import Any
 
-from ..delivery import targets
 from ..jobs.declared import aware
-from ..jobs.definitions import OVERRIDABLE, Definition
+from ..jobs.definitions import Definition
 from ..jobs.job import Job
+from ..jobs.options import OPTIONS, OVERRIDABLE
 from .arguments import number
 from .arguments import text as utf8_text
 
-
-def _deliver_help() -> str:
-    """``--deliver``'s help: the targets as they registered themselves."""
-    known = targets.registered()
-    schemes = ", or ".join(f"{target.scheme}[:<{target.where}>]" for target in known)
-    named = "".join(f" (--job then names the {t.by_name.task})" for t in known if t.by_name)
-    return f"hand its ticks to a queue (deliver=): {schemes}{named}"
-
-
-#: Each option: its flag, the definition field it sets (its ``dest`` is ``set_FIELD``: Django
-#: takes ``args`` for itself), and its metavar and help.
-SCHEDULE_OPTIONS = (
-    ("--job", "job", "JOB", "the registered job it calls"),
-    ("--command", "command", "COMMAND", "the management command it calls"),
-    (
-        "--args",
-        "args",
-        "JSON",
-        "the arguments, a JSON list: '[\"daily\", 2]' (for a command: its command-line "
-        'arguments, \'["--days", "30"]\')',
-    ),
-    ("--kwargs", "kwargs", "JSON", "the keyword arguments (a command's options), a JSON object"),
-    ("--schedule", "cron", "CRON", "a five- or six-field cron expression: '0 2 * * *'"),
-    ("--timezone", "timezone", "ZONE", "the zone the cron expression is read in (else TIME_ZONE)"),
-    ("--every", "every", "SECONDS", "an interval instead of a cron expression, in seconds"),
-    ("--catch-up", "catch_up", "POLICY", "which missed ticks run: latest, all or none"),
-    ("--max-lateness", "max_lateness", "SECONDS", "a tick later than this is skipped"),
-    ("--timeout", "timeout", "SECONDS", "stop a run that takes longer"),
-    (
-        "--deliver",
-        "deliver",
-        "TARGET",
-        _deliver_help(),
-    ),
-    ("--description", "description", "TEXT", "what it is for, for the others"),
-    (
-        "--starts",
-        "starts",
-        "WHEN",
-        "its first possible tick, ISO 8601 (in TIME_ZONE without offset)",
-    ),
-    ("--ends", "ends", "WHEN", "its last possible tick, ISO 8601"),
-    (
-        "--retries",
-        "retries",
-        "N",
-        "call it again up to N times after a failure, within its tick (empty: as its job "
-        "does; a command: none)",
-    ),
-    (
-        "--retry-backoff",
-        "retry_backoff",
-        "SECONDS",
-        "the wait before the first retry, doubled for each next one (with --retries; empty: "
-        "as its job does, else 1)",
-    ),
-    (
-        "--at-most-once",
-        "at_most_once",
-        "yes|no",
-        "yes: a tick whose run was interrupted stays taken; no: it is given back to run again "
-        "(empty: as its job does; a command: no)",
-    ),
-    (
-        "--capture",
-        "capture",
-        "yes|no",
-        "keep what a run logs (a command: its output) with the run (empty: as its job does; "
-        "a command: yes)",
-    ),
+#: Each option's flag, the definition field it sets (its ``dest`` is ``set_FIELD``: Django
+#: takes ``args`` for itself), and its metavar and help, from the options' table.
+SCHEDULE_OPTIONS = tuple(
+    (option.flag, option.name, option.metavar, option.help_text())
+    for option in OPTIONS
+    if option.flag
 )
 #: The flag of each field, for messages.
 FLAGS = {field: flag for flag, field, _metavar, _help in SCHEDULE_OPTIONS}

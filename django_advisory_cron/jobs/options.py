@@ -1,0 +1,362 @@
+"""A schedule's options, defined once: each one's name (the
+[Definition][django_advisory_cron.jobs.definitions.Definition]'s field and the schedule row's
+column), what people call it, its key in ``ADVISORY_CRON["SCHEDULES"]``, its flag of
+``cronjob add``/``edit``, its place and help on the admin's form, whether an override may set
+it, how ``cronjob list --json`` shows it, and the one conversion that both checks a value and
+builds what the job holds. The settings' reader, the command's flags, the admin's form, the
+definition's rules and the JSON listing are made from this table, so that a new option is
+added here, to the model and in a migration (and where it acts), nowhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from django.utils.translation import gettext_lazy as _
+
+from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core.schedule import EPOCH, seconds_text
+from ..delivery import targets
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
+    from .job import Job
+
+#: Where an option shows on the admin's form: the heading it is under (the admin names them).
+Group = Literal["", "calls", "when", "options", "around"]
+#: How the admin's form shows it besides the model field's own widget: a text area, or yes,
+#: no or empty for "as its job does".
+Widget = Literal["", "area", "inherit"]
+
+#: The longest of a schedule's durations (interval, timeout, max lateness, retry back-off): a
+#: year's, so that every tick, deadline and timer the job computes from it is in range.
+MAX_DURATION = timedelta(days=366)
+#: The first and last times a schedule may start or end at (its ticks are counted from them,
+#: and a time near the years 1 or 9999 leaves no room to count); every reader holds them: a
+#: date-time in any zone, ``timestamptz``, ISO 8601 text.
+EARLIEST = EPOCH
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a schedule."""
+
+    #: The definition's field and the schedule row's column.
+    name: str
+    #: What people call it, in a refusal ("the max lateness must ...").
+    what: str
+    #: Its key in ``ADVISORY_CRON["SCHEDULES"]`` (``None``: not one of its keys).
+    key: str | None
+    #: Its flag of ``cronjob add`` and ``edit``, the flag's metavar and help; or, without a
+    #: flag, how the command sets it instead.
+    flag: str | None
+    metavar: str
+    help: str | Callable[[], str]
+    #: Where it shows on the admin's form, its help there (``None``: the form's own), and
+    #: its widget there.
+    group: Group
+    form_help: StrOrPromise | None = None
+    widget: Widget = ""
+    #: Whether an override of a job defined in code may change it.
+    overridable: bool = False
+    #: Whether it sets what happens around the body (``None``: as its job does).
+    around: bool = False
+    #: A duration's least value (``None``: no duration): what ``build`` checks it against.
+    least: timedelta | None = None
+    #: Text the database must store: a column whose length the model bounds, or JSON; a NUL
+    #: or a lone surrogate in it is refused.
+    text: bool = False
+    #: How ``cronjob list --json`` shows it, of the job as it runs (``None``: not there, or
+    #: among the status's facts).
+    shown: Callable[[Job[..., Any]], Any] | None = None
+    #: What the job's field of its name holds for the definition's value, the one conversion
+    #: that checks it too: it raises ``ValueError``, in one line, for what the rules refuse
+    #: (``None``: the job is built from it otherwise).
+    build: Callable[[Any], Any] | None = None
+    #: The start of the problems the admin's form shows at this field, as a pattern.
+    problems: str = ""
+
+    def help_text(self) -> str:
+        """The flag's help (the delivery targets' is made from them as they registered)."""
+        return self.help if isinstance(self.help, str) else self.help()
+
+
+def duration(name: str, seconds: object) -> timedelta:
+    """The duration option ``name`` says, ``seconds``, as the job is built with it. Raises
+    ``ValueError``, in one line with the bounds, for what is no number of seconds or, once a
+    ``timedelta`` (whole microseconds), out of them."""
+    option = BY_NAME[name]
+    least = option.least
+    assert least is not None, f"{name} is no duration"
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ValueError(f"the {option.what} must be a number of seconds, not {kind_of(seconds)}")
+    try:
+        made: timedelta | None = timedelta(seconds=seconds)
+    except (OverflowError, ValueError):  # too many days, or NaN
+        made = None
+    if made is None or not least <= made <= MAX_DURATION:
+        raise ValueError(
+            f"the {option.what} must be a number of seconds from "
+            f"{seconds_text(least.total_seconds())} to "
+            f"{seconds_text(MAX_DURATION.total_seconds())} ({MAX_DURATION.days} days), "
+            f"not {seconds:g}"
+        )
+    return made
+
+
+def optional_duration(name: str, seconds: object) -> timedelta | None:
+    """``duration``, or ``None`` when the option is not set."""
+    return None if seconds is None else duration(name, seconds)
+
+
+def as_seconds(name: str, value: object) -> float | None:
+    """``duration``, as the float seconds a job holds (``None``: not set)."""
+    made = optional_duration(name, value)
+    return None if made is None else made.total_seconds()
+
+
+def catch_up_policy(value: str) -> CatchUp | None:
+    """The catch-up policy ``value`` names (``""``: the ``CATCH_UP`` setting's). Raises
+    ``ValueError`` for another."""
+    if not value:
+        return None
+    for choice in CATCH_UP_CHOICES:
+        if value == choice:
+            return choice
+    raise ValueError(f"catch-up must be one of {', '.join(CATCH_UP_CHOICES)}, not {value!r}")
+
+
+def within_span(name: str, value: datetime | None) -> datetime | None:
+    """The start or end ``value`` (``None``: none). Raises ``ValueError`` outside
+    ``EARLIEST`` to ``LATEST``."""
+    if value is not None and not EARLIEST <= value < LATEST:
+        raise ValueError(
+            f"the {BY_NAME[name].what} must be from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} "
+            f"(UTC), not {value.isoformat()}"
+        )
+    return value
+
+
+def kind_of(value: object) -> str:
+    """``value`` as a refusal names it: a text as itself, anything else by its type."""
+    return type(value).__name__ if not isinstance(value, str) else repr(value)
+
+
+def delivery(value: str) -> str | None:
+    """Where its ticks are delivered (``""``: run in place). Raises ``ValueError`` for a
+    target no delivery registered."""
+    if value:
+        targets.parse(value)
+    return value or None
+
+
+def _or_none(value: str) -> str | None:
+    return value or None
+
+
+def _deliver_help() -> str:
+    """``--deliver``'s help: the targets as they registered themselves."""
+    known = targets.registered()
+    schemes = ", or ".join(f"{target.scheme}[:<{target.where}>]" for target in known)
+    named = "".join(f" (--job then names the {t.by_name.task})" for t in known if t.by_name)
+    return f"hand its ticks to a queue (deliver=): {schemes}{named}"
+
+
+def _retries(job: Job[..., Any]) -> int:
+    return 0 if job.retry is None else job.retry.retries
+
+
+def _backoff(job: Job[..., Any]) -> float | None:
+    return None if job.retry is None else job.retry.backoff
+
+
+#: Every option, in the order of the settings' keys and of the admin's form within each of
+#: its headings.
+OPTIONS = (
+    Option(
+        "name", "name", "name", None, "NAME", "the command's NAME", "",
+        _(
+            "The job name its runs, lock and ticks go by. For an override, the name of the job "
+            "defined in code."
+        ),
+        problems=(
+            r"a schedule needs a name|the name |there is no job .* defined in code to override$"
+        ),
+    ),
+    Option(
+        "job", "job", "job", "--job", "JOB", "the registered job it calls", "calls", text=True,
+        problems=r"there is no registered job |.* is not a task a schedule may send",
+    ),
+    Option(
+        "command", "command", "command", "--command", "COMMAND",
+        "the management command it calls", "calls", text=True,
+        problems=r"there is no management command |manage\.py \S+ is not a command a schedule ",
+    ),
+    Option(
+        "args", "arguments", "args", "--args", "JSON",
+        "the arguments, a JSON list: '[\"daily\", 2]' (for a command: its command-line "
+        'arguments, \'["--days", "30"]\')',
+        "calls", _('A JSON list, such as ["nightly", 3].'), "area", text=True,
+        problems=(
+            r"job .* cannot be called with these arguments: "
+            r"|manage\.py \S+(:| refuses) these arguments|the arguments must "
+        ),
+    ),
+    Option(
+        "kwargs", "keyword arguments", "kwargs", "--kwargs", "JSON",
+        "the keyword arguments (a command's options), a JSON object", "calls",
+        _(
+            'A JSON object, such as {"note": "from the admin"}; for a command, its options by '
+            "name."
+        ),
+        "area", text=True,
+        problems=r"manage\.py \S+ has no option |the keyword arguments must ",
+    ),
+    Option(
+        "cron", "cron expression", "schedule", "--schedule", "CRON",
+        "a five- or six-field cron expression: '0 2 * * *'", "when",
+        _(
+            "Five fields (minute hour day month weekday), or six with the seconds last; or "
+            "leave it empty and give an interval."
+        ),
+        overridable=True, text=True,
+        build=_or_none, problems=r"bad cron expression: |'.*' never fires: ",
+    ),
+    Option(
+        "every", "interval", "every", "--every", "SECONDS",
+        "an interval instead of a cron expression, in seconds", "when",
+        _("An interval in seconds, instead of a cron expression."),
+        overridable=True, least=timedelta(seconds=1),
+        build=lambda value: optional_duration("every", value), problems=r"the interval must ",
+    ),
+    Option(
+        "timezone", "time zone", "timezone", "--timezone", "ZONE",
+        "the zone the cron expression is read in (else TIME_ZONE)", "when",
+        _("The IANA time zone of the cron expression, such as Europe/Berlin (empty: TIME_ZONE)."),
+        overridable=True, text=True,
+        build=_or_none, problems=r"a time zone |timezone ",
+    ),
+    Option(
+        "enabled", "enabled", "enabled", None, "", "--enable or --disable (add: --disabled)",
+        "when", _("A disabled schedule has no ticks; Run now still runs it."),
+        overridable=True, shown=lambda job: job.enabled,
+        build=bool,
+    ),
+    Option(
+        "override", "override", None, None, "",
+        "edit NAME of a job defined in code or settings", "",
+        _(
+            "Change the schedule (cron, interval, time zone, enabled) of the job of this name "
+            "defined in code, instead of adding a job. It calls nothing else."
+        ),
+    ),
+    Option(
+        "catch_up", "catch-up", "catch_up", "--catch-up", "POLICY",
+        "which missed ticks run: latest, all or none", "options",
+        _("Which missed ticks run after a gap (empty: the CATCH_UP setting)."),
+        build=catch_up_policy, problems="catch-up ",
+    ),
+    Option(
+        "max_lateness", "max lateness", "max_lateness", "--max-lateness", "SECONDS",
+        "a tick later than this is skipped", "options", least=timedelta(microseconds=1),
+        build=lambda value: as_seconds("max_lateness", value), problems="the max lateness ",
+    ),
+    Option(
+        "timeout", "timeout", "timeout", "--timeout", "SECONDS", "stop a run that takes longer",
+        "options", least=timedelta(microseconds=1),
+        build=lambda value: as_seconds("timeout", value), problems="the timeout ",
+    ),
+    Option(
+        "deliver", "delivery", "deliver", "--deliver", "TARGET", _deliver_help, "options",
+        _(
+            'Empty: the worker runs it; "tasks" or "tasks:<backend alias>": through Django\'s '
+            "Tasks framework."
+        ),
+        text=True, shown=lambda job: job.deliver,
+        build=delivery, problems="deliver |unknown delivery |a schedule sent to [^;]* runs in ",
+    ),
+    Option(
+        "description", "description", "description", "--description", "TEXT",
+        "what it is for, for the others", "", text=True,
+    ),
+    Option(
+        "starts", "start", "starts", "--starts", "WHEN",
+        "its first possible tick, ISO 8601 (in TIME_ZONE without offset)", "when",
+        _("Its first possible tick (empty: no start)."),
+        build=lambda value: within_span("starts", value),
+    ),
+    Option(
+        "ends", "end", "ends", "--ends", "WHEN", "its last possible tick, ISO 8601", "when",
+        _("Its last possible tick (empty: no end)."),
+        build=lambda value: within_span("ends", value),
+        problems="the schedule ends before it starts",
+    ),
+    Option(
+        "retries", "retries", "retries", "--retries", "N",
+        "call it again up to N times after a failure, within its tick (empty: as its job "
+        "does; a command: none)",
+        "around",
+        _(
+            "Call it again up to this many times after a failure, within its tick and under "
+            "its lock. Empty: as its job does (a command: none). Which errors are retried is "
+            "the job's retry_on, in code."
+        ),
+        around=True, shown=_retries,
+        problems="retries must ",
+    ),
+    Option(
+        "retry_backoff", "retry back-off", "retry_backoff", "--retry-backoff", "SECONDS",
+        "the wait before the first retry, doubled for each next one (with --retries; empty: "
+        "as its job does, else 1)",
+        "around",
+        _(
+            "Seconds before the first retry, doubled for each next one, with jitter. Empty: as "
+            "its job does (else 1). With retries set here."
+        ),
+        around=True, least=timedelta(microseconds=1), shown=_backoff,
+        problems="retry_backoff must |a retry back-off |the retry back-off ",
+    ),
+    Option(
+        "at_most_once", "at most once", "at_most_once", "--at-most-once", "yes|no",
+        "yes: a tick whose run was interrupted stays taken; no: it is given back to run again "
+        "(empty: as its job does; a command: no)",
+        "around",
+        _(
+            "Yes: a tick whose run was interrupted (a stop signal, kill -9) stays taken. No: it "
+            "is given back, and may run again. Empty: as its job does (a command: no)."
+        ),
+        "inherit", around=True,
+    ),
+    Option(
+        "capture", "captured output", "capture", "--capture", "yes|no",
+        "keep what a run logs (a command: its output) with the run (empty: as its job does; "
+        "a command: yes)",
+        "around",
+        _(
+            "Keep what a run logs (its job's module logger; a command's output) with the run. "
+            "Empty: as its job does (a command: yes)."
+        ),
+        "inherit", around=True, shown=lambda job: job.capture is not None,
+    ),
+)  # fmt: skip
+BY_NAME = {option.name: option for option in OPTIONS}
+#: What an override of a job defined in code or settings changes.
+OVERRIDABLE = tuple(option.name for option in OPTIONS if option.overridable)
+#: What happens around the body that a schedule may set (``None``: as its job does).
+AROUND = tuple(option.name for option in OPTIONS if option.around)
+#: The options a job is built from as they are, each by the conversion that checks it.
+BUILT = {option.name: option.build for option in OPTIONS if option.build is not None}
+#: Those a definition's options are judged by alone: not its schedule (cron, interval, zone),
+#: which is judged as a whole.
+CHECKED = {name: build for name, build in BUILT.items() if not BY_NAME[name].overridable}
+#: What an override must leave empty (its description is a note, and what it calls is judged
+#: apart).
+NOT_OVERRIDABLE = (*CHECKED, *AROUND)
+#: The durations, in seconds.
+DURATIONS = tuple(option.name for option in OPTIONS if option.least is not None)
+#: The text columns (their lengths are the model's) and the JSON ones, by what people call them.
+TEXT_FIELDS = {option.name: option.what for option in OPTIONS if option.text}

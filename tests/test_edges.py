@@ -24,7 +24,7 @@ from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.pglocks import holders
-from tests.waiting import wait_for
+from tests.waiting import CLAIM, wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -177,7 +177,9 @@ def test_a_signal_during_the_finishing_statement_keeps_the_tick(
     false "lock lost". Now the statement completes, then the signal is acted on."""
     slow_statement(observer, "UPDATE", 1.5)
     process = spawn("runlocked", "edge_quick_scheduled")
-    wait_for(lambda: in_statement(observer, "pg_advisory_unlock"), timeout=20, interval=0.01)
+    # The finish (update and unlock in one statement); the claim names pg_advisory_unlock too.
+    finishing = 'WITH w AS (UPDATE "django_advisory_cron_jobrun"'
+    wait_for(lambda: in_statement(observer, finishing), timeout=20, interval=0.01)
     process.send_signal(signum)
     _out, err = process.communicate(timeout=30)
     assert process.returncode == code, err
@@ -202,7 +204,8 @@ def test_sigterm_while_the_lock_is_being_taken_records_the_run_interrupted(
     ``running`` row stayed behind although exit 143 promised "recorded as interrupted"."""
     slow_statement(observer, "INSERT", 1.5)
     process = spawn("runlocked", "edge_quick_scheduled")
-    wait_for(lambda: in_statement(observer, "pg_try_advisory_lock"), timeout=20, interval=0.01)
+    # The claim (its lock attempt lies past the 1,024 bytes of it pg_stat_activity keeps).
+    wait_for(lambda: in_statement(observer, CLAIM), timeout=20, interval=0.01)
     process.send_signal(signal.SIGTERM)
     _out, err = process.communicate(timeout=30)
     assert process.returncode == exitcodes.SIGTERM, err

@@ -39,7 +39,6 @@ def register() -> None:
     checks.register(check_lock_database, CHECK_TAG)
     checks.register(check_jobs, CHECK_TAG)
     checks.register(check_schedules, CHECK_TAG)
-    checks.register(check_max_skew, CHECK_TAG)
     checks.register(check_monitoring, CHECK_TAG)
     checks.register(check_connection_footprint, CHECK_TAG, checks.Tags.database)
     pooler_checks.register()
@@ -227,42 +226,6 @@ def _option_errors() -> list[checks.CheckMessage]:
             if problem
         )
     return errors
-
-
-def check_max_skew(
-    app_configs: Sequence[Any] | None = None, **kwargs: Any
-) -> list[checks.CheckMessage]:
-    """W007: for sub-minute schedules, ``MAX_SKEW`` must stay below half the shortest interval
-    between a job's ticks, or a run between two ticks is within ``MAX_SKEW`` of both.
-
-    Schedules of a minute or more are left alone: with the default ``MAX_SKEW`` of 60 s an
-    every-minute job still gets the nearest tick (the documented behaviour), and warning on
-    the most common schedule with the default setting would only teach people to silence it.
-    """
-    if any(problem.key == "MAX_SKEW" for problem in conf.problems()):
-        return []  # reported by check_settings
-    skew = app_settings.MAX_SKEW
-    warnings: list[checks.CheckMessage] = []
-    for job in registry.all():
-        try:
-            schedule = job.schedule
-        except InvalidSchedule:
-            continue  # E005
-        if schedule is None:
-            continue
-        gap = schedule.min_interval.total_seconds()
-        if gap < 60 and gap <= 2 * skew:
-            warnings.append(
-                checks.Warning(
-                    f"Job {job.name!r} ({job.schedule_text}) has ticks {gap:g}s apart, but "
-                    f"MAX_SKEW is {skew:g}s: a run between two ticks is within MAX_SKEW of "
-                    "both, so two ticks compete for one run.",
-                    hint=f"Lower ADVISORY_CRON['MAX_SKEW'] below {gap / 2:g}s (half the "
-                    "shortest interval between the job's ticks), or schedule it less often.",
-                    id=check_id("W007"),
-                )
-            )
-    return warnings
 
 
 def check_monitoring(

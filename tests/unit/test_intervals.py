@@ -11,12 +11,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from django.core import checks
 from django.test import override_settings
 
 from django_advisory_cron import locked_task, registry
-from django_advisory_cron.checks.configuration import check_max_skew
-from django_advisory_cron.conf import CHECK_TAG
 from django_advisory_cron.contrib import django_q as q2
 from django_advisory_cron.contrib.django_q.checks import check_unsyncable_jobs
 from django_advisory_cron.contrib.django_q.schedules import unsyncable
@@ -286,38 +283,6 @@ def test_decorator_validates_every(kwargs: dict[str, Any], message: str) -> None
 
 
 # --- checks and displays -------------------------------------------------------------------
-
-
-def skew_warnings(job: str) -> list[checks.CheckMessage]:
-    return [message for message in check_max_skew() if f"'{job}'" in message.msg]
-
-
-@pytest.mark.usefixtures("fresh_registry")
-def test_max_skew_must_be_below_half_the_tick_interval() -> None:
-    locked_task(name="two_seconds", every=2)(lambda: None)
-    locked_task(name="three_seconds", every=3)(lambda: None)
-    locked_task(name="cron_two_seconds", schedule="* * * * * */2")(lambda: None)
-    locked_task(name="cron_bad", schedule="* * * * * 61")(lambda: None)  # E005, not W007
-    with override_settings(ADVISORY_CRON={"MAX_SKEW": 1}):
-        [warning] = skew_warnings("two_seconds")
-        assert warning.id == "django_advisory_cron.W007"
-        assert "2s apart" in warning.msg and "MAX_SKEW is 1s" in warning.msg
-        assert "below 1s" in (warning.hint or "")
-        assert skew_warnings("three_seconds") == []
-        assert [w.id for w in skew_warnings("cron_two_seconds")] == ["django_advisory_cron.W007"]
-        assert skew_warnings("cron_bad") == []
-    with override_settings(ADVISORY_CRON={"MAX_SKEW": 0.5}):
-        assert skew_warnings("two_seconds") == skew_warnings("cron_two_seconds") == []
-    with override_settings(ADVISORY_CRON={"MAX_SKEW": -1}):
-        assert check_max_skew() == []  # the invalid setting is E103's
-    # Schedules of a minute or more keep the default MAX_SKEW (60 s) without a warning.
-    assert skew_warnings("q2_every_minute") == []
-
-
-def test_w007_is_registered_with_the_app_tag() -> None:
-    registered = {getattr(check, "__name__", "") for check in checks.registry.registry.get_checks()}
-    assert "check_max_skew" in registered
-    assert getattr(check_max_skew, "tags", ()) == (CHECK_TAG,)
 
 
 @pytest.mark.usefixtures("fresh_registry")

@@ -219,7 +219,14 @@ NAME_TAKEN = (
 )
 BAD_INPUT = [
     (["--job", "marc", "--every", "60"], "there is no registered job 'marc'"),
-    (["--command", "nosuch", "--every", "60"], "there is no management command 'nosuch'"),
+    (
+        ["--command", "nosuch", "--every", "60"],
+        "there is no management command 'nosuch'; see manage.py help",
+    ),
+    (
+        ["--command", "clearsesions", "--every", "60"],
+        "there is no management command 'clearsesions'; did you mean clearsessions?",
+    ),
     (
         ["--job", "mark", "--args", "[1, 2, 3, 4]", "--every", "60"],
         "job 'mark' cannot be called with these arguments: too many positional arguments",

@@ -28,6 +28,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ..conf import app_settings
 from ..core.keys import job_key
+from ..core.names import did_you_mean
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import describe_interval, zone_problem
 from ..delivery.targets import RemoteCall, by_name
@@ -371,7 +372,8 @@ def _command_call_problems(
 ) -> list[str]:
     commands = get_commands()
     if name not in commands:
-        return [f"there is no management command {name!r}"]
+        hint = did_you_mean(name, commands, "see manage.py help")
+        return [f"there is no management command {name!r}{hint}"]
     if allowed_only and name not in app_settings.SCHEDULE_COMMANDS:
         return [
             f"manage.py {name} is not a command a schedule may call; add {name!r} to "

@@ -6,7 +6,6 @@ database's schedules."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
@@ -28,6 +27,7 @@ from django.db import (
 
 from .. import exitcodes
 from ..conf import APP_LABEL, CHECK_TAG, check_id
+from ..core.names import did_you_mean
 from ..db.connections import bound_connect, read_only, refusing_writes, unavailable
 from ..exceptions import (
     CommandFailed,
@@ -208,13 +208,6 @@ class AppCommand(BaseCommand):
         """Print one line to stderr, named after the command, and exit with ``code``."""
         self.stderr.write(f"{self.command_name}: {message}")
         sys.exit(code)
-
-
-def did_you_mean(name: str, candidates: Iterable[str], otherwise: str) -> str:
-    """``"; did you mean a, b?"`` with up to three close matches of ``name``, else
-    ``"; " + otherwise`` (what to do to see the names)."""
-    close = difflib.get_close_matches(name, list(candidates), n=3)
-    return f"; did you mean {', '.join(close)}?" if close else f"; {otherwise}"
 
 
 def no_job_named(names: list[str], otherwise: str, known: Iterable[str] | None = None) -> str:

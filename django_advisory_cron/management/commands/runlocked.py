@@ -14,6 +14,7 @@ from django.core.management.base import CommandParser
 from ... import exitcodes
 from ...conf import app_settings
 from ...core import moments
+from ...core.names import did_you_mean
 from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
 from ...delivery import targets
@@ -23,7 +24,7 @@ from ...jobs.job import Job, registry
 from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
 from ..arguments import EXIT_STATUS, WAIT, text
-from ..base import AppCommand, cannot_run, did_you_mean
+from ..base import AppCommand, cannot_run
 from ..runs import outcome, signals_unwind
 
 EPILOG = """\

@@ -269,3 +269,37 @@ def test_crontab_escapes_a_percent_sign_which_would_end_the_command(
     line = next(line for line in printed.stdout.splitlines() if line.endswith("cli_hourly"))
     # cron gives the shell "%" for "\%"; a bare "%" would end the command there.
     assert line.startswith(f"0 * * * * cd {tmp_path}/50\\% && DJANGO_SETTINGS_MODULE=")
+
+
+ACTIONS = (
+    "list",
+    "history",
+    "crontab",
+    "pause",
+    "resume",
+    "trigger",
+    "add",
+    "edit",
+    "reset",
+    "remove",
+    "import",
+)
+
+
+def test_cronjob_help_fits_a_screen_with_a_line_per_action(manage: Any) -> None:
+    helped = manage("cronjob", "-h")
+    assert helped.returncode == 0, helped.stderr
+    lines = helped.stdout.splitlines()
+    assert len(lines) <= 40, f"{len(lines)} lines:\n{helped.stdout}"
+    for action in ACTIONS:
+        said = [line for line in lines if line.split()[:1] == [action]]
+        assert len(said) == 1, (action, said)
+    assert "cronjob ACTION -h" in helped.stdout
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_each_action_help_ends_with_an_example(manage: Any, action: str) -> None:
+    helped = manage("cronjob", action, "-h")
+    assert helped.returncode == 0, helped.stderr
+    _, example = helped.stdout.split("\nexample:\n")
+    assert f"manage.py cronjob {action}" in example.splitlines()[0], helped.stdout

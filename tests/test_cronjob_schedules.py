@@ -389,4 +389,4 @@ def test_the_schedule_actions_have_help_of_their_own(manage: Any, action: str, s
     assert says in " ".join(helped.stdout.split()), helped.stdout
     listed = " ".join(manage("cronjob", "-h").stdout.split())
     assert f" {action} " in listed
-    assert "add, edit: a schedule that cannot run (one line saying why" in listed
+    assert "usage error (an unknown job, a bad value), or a schedule that cannot run" in listed

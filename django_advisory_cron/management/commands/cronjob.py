@@ -9,9 +9,10 @@ and write is in [listing][django_advisory_cron.management.listing],
 
 from __future__ import annotations
 
+import argparse
 import sys
 import textwrap
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import OperationalError, ProgrammingError
@@ -30,26 +31,45 @@ from ..base import AppCommand, UsageParser, cannot_run, no_job_named
 from ..crontab import crontab_lines
 from ..schedule_options import SCHEDULE_OPTIONS, Refused
 
-#: Each action: its arguments and what it does, shown by ``cronjob ACTION -h`` and in the
-#: epilog of ``cronjob -h``.
+
+class Action(NamedTuple):
+    """One action of ``cronjob``: its line in ``cronjob -h``, and its own ``-h``."""
+
+    #: Its arguments, as its ``-h`` names them.
+    arguments: str
+    #: One line in ``cronjob -h``.
+    summary: str
+    #: What it does, in full, in its own ``-h``.
+    text: str
+    #: A command line that uses it, at the end of its own ``-h``.
+    example: str
+    #: What its exit codes mean beyond ``cronjob -h``'s: (code, meaning) pairs.
+    exits: tuple[tuple[str, str], ...] = ()
+
+
 ACTIONS = {
-    "list": (
+    "list": Action(
         "",
+        "list the jobs and their state",
         "every registered job: schedule, paused or not, pending run-now, its next tick, its "
         "last run (skips aside) and how that ended, where its ticks run (its deliver=, "
         "or - for in place), and where it is defined (SOURCE: code, settings for "
         "ADVISORY_CRON['SCHEDULES'], or database; 'code, overridden: schedule' when an "
         "override in the database changes it). A database schedule that cannot run is named "
         "after the table, with why",
+        "manage.py cronjob list --json",
     ),
-    "history": (
+    "history": Action(
         "JOB",
+        "show a job's last runs",
         "JOB's last runs, newest first (--limit N, default 20): status, host, pid, start, "
         "duration and the first line of the error; --output prints what each run captured "
         "(its log records, a command's output) under it",
+        "manage.py cronjob history send_daily_digest --limit 5 --output",
     ),
-    "crontab": (
+    "crontab": Action(
         "",
+        "print crontab lines that run the scheduled jobs",
         "print a crontab line per cron-scheduled job, each running 'runlocked JOB' (with "
         "--enqueue for a deliver= job) from this directory with this python, manage.py and "
         "DJANGO_SETTINGS_MODULE; put the same lines in every replica's crontab. Each job's "
@@ -60,47 +80,94 @@ ACTIONS = {
         "called for, and the replicas run each tick once. Interval (every=) and seconds-field "
         "schedules cannot be written for crontab: each gets a comment line (run them with "
         "cronworker)",
+        "manage.py cronjob crontab | crontab -",
     ),
-    "pause": (
+    "pause": Action(
         "JOB",
+        "pause a job",
         "skip JOB's ticks instead of running them, in cronworker and "
         "runlocked alike, until resumed (or --until WHEN: a duration such as 30m, 2h, 1d, or "
         "an ISO 8601 date-time)",
+        'manage.py cronjob pause send_daily_digest --until 2h --reason "mail relay down"',
+        (("2", "no job of that name, or a bad --until"),),
     ),
-    "resume": ("JOB", "run JOB's ticks again"),
-    "trigger": (
+    "resume": Action(
         "JOB",
+        "resume a paused job",
+        "run JOB's ticks again",
+        "manage.py cronjob resume send_daily_digest",
+    ),
+    "trigger": Action(
+        "JOB",
+        "run a job now, in a running cronworker",
         "ask the running cronworkers to run JOB now: one of them starts it within about a "
         "second, as a manual run (no tick; under the lock, so never beside another run of "
         "JOB; a pause does not hold it back). With no cronworker connected nothing is "
         "recorded (exit 4); --here runs it in this process instead.",
+        "manage.py cronjob trigger send_daily_digest",
+        (
+            ("0", "requested (--here: the job ran, or was skipped as runlocked says)"),
+            ("1", "--here: the job raised (recorded as failed)"),
+            ("4", "no cronworker is connected to the database, nothing was recorded"),
+            ("75, 130, 143", "--here: as for runlocked"),
+        ),
     ),
-    "add": (
+    "add": Action(
         "NAME",
+        "add a schedule kept in the database",
         "add a schedule kept in the database, named NAME (its runs, lock and ticks go by it): "
         "it calls a registered job (--job, with --args and --kwargs as JSON) or a management "
         "command (--command, with --args), on a cron --schedule (read in --timezone, else "
         "TIME_ZONE) or --every N seconds. Running cronworkers follow at once; cron can call "
         "'runlocked NAME'",
+        "manage.py cronjob add weekly-report --job send_digest --args '[\"weekly\"]' "
+        '--schedule "0 7 * * 1"',
+        (
+            (
+                "2",
+                "a schedule that cannot run (one line saying why: unknown job or command, "
+                "arguments it does not take, a bad cron expression or zone, a name taken, "
+                "...), nothing was written",
+            ),
+        ),
     ),
-    "edit": (
+    "edit": Action(
         "NAME",
+        "change a schedule, or override a code job's",
         "change the database schedule NAME: only the options given change (those of add; "
         "--enable or --disable; an empty value clears an option). For a job defined in code "
         "or in ADVISORY_CRON['SCHEDULES'], change its --schedule, --every or --timezone, or "
         "--enable/--disable it: an override kept in the database, until reset",
+        'manage.py cronjob edit send_daily_digest --schedule "30 2 * * *"',
+        (
+            (
+                "2",
+                "no schedule or job of that name, or a schedule that cannot run (one line "
+                "saying why), nothing was written",
+            ),
+        ),
     ),
-    "reset": (
+    "reset": Action(
         "NAME",
+        "drop a code job's override",
         "drop the override of job NAME: its schedule is the one in code (or settings) again",
+        "manage.py cronjob reset send_daily_digest",
+        (
+            ("0", "done, also when there was no override"),
+            ("2", "a database schedule, with nothing to reset"),
+        ),
     ),
-    "remove": (
+    "remove": Action(
         "NAME",
+        "delete a schedule kept in the database",
         "delete the database schedule NAME (its run history stays). A job defined in code or "
         "settings is removed there; reset drops its override",
+        "manage.py cronjob remove weekly-report",
+        (("2", "a job defined in code or settings (nothing was removed)"),),
     ),
-    "import": (
+    "import": Action(
         "--from SOURCE",
+        "add the schedules of another scheduler",
         "add the schedules of celery-beat (CELERY_BEAT_SCHEDULE), django-celery-beat (its "
         "periodic tasks), crontab (django-crontab's CRONJOBS) or django-q2 (its schedules) "
         "as database schedules, each under its name there, calling the registered job whose "
@@ -109,69 +176,86 @@ ACTIONS = {
         "django-celery-beat) makes each schedule send its Celery task, on its queue, to Celery "
         "instead. --dry-run writes nothing. A second import finds what the first one added "
         "and changes nothing; nothing is removed from the source",
+        "manage.py cronjob import --from celery-beat --dry-run",
+        (
+            (
+                "2",
+                "the source cannot be read here (nothing written), or some of its entries "
+                "could not be imported (each said why; the others were)",
+            ),
+        ),
     ),
 }
 
+#: The width ``-h`` wraps its texts to.
+WIDTH = 79
 
-def _actions_text() -> str:
-    lines = ["actions:"]
-    for action, (arguments, text) in ACTIONS.items():
-        head = f"  {action} {arguments}".rstrip().ljust(24)
-        wrapped = textwrap.wrap(text, width=70)
-        lines.append(head + wrapped[0])
-        lines.extend(" " * 24 + line for line in wrapped[1:])
-    return "\n".join(lines) + "\n\n"
+EPILOG = """\
+'cronjob ACTION -h' says what an action does, its options and exit codes, with an
+example. Django's common options (--settings, --pythonpath, ...) work as usual.
 
-
-EPILOG = (
-    _actions_text()
-    + """\
 exit codes:
-  0    done (trigger: requested; --here: the job ran, or was skipped as runlocked says;
-       reset: also when there was no override)
+  0    done
   1    trigger --here: the job raised (recorded as failed)
-  2    usage error: unknown job, bad --until, a value out of its option's bounds (see
-       -h); add, edit: a schedule that cannot run (one line saying why: unknown job or
-       command, arguments it does not take, a bad cron expression or zone, a name taken,
-       ...), nothing was written; remove, reset: a job defined in code or settings, or a
-       database schedule with nothing to reset; import: the source cannot be read here
-       (nothing written), or some of its entries could not be imported (each said why;
-       the others were)
+  2    usage error (an unknown job, a bad value), or a schedule that cannot run
   4    trigger: no cronworker is connected to the database, nothing was recorded
   69   the lock database cannot be reached, or is read-only (nothing was changed)
-  78   configuration error: the job state or schedule table is missing (run migrate), not
-       PostgreSQL, or a system check of django-advisory-cron reports an error (one line
-       each, at start; manage.py check shows them all; --skip-checks starts anyway)
+  78   configuration error: a table of this app is missing (run migrate), not
+       PostgreSQL, or a system check of django-advisory-cron reports an error
   75, 130, 143   trigger --here: as for runlocked
 """
-)
 
 
-def _said(action: str) -> str:
-    """What ``action`` does, as ``cronjob ACTION -h`` says it (a sentence of its own)."""
-    arguments, text = ACTIONS[action]
-    return f"{action} {arguments}".rstrip() + f": {text.rstrip('.')}."
+def _described(name: str) -> str:
+    """What action ``name`` does, as ``cronjob ACTION -h`` says it (a paragraph of its own)."""
+    action = ACTIONS[name]
+    said = f"{name} {action.arguments}".rstrip() + f": {action.text.rstrip('.')}."
+    return textwrap.fill(said, WIDTH)
+
+
+def _add(actions: Any, name: str) -> CommandParser:
+    """The parser of action ``name``, with its line in ``cronjob -h`` and its own ``-h``."""
+    parser: CommandParser = actions.add_parser(
+        name,
+        help=ACTIONS[name].summary,
+        description=_described(name),
+        epilog=_example(name),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def _example(name: str) -> str:
+    """The end of ``cronjob ACTION -h``: its exit codes beyond the common ones, an example."""
+    exits = "".join(
+        textwrap.fill(meaning, WIDTH, initial_indent=f"  {code:<4} ", subsequent_indent=" " * 7)
+        + "\n"
+        for code, meaning in ACTIONS[name].exits
+    )
+    said = f"exit codes (beside those of cronjob -h):\n{exits}\n" if exits else ""
+    return f"{said}example:\n  {ACTIONS[name].example}\n"
 
 
 class Command(AppCommand):
     epilog = EPILOG
-    help = (
-        "Pause, resume or run now a job; add, edit or remove a schedule kept in the database "
-        "(or override a code job's), or import another scheduler's; list the jobs and their "
-        "state, show a job's runs, or print crontab lines that run the scheduled jobs."
-    )
+    #: Shown by 'manage.py help', which every command shares: ``cronjob -h`` fits a screen.
+    suppressed_base_arguments = {
+        "--version",
+        "--settings",
+        "--pythonpath",
+        "--traceback",
+        "--no-color",
+        "--force-color",
+    }
+    help = "Pause, resume or run a job now; change the schedules; read the jobs and their runs."
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(
             dest="action", metavar="ACTION", required=True, parser_class=UsageParser
         )
-        jobs = actions.add_parser(
-            "list", help="list the jobs and their state", description=_said("list")
-        )
+        jobs = _add(actions, "list")
         jobs.add_argument("--json", action="store_true", help="print one JSON document")
-        history = actions.add_parser(
-            "history", help="show a job's last runs", description=_said("history")
-        )
+        history = _add(actions, "history")
         history.add_argument("job", type=utf8_text, metavar="JOB")
         history.add_argument(
             "--limit",
@@ -184,12 +268,8 @@ class Command(AppCommand):
         history.add_argument(
             "--output", action="store_true", help="print each run's captured output under it"
         )
-        actions.add_parser(
-            "crontab",
-            help="print crontab lines that run the scheduled jobs",
-            description=_said("crontab"),
-        )
-        pause = actions.add_parser("pause", help="pause a job", description=_said("pause"))
+        _add(actions, "crontab")
+        pause = _add(actions, "pause")
         pause.add_argument("job", type=utf8_text, metavar="JOB")
         pause.add_argument(
             "--until",
@@ -200,27 +280,17 @@ class Command(AppCommand):
         pause.add_argument(
             "--reason", type=utf8_text, default="", metavar="TEXT", help="why, for the others"
         )
-        resume = actions.add_parser(
-            "resume", help="resume a paused job", description=_said("resume")
-        )
+        resume = _add(actions, "resume")
         resume.add_argument("job", type=utf8_text, metavar="JOB")
-        trigger = actions.add_parser(
-            "trigger",
-            help="run a job now, in a running cronworker",
-            description=_said("trigger"),
-        )
+        trigger = _add(actions, "trigger")
         trigger.add_argument("job", type=utf8_text, metavar="JOB")
         trigger.add_argument(
             "--here",
             action="store_true",
             help="run it in this process instead, as a manual run under its lock",
         )
-        add = actions.add_parser(
-            "add", help="add a schedule kept in the database", description=_said("add")
-        )
-        edit = actions.add_parser(
-            "edit", help="change a schedule, or override a code job's", description=_said("edit")
-        )
+        add = _add(actions, "add")
+        edit = _add(actions, "edit")
         for action in (add, edit):
             action.add_argument("job", type=utf8_text, metavar="NAME")
             for flag, field, metavar, said in SCHEDULE_OPTIONS:
@@ -244,17 +314,9 @@ class Command(AppCommand):
             const=False,
             help="take its ticks away (it still runs when asked to run now)",
         )
-        actions.add_parser(
-            "reset", help="drop a code job's override", description=_said("reset")
-        ).add_argument("job", type=utf8_text, metavar="NAME")
-        actions.add_parser(
-            "remove", help="delete a schedule kept in the database", description=_said("remove")
-        ).add_argument("job", type=utf8_text, metavar="NAME")
-        imported = actions.add_parser(
-            "import",
-            help="add the schedules of another scheduler",
-            description=_said("import"),
-        )
+        _add(actions, "reset").add_argument("job", type=utf8_text, metavar="NAME")
+        _add(actions, "remove").add_argument("job", type=utf8_text, metavar="NAME")
+        imported = _add(actions, "import")
         imported.add_argument(
             "--from",
             dest="source",

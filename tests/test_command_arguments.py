@@ -67,3 +67,50 @@ def test_a_bad_argument_is_one_line_and_exit_2(
     # Nothing ran, nothing was written.
     assert not JobRun.objects.exists() and not JobState.objects.exists()
     assert not Schedule.objects.exists()
+
+
+#: Each option that has a default, and how its help names it.
+DEFAULTS = [
+    ("prune_jobruns", "--days", "default: HISTORY_DAYS"),
+    ("prune_jobruns", "--batch-size", "default: 1000"),
+    ("runlocked", "--wait", "default: the job's wait=, 0 unless it says"),
+    ("runlocked", "--scope", "default: the job's"),
+    ("runlocked", "--database", "default: LOCK_DATABASE"),
+    ("cronjob", "--database", "default: LOCK_DATABASE"),
+    ("cronjob history", "--limit", "default: 20"),
+    ("cronstatus", "--expect-workers", "default: the EXPECT_WORKERS setting, 0"),
+    ("cronworker", "--grace", "default 25"),
+    ("cronworker", "--max-concurrency", "default 32"),
+]
+
+
+def option_help(helped: str, flag: str) -> str:
+    """The help of ``flag`` in a command's ``-h``, on one line."""
+    options = helped.split("\noptions:\n")[1].split("\n\n")[0]
+    said: list[str] = []
+    for line in options.splitlines():
+        if line.startswith("  -"):
+            if said:
+                break
+            if flag in {word.rstrip(",") for word in line.split()}:
+                said.append(line)
+        elif said:
+            said.append(line)
+    return " ".join(" ".join(said).split())
+
+
+@pytest.mark.parametrize(("command", "flag", "says"), DEFAULTS)
+def test_each_option_with_a_default_says_it(
+    manage: Any, command: str, flag: str, says: str
+) -> None:
+    helped = manage(*command.split(), "-h")
+    assert helped.returncode == 0, helped.stderr
+    assert says in option_help(helped.stdout, flag), option_help(helped.stdout, flag)
+
+
+@pytest.mark.parametrize("command", ["prune_jobruns", "runlocked", "cronworker", "cronstatus"])
+def test_each_command_help_has_its_exit_codes(manage: Any, command: str) -> None:
+    helped = manage(command, "-h").stdout
+    codes = helped.split("\nexit codes:\n")[1]
+    for code in (exitcodes.USAGE, exitcodes.DATABASE_UNAVAILABLE, exitcodes.CONFIG):
+        assert f"\n  {code} " in f"\n{codes}", helped

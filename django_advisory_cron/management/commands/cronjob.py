@@ -262,7 +262,7 @@ class Command(AppCommand):
             type=LIMIT,
             default=20,
             metavar="N",
-            help=f"how many runs ({LIMIT.bounds}; default 20)",
+            help=f"how many runs ({LIMIT.bounds}; default: %(default)s)",
         )
         history.add_argument("--json", action="store_true", help="print one JSON document")
         history.add_argument(
@@ -336,7 +336,10 @@ class Command(AppCommand):
             "--dry-run", action="store_true", help="print what it would do; write nothing"
         )
         parser.add_argument(
-            "--database", default=None, metavar="ALIAS", help="the database holding the locks"
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="the lock database (default: LOCK_DATABASE)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

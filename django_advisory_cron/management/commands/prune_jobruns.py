@@ -37,9 +37,8 @@ exit codes:
   2    usage error: a bad option (--days or --batch-size out of its bounds)
   69   the lock database cannot be reached, or is read-only (nothing was deleted)
   78   configuration error: the lock database is not PostgreSQL, the app's tables are
-       missing (run migrate), or a system check
-       of django-advisory-cron reports an error (one line each; manage.py check shows them
-       all; --skip-checks starts anyway)
+       missing (run migrate), or a system check of django-advisory-cron reports an error
+       (one line each; manage.py check shows them all; --skip-checks starts anyway)
 """
 
 
@@ -62,7 +61,8 @@ class Command(AppCommand):
             "--batch-size",
             type=BATCH,
             default=1000,
-            help=f"rows per transaction ({BATCH.bounds}; default 1000)",
+            metavar="N",
+            help=f"rows per transaction ({BATCH.bounds}; default: %(default)s)",
         )
         parser.add_argument("--job", type=text, default=None, help="only prune this job's history")
         parser.add_argument("--dry-run", action="store_true", help="count, do not delete")

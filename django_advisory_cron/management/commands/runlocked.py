@@ -113,13 +113,17 @@ class Command(AppCommand):
             type=WAIT,
             default=None,
             metavar="SECONDS",
-            help=f"wait up to SECONDS ({WAIT.bounds}) for the lock instead of skipping at once",
+            help=f"wait up to SECONDS ({WAIT.bounds}) for the lock instead of skipping at once "
+            "(default: the job's wait=, 0 unless it says)",
         )
         parser.add_argument(
             "--scope", choices=SCOPES, default=None, help="lock scope (default: the job's)"
         )
         parser.add_argument(
-            "--database", default=None, metavar="ALIAS", help="database alias holding the lock"
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="database alias holding the lock (default: LOCK_DATABASE)",
         )
         parser.add_argument(
             "-E",

@@ -269,9 +269,9 @@ def _explain_late_start(ran: Sequence[Any], by_pid: dict[int, str]) -> None:
             print(f"   {by_pid.get(first.pid)} and {by_pid.get(second.pid)} ran AT THE SAME TIME")
 
 
-def seconds_before_tick_boundary() -> float:
-    """Seconds until the database clock crosses hh:mm:30, where the nearest minute tick changes."""
-    return (30.0 - db_clock() % 60.0) % 60.0
+def seconds_past_the_minute() -> float:
+    """Seconds since the last minute tick, on the database clock."""
+    return db_clock() % 60.0
 
 
 def one_tick(count: int, problems: list[str], startup: float) -> None:
@@ -283,13 +283,18 @@ def one_tick(count: int, problems: list[str], startup: float) -> None:
         "within one tick"
     )
     # Ticks are a minute apart and a run belongs to the nearest one, so the tick changes at
-    # hh:mm:30 on the database clock. Start far enough from that moment for all the runs, each
-    # of which costs about a replica's start-up (measured in part 1), with a wide margin.
+    # hh:mm:30 on the database clock. Start in the first half of a minute, early enough for all
+    # the runs (each costs about a replica's start-up, measured in part 1, with a wide margin):
+    # the runs then belong to the tick just past, and part 3's ticks, which come later, read
+    # after it. (From hh:mm:30 on, the nearest tick is the next minute, still to come.)
     needed = 1.0 + 2.0 * count * (max(startup, 0.2) + 0.2)
-    remaining = seconds_before_tick_boundary()
-    if remaining < needed:
-        print(f"   (waiting {remaining + 0.5:.1f} s so that all the runs fall in one tick)")
-        time.sleep(remaining + 0.5)
+    past = seconds_past_the_minute()
+    if past + needed > 30.0:
+        wait = 60.0 - past + 0.5
+        print(
+            f"   (waiting {wait:.1f} s for the next minute, so that all the runs follow its tick)"
+        )
+        time.sleep(wait)
     names = replica_names(count)
     replicas = [wait_for(name, start_replica(name, TICK_JOB)) for name in names]
     show(replicas)

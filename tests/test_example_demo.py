@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import psycopg
@@ -45,6 +46,21 @@ def demo_env(**extra: str) -> dict[str, str]:
 
 #: The demo's own note when its replicas did not overlap (a busy host started them too slowly).
 NOT_TOGETHER = "the replicas did not start together"
+
+
+def printed_ticks(out: str) -> list[int]:
+    """The ticks the demo's ``JobRun:`` lines name, in the order printed, as seconds of the day."""
+    found = re.findall(r"JobRun: +tick (\d\d):(\d\d)(?::(\d\d))?", out)
+    return [
+        int(hour) * 3600 + int(minute) * 60 + int(second or 0) for hour, minute, second in found
+    ]
+
+
+def assert_ticks_in_order(out: str) -> None:
+    """Each tick the demo prints is the one before or a later one (a day's end wraps round)."""
+    ticks = printed_ticks(out)
+    assert len(ticks) >= 3, out  # part 2's tick and part 3's
+    assert all((later - earlier) % 86400 < 3600 for earlier, later in pairwise(ticks)), out
 
 
 @pytest.mark.slow  # the demo's part 3 runs two real ticks of a 5-second job
@@ -114,6 +130,7 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
     assert all(line.count("replica-") == 5 for line in lines), out
     assert "another replica had it" not in out
     assert "'run N' is the run's id in the history" in out
+    assert_ticks_in_order(out)
 
 
 @pytest.mark.slow
@@ -127,6 +144,7 @@ def test_readme_command_starts_and_stops_its_own_postgres() -> None:
     assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == 2
     assert "2 skipped_tick (already ran this tick)" in out
     assert "`manage.py cronworker` (no cron)" in out
+    assert_ticks_in_order(out)
     assert "Stopped the throwaway PostgreSQL and deleted its data." in out
     # Stopped means stopped: nothing listens on its port any more.
     with pytest.raises(psycopg.OperationalError):

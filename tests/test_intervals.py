@@ -37,6 +37,17 @@ def test_runlocked_list_and_status_show_intervals() -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_registry")
+def test_with_the_default_max_skew_a_sub_minute_run_takes_its_nearest_tick() -> None:
+    """docs/once-per-tick.md: with the default ``MAX_SKEW`` (60 s) an every-5-s job's run takes
+    the tick nearest to it, never one more than half the interval (2.5 s) away."""
+    job = locked_task(name="every_five_default_skew", every=5)(lambda: None)
+    assert job.run(now=at(2.4)).tick == at(0)
+    assert job.run(now=at(2.6)).tick == at(5)
+    assert job.run(now=at(10)).tick == at(10)  # cronworker's run, at its tick
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_registry")
 @override_settings(ADVISORY_CRON={"MAX_SKEW": 0.5})
 def test_interval_job_runs_once_per_tick() -> None:
     @locked_task(name="every_two_seconds", every=2)

@@ -218,7 +218,7 @@ NAME_TAKEN = (
     "that job's schedule instead"
 )
 BAD_INPUT = [
-    (["--job", "marc", "--every", "60"], "there is no registered job 'marc'"),
+    (["--job", "marc", "--every", "60"], "there is no registered job 'marc'; did you mean mark?"),
     (
         ["--command", "nosuch", "--every", "60"],
         "there is no management command 'nosuch'; see manage.py help",
@@ -291,7 +291,7 @@ BAD_INPUT = [
     ),
     (
         ["--job", "marc", "--schedule", "61 * * * *"],
-        "there is no registered job 'marc'; bad cron expression: '61 * * * *' is not a valid "
+        "there is no registered job 'marc'; did you mean mark?; bad cron expression: '61 * * * *' is not a valid "
         "cron expression: minute 61 is out of range 0-59",
     ),
 ]

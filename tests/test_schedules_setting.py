@@ -143,7 +143,7 @@ BAD = [
     (["0 * * * *", "mark"], "E173", "[8] ('mark()'): job 'mark' cannot be called with these "
      "arguments: missing a required argument: 'label'."),
     (["0 * * * *", CALL_COMMAND, ["nosuch"]], "E173", "[9] ('nosuch'): there is no management "
-     "command 'nosuch'."),
+     "command 'nosuch'; see manage.py help."),
     (["0 0 30 2 *", "mark", ["b"]], "E174", "[10] ('mark(b)'): '0 0 30 2 *' never fires"),
     ({"job": "mark", "args": ["c"], "every": 60, "timezone": "Europe/Paris"}, "E174",
      "[11] ('mark(c)'): a time zone applies to a cron expression, not to an interval."),

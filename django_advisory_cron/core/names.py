@@ -7,8 +7,10 @@ import difflib
 from collections.abc import Iterable
 
 
-def did_you_mean(name: str, candidates: Iterable[str], otherwise: str) -> str:
+def did_you_mean(name: str, candidates: Iterable[str], otherwise: str = "") -> str:
     """``"; did you mean a, b?"`` with up to three close matches of ``name``, else
-    ``"; " + otherwise`` (what to do to see the names)."""
+    ``"; " + otherwise`` (what to do to see the names), or nothing without ``otherwise``."""
     close = difflib.get_close_matches(name, list(candidates), n=3)
-    return f"; did you mean {', '.join(close)}?" if close else f"; {otherwise}"
+    if close:
+        return f"; did you mean {', '.join(close)}?"
+    return f"; {otherwise}" if otherwise else ""

@@ -347,7 +347,8 @@ def _texts(value: object) -> Iterator[str]:
 
 def _job_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
     if name not in registry:
-        return [f"there is no registered job {name!r}"]
+        hint = did_you_mean(name, [job.name for job in registry.all()])
+        return [f"there is no registered job {name!r}{hint}"]
     try:
         inspect.signature(registry.get(name).func).bind(*args, **kwargs)
     except TypeError as error:

@@ -75,8 +75,7 @@ def engine_ticks(expression: str, start: datetime, end: datetime) -> list[dateti
 
 def _item(low: int, high: int) -> st.SearchStrategy[str]:
     number = st.integers(low, high)
-    # A range of one value ("5-5") is left out: croniter reads it as the whole field.
-    span = st.tuples(number, number).filter(lambda pair: pair[0] != pair[1]).map(sorted)
+    span = st.tuples(number, number).map(sorted)  # "5-5" too: one value, as cron reads it
     return st.one_of(
         number.map(str),
         span.map(lambda pair: f"{pair[0]}-{pair[1]}"),
@@ -125,10 +124,28 @@ def test_the_day_fields_follow_vixie_crons_rule(expression: str, runs: int) -> N
 @example(expression="0 0 5 * *,1")
 @example(expression="0 0 1,*/2 * 0-6")  # croniter widens 0-6 to *: cron matches either
 @example(expression="0 0 1,15 * 0-7")
+@example(expression="0 0 13-13,*/2 * 5-5")
 def test_the_engine_ticks_as_vixie_cron_over_a_year(expression: str) -> None:
     if not vixie_ticks(expression, *YEAR):
         return  # a schedule with no tick this year (30 February, or a rare one)
     assert engine_ticks(expression, *YEAR) == vixie_ticks(expression, *YEAR)
+
+
+@pytest.mark.parametrize(
+    ("expression", "runs"),
+    [
+        ("0 5-5 * * *", 365),  # croniter alone reads a range of one value as the whole field
+        ("30 5-5/2 * * *", 365),  # and 5-5/2 as */2
+        ("0 5-5,7 * * *", 2 * 365),
+        ("0 0 13-13 * *", 12),
+        ("0 0 * 4-4 *", 30),
+        ("0 0 * * mon-mon", 52),
+    ],
+)
+def test_a_range_of_one_value_is_that_value(expression: str, runs: int) -> None:
+    ticks = engine_ticks(expression, *YEAR)
+    assert len(ticks) == runs
+    assert ticks == vixie_ticks(expression.replace("mon", "1"), *YEAR)
 
 
 def test_previous_tick_follows_the_same_rule() -> None:

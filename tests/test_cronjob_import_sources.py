@@ -92,12 +92,16 @@ def test_django_crontabs_three_item_form_has_a_shell_suffix_not_arguments(
 ) -> None:
     said = _dry_run(import_db, "crontab", settings="tests.settings_import_suffix")
     assert said["CRONJOBS[0]"] == (
-        "CRONJOBS[0] -> send_report(): would import, calling job send_report(), 0 6 * * *; its "
-        "shell suffix '>> report.log 2>&1' is left behind (a run's output is kept)"
+        "CRONJOBS[0] -> send_report: would import, the schedule of job send_report (defined in "
+        "code), 0 6 * * * in UTC (TIME_ZONE, not the host's zone); its shell suffix "
+        "'>> report.log 2>&1' is dropped: to keep a job's output with each run, capture it "
+        "(capture=True on the job, or 'cronjob edit NAME --capture yes')"
     )
     assert said["CRONJOBS[1]"] == (
-        "CRONJOBS[1] -> purge(days=2): would import, calling job purge(days=2), 30 3 * * *; its "
-        "shell suffix '>> purge.log' is left behind (a run's output is kept)"
+        "CRONJOBS[1] -> purge-days-2: would import, calling job purge(days=2), 30 3 * * * in UTC "
+        "(TIME_ZONE, not the host's zone); its shell suffix '>> purge.log' is dropped: to keep "
+        "a job's output with each run, capture it (capture=True on the job, or 'cronjob edit "
+        "NAME --capture yes')"
     )
 
 

@@ -144,3 +144,13 @@ def test_a_schedule_class_of_the_projects_own_says_what_to_do(import_db: str) ->
         "or interval that ticks as often as it should be checked ('cronjob add'), and check "
         "the rest in the job"
     )
+
+
+def test_a_crontab_of_both_days_imports_when_cron_matches_both_too(import_db: str) -> None:
+    """celery runs a crontab on the days that match both day fields; cron does too when one
+    starts with ``*``, so a day of the month celery expands from ``*/2`` is written so."""
+    said = _dry_run(import_db, "celery-beat", settings="tests.settings_import_custom")
+    assert said["CELERY_BEAT_SCHEDULE['odd-mondays']"] == (
+        "CELERY_BEAT_SCHEDULE['odd-mondays'] -> odd-mondays: would import, calling job "
+        "send_report(), 0 0 */2 * 1 in Europe/Paris"
+    )

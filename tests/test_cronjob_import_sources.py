@@ -103,6 +103,11 @@ def test_django_crontabs_three_item_form_has_a_shell_suffix_not_arguments(
         "a job's output with each run, capture it (capture=True on the job, or 'cronjob edit "
         "NAME --capture yes')"
     )
+    assert said["CRONJOBS[2]"].startswith(
+        "CRONJOBS[2] -> purge: refused: '@reboot' runs when cron starts, at no time of "
+        "day, so it has no ticks: run the job with 'manage.py runlocked NAME' where the host or "
+        "container starts; it would be the schedule of job purge (defined in code), @reboot"
+    )
 
 
 @pytest.mark.skipif(not _has_beat(), reason="django-celery-beat supports Django < 6.1 only")

@@ -159,3 +159,24 @@ def test_a_crontab_of_both_days_imports_when_cron_matches_both_too(import_db: st
         "CELERY_BEAT_SCHEDULE['odd-mondays'] -> odd-mondays: would import, calling job "
         "send_report(), 0 0 */2 * 1 in Europe/Paris"
     )
+
+
+def test_a_django_q2_cron_row_with_a_range_of_one_value_says_how_it_differs(
+    import_db: str,
+) -> None:
+    """django-q2 (croniter) reads ``5-5`` as the whole field, every hour; cron, and the
+    engine, as 5."""
+    _shell(
+        import_db,
+        """
+from django_q.models import Schedule
+Schedule.objects.create(name="at five", func="tests.jobsapp.import_tasks.send_report",
+    schedule_type="C", cron="0 5-5 * * *")
+""",
+    )
+    said = _dry_run(import_db, "django-q2")
+    assert said["django-q2 Schedule 'at five'"] == (
+        "django-q2 Schedule 'at five' -> at-five: would import, calling job send_report(), "
+        "0 5-5 * * *; django-q2 (croniter) reads a range of one value in '0 5-5 * * *' as the "
+        "whole field (every value); here it is that value, as cron reads it: '0 5 * * *'"
+    )

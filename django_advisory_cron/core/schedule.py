@@ -169,7 +169,7 @@ def _out_of_range(fields: list[str]) -> str | None:
 _ONE_VALUE = re.compile(r"(\w+)-(\w+)(/\d+)?")
 
 
-def _one_value_ranges(expression: str) -> str:
+def one_value_ranges(expression: str) -> str:
     """``expression`` with each range of one value written as that value: ``0 5-5 * * *`` is
     ``0 5 * * *``. cron reads ``5-5`` as 5; croniter reads it as the whole field (every hour),
     and ``5-5/2`` as ``*/2``."""
@@ -260,7 +260,7 @@ class Schedule:
         self.zone = zone  # None: TIME_ZONE, read at each use (override_settings applies)
         if not isinstance(expression, str) or not expression.strip():
             raise InvalidSchedule("a schedule must be a non-empty cron expression")
-        expression = _one_value_ranges(" ".join(expression.split()))
+        expression = one_value_ranges(" ".join(expression.split()))
         fields = expression.split(" ")
         if not expression.startswith("@") and len(fields) not in (5, 6):
             raise InvalidSchedule(

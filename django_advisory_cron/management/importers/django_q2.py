@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from django.apps import apps
 from django.conf import settings
 
-from ...core.schedule import Schedule, days_unlike_croniter
+from ...core.schedule import Schedule, days_unlike_croniter, one_value_ranges
 from ...jobs.declared import CALL_COMMAND
 from . import Found, Noted, NotMappable, Unavailable, described, mapped
 
@@ -119,7 +119,13 @@ def _timing(row: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
                 "field, cron on those that match both (one starts with *): add it by hand "
                 "with the day of month written out (1-31/2, not */2)"
             )
-        return {"schedule": row.cron, **where}, ()
+        plain = one_value_ranges(" ".join(row.cron.split()))
+        if plain == " ".join(row.cron.split()):
+            return {"schedule": row.cron, **where}, ()
+        return {"schedule": row.cron, **where}, (
+            f"django-q2 (croniter) reads a range of one value in {row.cron!r} as the whole "
+            f"field (every value); here it is that value, as cron reads it: {plain!r}",
+        )
     if kind == "I":
         return {"every": (row.minutes or 1) * 60}, ()
     if kind in ("O", "BW", "BM"):

@@ -5,8 +5,16 @@ and django-crontab entries, which have no names."""
 from celery.schedules import crontab
 
 from tests.settings_import import *  # noqa: F403
+from tests.settings_import import ADVISORY_CRON
+
+ADVISORY_CRON = {
+    **ADVISORY_CRON,
+    "SCHEDULES": [{"name": "nightly_digest", "job": "send_report", "schedule": "0 3 * * *"}],
+}
 
 CELERY_BEAT_SCHEDULE = {
+    # A job with a schedule of its own: the import's takes its place.
+    "Nightly digest": {"task": "nightly_digest", "schedule": crontab(minute=0, hour=4)},
     # The job it calls, no arguments: the code job's own schedule.
     "send-report": {"task": "send_report", "schedule": crontab(minute=0, hour=6)},
     # The job it calls, with arguments: a schedule of that job, named apart from it.

@@ -57,6 +57,11 @@ def test_an_entry_named_after_the_job_it_calls_is_that_jobs_schedule(import_db: 
         "CELERY_BEAT_SCHEDULE['send-report'] -> send_report: would import, the schedule of job "
         "send_report (defined in code), 0 6 * * * in Europe/Paris"
     )
+    assert said["CELERY_BEAT_SCHEDULE['Nightly digest']"] == (
+        "CELERY_BEAT_SCHEDULE['Nightly digest'] -> nightly_digest: would import, the schedule "
+        "of job nightly_digest (declared in ADVISORY_CRON['SCHEDULES'], in place of its "
+        "0 3 * * *), 0 4 * * * in Europe/Paris"
+    )
     assert said["CELERY_BEAT_SCHEDULE['send.report']"] == (
         "CELERY_BEAT_SCHEDULE['send.report'] -> send_report-weekly: would import, calling job "
         "send_report(weekly), every 1h; named so, not 'send.report', which is too like job "

@@ -237,6 +237,8 @@ def _what(definition: Definition, found: Catalog, source: str) -> str:
     if definition.override:
         job = found.jobs.get(definition.name)
         where = WHERE.get(job.source, "") if job else ""
+        if job and job.schedule_text:
+            where += f", in place of its {job.schedule_text}"
         return f"the schedule of job {definition.name} ({where}), {when}"
     calls = definition.calls
     if definition.job:

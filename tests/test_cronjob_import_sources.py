@@ -36,6 +36,9 @@ add("quarterly 31", "Q", 2027, 1, 31)
 add("yearly 29 february", "Y", 2028, 2, 29)
 Schedule.objects.create(name="odd mondays", func="tests.jobsapp.import_tasks.send_report",
     schedule_type="C", cron="0 0 */2 * 1")
+Schedule.objects.create(name="bad cron", func="tests.jobsapp.import_tasks.send_report",
+    schedule_type="C", cron="1 * * * *")
+Schedule.objects.filter(name="bad cron").update(cron="61 * * * *")  # as SQL can write it
 """,
     )
     said = _dry_run(import_db, "django-q2")
@@ -57,10 +60,15 @@ Schedule.objects.create(name="odd mondays", func="tests.jobsapp.import_tasks.sen
         "2028-02-29, then on day 28 from 2029-02-28 on (a shorter month lowers its day for "
         "good): here it runs on day 28 from the start"
     )
+    assert said["django-q2 Schedule 'bad cron'"].startswith(
+        "django-q2 Schedule 'bad cron' -> bad-cron: refused: bad cron expression: "
+        "'61 * * * *' is not a valid cron expression: minute 61 is out of range 0-59"
+    )
+    # croniter matches either day field where cron, as one starts with *, matches both.
     assert said["django-q2 Schedule 'odd mondays'"].endswith(
-        "cannot import: django-q2 (croniter) runs '0 0 */2 * 1' on the days that match either "
-        "day field, cron on those that match both (one starts with *): add it by hand with the "
-        "day of month written out (1-31/2, not */2)"
+        "would import, calling job send_report(), 0 0 1-31/2 * 1; django-q2 (croniter) reads "
+        "the day fields of '0 0 */2 * 1' otherwise than cron: written '0 0 1-31/2 * 1' here, "
+        "which cron runs on the same days as django-q2"
     )
 
 

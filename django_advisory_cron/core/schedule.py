@@ -224,6 +224,26 @@ def days_unlike_croniter(expression: str) -> bool:
     return _day_reading(expression) != (expression, croniter_or)
 
 
+def croniters_days_in_cron(expression: str) -> str | None:
+    """``expression`` with its day fields written so that cron reads them as croniter's default
+    (django-q2's) does, or ``None`` when no such writing is found: a field croniter expands to
+    every day becomes ``*``; when both are restricted, a leading ``*`` becomes the field's
+    range (``*/2`` is ``1-31/2``), so that a day matches either."""
+    fields = expression.split()
+    if len(fields) < 5:
+        return expression
+    every_day = _every_day(expression)
+    for index, span, every in ((2, "1-31", every_day[0]), (4, "0-6", every_day[1])):
+        if every:
+            fields[index] = "*"
+        elif not any(every_day):
+            items = fields[index].split(",")
+            fields[index] = ",".join(span + item[1:] if item[0] in "*?" else item for item in items)
+    written = " ".join(fields)
+    same = croniter(written).expanded == croniter(expression).expanded
+    return written if same and not days_unlike_croniter(written) else None
+
+
 @functools.lru_cache(maxsize=1024)
 def _read_fields(text: str, day_or: bool) -> cron_fields.CronFields | None:
     return cron_fields.fields(text, day_or=day_or)

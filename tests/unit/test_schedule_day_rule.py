@@ -11,12 +11,17 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
+from croniter import croniter
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.contrib.django_q.schedules import unsyncable
-from django_advisory_cron.core.schedule import Schedule, days_unlike_croniter
+from django_advisory_cron.core.schedule import (
+    Schedule,
+    croniters_days_in_cron,
+    days_unlike_croniter,
+)
 
 UTC = timezone.utc
 YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
@@ -174,3 +179,27 @@ def test_django_q2_is_not_given_a_schedule_whose_days_croniter_reads_otherwise(
     job = locked_task(name="q2_days", schedule=expression)(lambda: None)
     assert days_unlike_croniter(expression) is differs
     assert (unsyncable(job) is not None) is differs
+
+
+def croniter_ticks(expression: str, start: datetime, end: datetime) -> list[datetime]:
+    """The ticks in ``[start, end)`` by croniter's default reading (django-q2's)."""
+    walk, found = croniter(expression, start - timedelta(microseconds=1)), []
+    tick = walk.get_next(datetime)
+    while tick < end:
+        found.append(tick)
+        tick = walk.get_next(datetime)
+    return found
+
+
+@settings(max_examples=30, deadline=None)
+@given(expression=expressions)
+@example(expression="0 0 */2 * 1")
+@example(expression="0 0 1 * */2")
+@example(expression="0 0 1,*/2 * 0-6")
+def test_croniters_days_written_for_cron_run_on_croniters_days(expression: str) -> None:
+    """What a django-q2 Cron row is imported as (``cronjob import --from django-q2``)."""
+    if not days_unlike_croniter(expression):
+        return
+    written = croniters_days_in_cron(expression)
+    assert written is not None
+    assert engine_ticks(written, *YEAR) == croniter_ticks(expression, *YEAR)

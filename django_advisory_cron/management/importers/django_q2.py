@@ -1,10 +1,11 @@
-"""``--from django-q2``: its ``Schedule`` rows, read through its models. A row calls a
-registered job's function (by its dotted path) or ``call_command`` with the command's name
-first. A Cron row keeps its expression; Minutes becomes an interval; Hourly, Daily, Weekly,
-Monthly, Quarterly and Yearly become the cron expression that fires at the row's next run
-and every period after (past the 28th, on the day django-q2's own arithmetic settles on), in
-the zone django-q2 reads them in (``Q_CLUSTER["time_zone"]``, else ``TIME_ZONE``). Once,
-Biweekly and Bimonthly rows, and rows that repeat a set number of times, are reported."""
+"""``--from django-q2``: its ``Schedule`` rows, read through its models. A row calls a registered
+job's function (by its dotted path) or ``call_command`` with the command's name first. A Cron
+row keeps its expression (its day fields written as django-q2's croniter reads them, where cron
+reads them otherwise); Minutes becomes an interval; Hourly, Daily, Weekly, Monthly, Quarterly
+and Yearly become the cron expression that fires at the row's next run and every period after
+(past the 28th, on the day django-q2's own arithmetic settles on), in the zone django-q2 reads
+them in (``Q_CLUSTER["time_zone"]``, else ``TIME_ZONE``). Once, Biweekly and Bimonthly rows,
+and rows that repeat a set number of times, are reported."""
 
 from __future__ import annotations
 

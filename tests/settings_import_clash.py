@@ -1,6 +1,6 @@
 """Test settings for ``cronjob import`` of entries whose schedule names clash: django-crontab
 entries have no names, so two that call the same job with the same arguments derive the same
-one (``send_report(daily)``)."""
+one (``send_report-daily``)."""
 
 from tests.settings_import import *  # noqa: F403
 

@@ -7,4 +7,6 @@ from tests.settings_import import *  # noqa: F403
 CRONJOBS = [
     ("0 6 * * *", "tests.jobsapp.import_tasks.send_report", ">> report.log 2>&1"),
     ("30 3 * * *", "purge", ">> purge.log", {"days": 2}),
+    # django-crontab's README's own example.
+    ("@reboot", "purge", ">> boot.log"),
 ]

@@ -159,24 +159,24 @@ def test_crontab_cronjobs_round_trip(import_db: str) -> None:
         import_db,
         "crontab",
         {
-            "CRONJOBS[0]": "job send_report(daily), 0 6 * * *",
-            "CRONJOBS[1]": "manage.py clearsessions, 30 3 * * *",
-            "CRONJOBS[2]": "job purge(days=1), */5 * * * *; its shell suffix "
-            "'> purge.log 2>&1' is left behind",
+            "CRONJOBS[0]": "job send_report(daily), 0 6 * * * in UTC",
+            "CRONJOBS[1]": "manage.py clearsessions, 30 3 * * * in UTC",
+            "CRONJOBS[2]": "job purge(days=1), */5 * * * * in UTC (TIME_ZONE, not the host's "
+            "zone); its shell suffix '> purge.log 2>&1' is dropped",
         },
         {"CRONJOBS[3]": "there is no registered job 'proj.cron.gone'"},
     )
-    # The names ADVISORY_CRON["SCHEDULES"] gives the same entries.
-    assert sorted(rows) == ["clearsessions", "purge(days=1)", "send_report(daily)"]
+    # The job's name and its arguments, as a shell takes them (docs/coming-from.md).
+    assert sorted(rows) == ["clearsessions", "purge-days-1", "send_report-daily"]
     # An imported schedule runs by its name, as any other.
-    ran = _manage(import_db, "runlocked", "--manual", "send_report(daily)")
+    ran = _manage(import_db, "runlocked", "--manual", "send_report-daily")
     assert ran.returncode == 0, ran.stderr
     with psycopg.connect(import_db, autocommit=True) as conn:
         runs = conn.execute(
             "SELECT job, status FROM django_advisory_cron_jobrun WHERE job = %s",
-            ("send_report(daily)",),
+            ("send_report-daily",),
         ).fetchall()
-    assert runs == [("send_report(daily)", "succeeded")]
+    assert runs == [("send_report-daily", "succeeded")]
 
 
 def _shell(url: str, code: str) -> None:
@@ -232,8 +232,8 @@ PeriodicTask.objects.create(name="celery.backend_cleanup", task="celery.backend_
             "'celery.backend_cleanup'",
         },
     )
-    assert rows["nightly report"]["description"] == "the night's report"
-    purge = rows["purge tokens"]
+    assert rows["nightly-report"]["description"] == "the night's report"
+    purge = rows["purge-tokens"]
     assert (purge["enabled"], purge["starts"].year, purge["ends"].year) == (False, 2026, 2027)
 
 

@@ -23,10 +23,10 @@ def test_crontab_entries_deriving_one_name_are_both_refused(import_db: str) -> N
         assert code == 2, lines
         clashing = [line for line in lines if "same name" in line]
         assert clashing == [
-            "CRONJOBS[0] -> send_report(daily): not imported: CRONJOBS[2] would have the "
+            "CRONJOBS[0] -> send_report-daily: not imported: CRONJOBS[2] would have the "
             "same name; name each in ADVISORY_CRON['SCHEDULES'] instead (django-crontab's "
             "entries have no names), or add one with 'cronjob add NAME'",
-            "CRONJOBS[2] -> send_report(daily): not imported: CRONJOBS[0] would have the "
+            "CRONJOBS[2] -> send_report-daily: not imported: CRONJOBS[0] would have the "
             "same name; name each in ADVISORY_CRON['SCHEDULES'] instead (django-crontab's "
             "entries have no names), or add one with 'cronjob add NAME'",
         ]

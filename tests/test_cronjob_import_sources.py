@@ -36,6 +36,9 @@ add("quarterly 31", "Q", 2027, 1, 31)
 add("yearly 29 february", "Y", 2028, 2, 29)
 Schedule.objects.create(name="odd mondays", func="tests.jobsapp.import_tasks.send_report",
     schedule_type="C", cron="0 0 */2 * 1")
+Schedule.objects.create(name="bad cron", func="tests.jobsapp.import_tasks.send_report",
+    schedule_type="C", cron="1 * * * *")
+Schedule.objects.filter(name="bad cron").update(cron="61 * * * *")  # as SQL can write it
 """,
     )
     said = _dry_run(import_db, "django-q2")
@@ -57,10 +60,15 @@ Schedule.objects.create(name="odd mondays", func="tests.jobsapp.import_tasks.sen
         "2028-02-29, then on day 28 from 2029-02-28 on (a shorter month lowers its day for "
         "good): here it runs on day 28 from the start"
     )
+    assert said["django-q2 Schedule 'bad cron'"].startswith(
+        "django-q2 Schedule 'bad cron' -> bad-cron: refused: bad cron expression: "
+        "'61 * * * *' is not a valid cron expression: minute 61 is out of range 0-59"
+    )
+    # croniter matches either day field where cron, as one starts with *, matches both.
     assert said["django-q2 Schedule 'odd mondays'"].endswith(
-        "cannot import: django-q2 (croniter) runs '0 0 */2 * 1' on the days that match either "
-        "day field, cron on those that match both (one starts with *): add it by hand with the "
-        "day of month written out (1-31/2, not */2)"
+        "would import, calling job send_report(), 0 0 1-31/2 * 1; django-q2 (croniter) reads "
+        "the day fields of '0 0 */2 * 1' otherwise than cron: written '0 0 1-31/2 * 1' here, "
+        "which cron runs on the same days as django-q2"
     )
 
 
@@ -92,12 +100,21 @@ def test_django_crontabs_three_item_form_has_a_shell_suffix_not_arguments(
 ) -> None:
     said = _dry_run(import_db, "crontab", settings="tests.settings_import_suffix")
     assert said["CRONJOBS[0]"] == (
-        "CRONJOBS[0] -> send_report(): would import, calling job send_report(), 0 6 * * *; its "
-        "shell suffix '>> report.log 2>&1' is left behind (a run's output is kept)"
+        "CRONJOBS[0] -> send_report: would import, the schedule of job send_report (defined in "
+        "code), 0 6 * * * in UTC (TIME_ZONE, not the host's zone); its shell suffix "
+        "'>> report.log 2>&1' is dropped: to keep a job's output with each run, capture it "
+        "(capture=True on the job, or 'cronjob edit NAME --capture yes')"
     )
     assert said["CRONJOBS[1]"] == (
-        "CRONJOBS[1] -> purge(days=2): would import, calling job purge(days=2), 30 3 * * *; its "
-        "shell suffix '>> purge.log' is left behind (a run's output is kept)"
+        "CRONJOBS[1] -> purge-days-2: would import, calling job purge(days=2), 30 3 * * * in UTC "
+        "(TIME_ZONE, not the host's zone); its shell suffix '>> purge.log' is dropped: to keep "
+        "a job's output with each run, capture it (capture=True on the job, or 'cronjob edit "
+        "NAME --capture yes')"
+    )
+    assert said["CRONJOBS[2]"].startswith(
+        "CRONJOBS[2] -> purge: refused: '@reboot' runs when cron starts, at no time of "
+        "day, so it has no ticks: run the job with 'manage.py runlocked NAME' where the host or "
+        "container starts; it would be the schedule of job purge (defined in code), @reboot"
     )
 
 
@@ -139,4 +156,35 @@ def test_a_schedule_class_of_the_projects_own_says_what_to_do(import_db: str) ->
         "no equivalent here: it decides in its own code when it is due; add a cron expression "
         "or interval that ticks as often as it should be checked ('cronjob add'), and check "
         "the rest in the job"
+    )
+
+
+def test_a_crontab_of_both_days_imports_when_cron_matches_both_too(import_db: str) -> None:
+    """celery runs a crontab on the days that match both day fields; cron does too when one
+    starts with ``*``, so a day of the month celery expands from ``*/2`` is written so."""
+    said = _dry_run(import_db, "celery-beat", settings="tests.settings_import_custom")
+    assert said["CELERY_BEAT_SCHEDULE['odd-mondays']"] == (
+        "CELERY_BEAT_SCHEDULE['odd-mondays'] -> odd-mondays: would import, calling job "
+        "send_report(), 0 0 */2 * 1 in Europe/Paris"
+    )
+
+
+def test_a_django_q2_cron_row_with_a_range_of_one_value_says_how_it_differs(
+    import_db: str,
+) -> None:
+    """django-q2 (croniter) reads ``5-5`` as the whole field, every hour; cron, and the
+    engine, as 5."""
+    _shell(
+        import_db,
+        """
+from django_q.models import Schedule
+Schedule.objects.create(name="at five", func="tests.jobsapp.import_tasks.send_report",
+    schedule_type="C", cron="0 5-5 * * *")
+""",
+    )
+    said = _dry_run(import_db, "django-q2")
+    assert said["django-q2 Schedule 'at five'"] == (
+        "django-q2 Schedule 'at five' -> at-five: would import, calling job send_report(), "
+        "0 5-5 * * *; django-q2 (croniter) reads a range of one value in '0 5-5 * * *' as the "
+        "whole field (every value); here it is that value, as cron reads it: '0 5 * * *'"
     )

@@ -84,6 +84,7 @@ def test_import_refuses_a_celery_beat_entry_of_100_nanoseconds(db_url: str) -> N
     assert (done.returncode, done.stderr) == (exitcodes.USAGE, ""), done.stderr
     assert done.stdout.splitlines()[0] == (
         f"CELERY_BEAT_SCHEDULE['every-100-ns'] -> every-100-ns: refused: {INTERVAL.format('1e-07')}"
+        "; it would be calling job send_report(), every 1e-07s"
     )
     assert not Schedule.objects.exists()
 

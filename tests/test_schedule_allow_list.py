@@ -109,7 +109,8 @@ def test_cronjob_import_refuses_the_tasks_not_allowed(import_db: str) -> None:  
     assert (
         "CELERY_BEAT_SCHEDULE['report-by-name'] -> report-by-name: refused: Celery task "
         "send_report is not a task a schedule may send; add 'send_report' to "
-        "ADVISORY_CRON['SCHEDULE_CELERY_TASKS'] to allow it\n"
+        "ADVISORY_CRON['SCHEDULE_CELERY_TASKS'] to allow it; it would be calling Celery task "
+        "send_report() (deliver=celery), every 30s\n"
     ) in imported.stdout
     assert "entries imported or already there" in imported.stdout
     assert " 0 of " in imported.stdout, imported.stdout

@@ -137,7 +137,9 @@ def check_jobs(
             errors.append(
                 checks.Error(
                     f"Job {job.name!r}: {never}.",
-                    hint="Day 31 exists in January, March, May, July, August, October and "
+                    hint=None
+                    if job.cron == "@reboot"
+                    else "Day 31 exists in January, March, May, July, August, October and "
                     "December, 30 in every month but February, 29 February in leap years.",
                     id=check_id("E007"),
                 )

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import zoneinfo
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -164,6 +165,26 @@ def _out_of_range(fields: list[str]) -> str | None:
     return None
 
 
+#: A range of one value, ``5-5`` or ``mon-mon`` (with a step or not).
+_ONE_VALUE = re.compile(r"(\w+)-(\w+)(/\d+)?")
+
+
+def one_value_ranges(expression: str) -> str:
+    """``expression`` with each range of one value written as that value: ``0 5-5 * * *`` is
+    ``0 5 * * *``. cron reads ``5-5`` as 5; croniter reads it as the whole field (every hour),
+    and ``5-5/2`` as ``*/2``."""
+
+    def one(item: str) -> str:
+        match = _ONE_VALUE.fullmatch(item)
+        if match is None:
+            return item
+        first, last = match[1].lower(), match[2].lower()
+        same = first == last or (first.isdigit() and last.isdigit() and int(first) == int(last))
+        return match[1] if same else item
+
+    return " ".join(",".join(map(one, part.split(","))) for part in expression.split(" "))
+
+
 @functools.lru_cache(maxsize=1024)
 def _every_day(expression: str) -> tuple[bool, bool]:
     """Whether croniter expands the day of month, and the weekday, of a five- or six-field
@@ -203,13 +224,34 @@ def days_unlike_croniter(expression: str) -> bool:
     return _day_reading(expression) != (expression, croniter_or)
 
 
+def croniters_days_in_cron(expression: str) -> str | None:
+    """``expression`` with its day fields written so that cron reads them as croniter's default
+    (django-q2's) does, or ``None`` when no such writing is found: a field croniter expands to
+    every day becomes ``*``; when both are restricted, a leading ``*`` becomes the field's
+    range (``*/2`` is ``1-31/2``), so that a day matches either."""
+    fields = expression.split()
+    if len(fields) < 5:
+        return expression
+    every_day = _every_day(expression)
+    for index, span, every in ((2, "1-31", every_day[0]), (4, "0-6", every_day[1])):
+        if every:
+            fields[index] = "*"
+        elif not any(every_day):
+            items = fields[index].split(",")
+            fields[index] = ",".join(span + item[1:] if item[0] in "*?" else item for item in items)
+    written = " ".join(fields)
+    same = croniter(written).expanded == croniter(expression).expanded
+    return written if same and not days_unlike_croniter(written) else None
+
+
 @functools.lru_cache(maxsize=1024)
 def _read_fields(text: str, day_or: bool) -> cron_fields.CronFields | None:
     return cron_fields.fields(text, day_or=day_or)
 
 
 class NeverFires(InvalidSchedule):
-    """A cron expression that is valid but matches no date (30 February)."""
+    """A cron expression that is valid but has no tick: it matches no date (30 February), or
+    it is ``@reboot``."""
 
 
 def never_fires(expression: str) -> str:
@@ -238,7 +280,7 @@ class Schedule:
         self.zone = zone  # None: TIME_ZONE, read at each use (override_settings applies)
         if not isinstance(expression, str) or not expression.strip():
             raise InvalidSchedule("a schedule must be a non-empty cron expression")
-        expression = " ".join(expression.split())
+        expression = one_value_ranges(" ".join(expression.split()))
         fields = expression.split(" ")
         if not expression.startswith("@") and len(fields) not in (5, 6):
             raise InvalidSchedule(
@@ -246,7 +288,8 @@ class Schedule:
                 "weekday) or six (minute hour day month weekday second)"
             )
         if expression == "@reboot":
-            raise InvalidSchedule(
+            # Valid cron with no tick, as 30 February: refused where the job is declared.
+            raise NeverFires(
                 "'@reboot' runs when cron starts, at no time of day, so it has no ticks: run "
                 "the job with 'manage.py runlocked NAME' where the host or container starts"
             )

@@ -11,12 +11,17 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
+from croniter import croniter
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.contrib.django_q.schedules import unsyncable
-from django_advisory_cron.core.schedule import Schedule, days_unlike_croniter
+from django_advisory_cron.core.schedule import (
+    Schedule,
+    croniters_days_in_cron,
+    days_unlike_croniter,
+)
 
 UTC = timezone.utc
 YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
@@ -75,8 +80,7 @@ def engine_ticks(expression: str, start: datetime, end: datetime) -> list[dateti
 
 def _item(low: int, high: int) -> st.SearchStrategy[str]:
     number = st.integers(low, high)
-    # A range of one value ("5-5") is left out: croniter reads it as the whole field.
-    span = st.tuples(number, number).filter(lambda pair: pair[0] != pair[1]).map(sorted)
+    span = st.tuples(number, number).map(sorted)  # "5-5" too: one value, as cron reads it
     return st.one_of(
         number.map(str),
         span.map(lambda pair: f"{pair[0]}-{pair[1]}"),
@@ -125,10 +129,28 @@ def test_the_day_fields_follow_vixie_crons_rule(expression: str, runs: int) -> N
 @example(expression="0 0 5 * *,1")
 @example(expression="0 0 1,*/2 * 0-6")  # croniter widens 0-6 to *: cron matches either
 @example(expression="0 0 1,15 * 0-7")
+@example(expression="0 0 13-13,*/2 * 5-5")
 def test_the_engine_ticks_as_vixie_cron_over_a_year(expression: str) -> None:
     if not vixie_ticks(expression, *YEAR):
         return  # a schedule with no tick this year (30 February, or a rare one)
     assert engine_ticks(expression, *YEAR) == vixie_ticks(expression, *YEAR)
+
+
+@pytest.mark.parametrize(
+    ("expression", "runs"),
+    [
+        ("0 5-5 * * *", 365),  # croniter alone reads a range of one value as the whole field
+        ("30 5-5/2 * * *", 365),  # and 5-5/2 as */2
+        ("0 5-5,7 * * *", 2 * 365),
+        ("0 0 13-13 * *", 12),
+        ("0 0 * 4-4 *", 30),
+        ("0 0 * * mon-mon", 52),
+    ],
+)
+def test_a_range_of_one_value_is_that_value(expression: str, runs: int) -> None:
+    ticks = engine_ticks(expression, *YEAR)
+    assert len(ticks) == runs
+    assert ticks == vixie_ticks(expression.replace("mon", "1"), *YEAR)
 
 
 def test_previous_tick_follows_the_same_rule() -> None:
@@ -157,3 +179,27 @@ def test_django_q2_is_not_given_a_schedule_whose_days_croniter_reads_otherwise(
     job = locked_task(name="q2_days", schedule=expression)(lambda: None)
     assert days_unlike_croniter(expression) is differs
     assert (unsyncable(job) is not None) is differs
+
+
+def croniter_ticks(expression: str, start: datetime, end: datetime) -> list[datetime]:
+    """The ticks in ``[start, end)`` by croniter's default reading (django-q2's)."""
+    walk, found = croniter(expression, start - timedelta(microseconds=1)), []
+    tick = walk.get_next(datetime)
+    while tick < end:
+        found.append(tick)
+        tick = walk.get_next(datetime)
+    return found
+
+
+@settings(max_examples=30, deadline=None)
+@given(expression=expressions)
+@example(expression="0 0 */2 * 1")
+@example(expression="0 0 1 * */2")
+@example(expression="0 0 1,*/2 * 0-6")
+def test_croniters_days_written_for_cron_run_on_croniters_days(expression: str) -> None:
+    """What a django-q2 Cron row is imported as (``cronjob import --from django-q2``)."""
+    if not days_unlike_croniter(expression):
+        return
+    written = croniters_days_in_cron(expression)
+    assert written is not None
+    assert engine_ticks(written, *YEAR) == croniter_ticks(expression, *YEAR)

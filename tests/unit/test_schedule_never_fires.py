@@ -103,3 +103,14 @@ def test_reboot_is_valid_cron_with_no_ticks_and_says_what_to_use() -> None:
     print(message)
     assert "'@reboot' runs when cron starts, at no time of day" in message
     assert "manage.py runlocked" in message and "\n" not in message
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_reboot_is_refused_where_the_job_is_declared() -> None:
+    with pytest.raises(InvalidSchedule) as raised:
+        locked_task(name="at_boot", schedule="@reboot")(lambda: None)
+    message = str(raised.value)
+    print(message)
+    assert message.startswith("@locked_task 'at_boot': '@reboot' runs when cron starts")
+    assert "\n" not in message
+    assert "at_boot" not in registry

@@ -5,8 +5,9 @@ Each source's module reads its entries (``entries()``) into the dict form of
 ``ADVISORY_CRON["SCHEDULES"]``, or says why an entry cannot map; from there an entry goes the
 way a settings entry goes ([definition_of][django_advisory_cron.jobs.declared.definition_of],
 then the definition's ``problems``), and is written as ``cronjob add`` writes a row. An entry
-keeps its source's name, so a second import finds what the first one wrote and changes
-nothing; nothing is ever written to the source.
+is named after its source's name, as a shell takes it and apart from the code jobs' names
+(``names``), so a second import finds what the
+first one wrote and changes nothing; nothing is ever written to the source.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import DataError, IntegrityError
 
 from ...conf import ScheduleEntry
@@ -29,6 +31,7 @@ from ...jobs.job import Job
 from ...models import Schedule
 from ...run import control
 from ..schedule_options import row
+from .names import WHERE, Named, named
 
 #: Each source ``--from`` names, and the module of this package that reads it.
 SOURCES = {
@@ -132,20 +135,21 @@ def run(
         )
     known: list[Job[Any, Any]] = found.all()
     items = [routed(item, deliver) for item in entries(source)]
-    read = [_definition(item) for item in items]
+    read = [_definition(item, known) for item in items]
     clashes = _clashes(items, read, RENAME.get(source, "rename one of them in the source"))
     lines, left = [], 0
-    for index, (item, definition_or_why) in enumerate(zip(items, read, strict=True)):
+    for index, (item, named_or_why) in enumerate(zip(items, read, strict=True)):
         said, definition = (
             (clashes[index], None)
             if index in clashes
-            else _one(item, definition_or_why, found, known, alias, dry_run)
+            else _one(item, named_or_why, found, known, alias, dry_run, source)
         )
         if definition is None:
             left += 1
-        elif found.definition(definition.name) is None:
+        elif found.definition(definition.name) is None and not definition.override:
             known.append(to_job(definition))
-        lines.append(said + "".join(f"; {note}" for note in item.notes))
+        notes = item.notes if isinstance(named_or_why, str) else (named_or_why.note, *item.notes)
+        lines.append(said + "".join(f"; {note}" for note in notes if note))
     verb = "would import" if dry_run else "imported"
     lines.append(
         f"{source}: {len(lines) - left} of {len(lines)} entries {verb} or already there"
@@ -155,25 +159,26 @@ def run(
     return lines, left
 
 
-def _definition(item: Found) -> Definition | str:
-    """The definition ``item`` maps to, or why it cannot map."""
+def _definition(item: Found, known: list[Job[Any, Any]]) -> Named | str:
+    """The definition ``item`` maps to, under the name it is imported as, or why it cannot
+    map."""
     if item.entry is None:
         return item.reason
     try:
-        return definition_of(item.entry)
+        return named(definition_of(item.entry), known)
     except ValueError as error:
         return str(error)
 
 
-def _clashes(items: list[Found], read: list[Definition | str], rename: str) -> dict[int, str]:
+def _clashes(items: list[Found], read: list[Named | str], rename: str) -> dict[int, str]:
     """The line of each entry whose schedule would have the name of another entry's, by its
     index, saying to ``rename``. Neither is imported: which one would keep the name would
     depend on the source's order, and a name is what the schedule's lock key, run history and
     commands go by."""
     named: dict[str, list[int]] = {}
-    for index, definition in enumerate(read):
-        if isinstance(definition, Definition):
-            named.setdefault(definition.name, []).append(index)
+    for index, read_one in enumerate(read):
+        if isinstance(read_one, Named):
+            named.setdefault(read_one.definition.name, []).append(index)
     return {
         index: f"{items[index].label} -> {name}: not imported: "
         f"{', '.join(items[other].label for other in same if other != index)} would have "
@@ -186,40 +191,60 @@ def _clashes(items: list[Found], read: list[Definition | str], rename: str) -> d
 
 def _one(
     item: Found,
-    definition: Definition | str,
+    read: Named | str,
     found: Catalog,
     known: list[Job[Any, Any]],
     alias: str,
     dry_run: bool,
+    source: str,
 ) -> tuple[str, Definition | None]:
     """What becomes of one entry, in a line, and its definition (``None``: not imported)."""
-    if isinstance(definition, str):
-        return f"{item.label}: cannot import: {definition}", None
+    if isinstance(read, str):
+        return f"{item.label}: cannot import: {read}", None
+    definition = read.definition
     head = f"{item.label} -> {definition.name}"
     kept = found.definition(definition.name)
-    if kept is not None and not kept.override:
+    if kept is not None and kept.override == definition.override:
         same = dataclasses.replace(kept, changed=None) == definition
         return (
             f"{head}: already there"
             + ("" if same else f" (it differs; change it with 'cronjob edit {definition.name}')"),
             definition,
         )
-    problems = definition.problems(known=known)
+    what = _what(definition, found, source)
+    problems = [read.refused] if read.refused else definition.problems(known=known)
     if problems:
-        return f"{head}: refused: {'; '.join(problems)}", None
+        return f"{head}: refused: {'; '.join(problems)}; it would be {what}", None
     if not dry_run:
         try:
             Schedule.objects.using(alias).create(**row(definition), changed_by=control.operator())
         except (IntegrityError, DataError) as error:
             return f"{head}: refused: the database refused it: {first_line(error)}", None
     verb = "would import" if dry_run else "imported"
+    return f"{head}: {verb}, {what}", definition
+
+
+def _what(definition: Definition, found: Catalog, source: str) -> str:
+    """What the schedule calls and when, for people: ``calling job send_report(daily), 0 6 *
+    * * in UTC``, or ``the schedule of job send_report (defined in code), ...``."""
     when = definition.schedule_text()
     if definition.timezone:
         when += f" in {definition.timezone}"
-    disabled = "" if definition.enabled else ", disabled"
+    elif definition.cron and source == "crontab":  # cron read them in the host's zone
+        when += f" in {settings.TIME_ZONE or 'UTC'} (TIME_ZONE, not the host's zone)"
+    if not definition.enabled:
+        when += ", disabled"
+    if definition.override:
+        job = found.jobs.get(definition.name)
+        where = WHERE.get(job.source, "") if job else ""
+        if job and job.schedule_text:
+            where += f", in place of its {job.schedule_text}"
+        return f"the schedule of job {definition.name} ({where}), {when}"
     calls = definition.calls
     if definition.job:
         call = derived_name(dataclasses.asdict(definition))
-        named = by_name(definition.deliver)
-        calls = f"{named.task} {call} (deliver={definition.deliver})" if named else f"job {call}"
-    return f"{head}: {verb}, calling {calls}, {when}{disabled}", definition
+        named_by = by_name(definition.deliver)
+        calls = (
+            f"{named_by.task} {call} (deliver={definition.deliver})" if named_by else f"job {call}"
+        )
+    return f"calling {calls}, {when}"

@@ -84,14 +84,17 @@ def timing(when: Any, zone: str) -> dict[str, Any]:
         )
     if kind == "crontab":
         fields = {name: set(getattr(when, name)) for name, _low, _high in CRON_FIELDS}
-        if len(fields["day_of_month"]) < 31 and len(fields["day_of_week"]) < 7:
-            raise NotMappable(both_days())
-        return {
-            "schedule": " ".join(
-                cron_field(fields[name], low, high) for name, low, high in CRON_FIELDS
-            ),
-            "timezone": zone,
-        }
+        written = {name: cron_field(fields[name], low, high) for name, low, high in CRON_FIELDS}
+        if "*" not in (written["day_of_month"], written["day_of_week"]):
+            # celery matches both day fields; cron too when one of them starts with *.
+            for name, low, high in CRON_FIELDS[2::2]:
+                step = step_field(fields[name], low, high)
+                if step:
+                    written[name] = step
+                    break
+            else:
+                raise NotMappable(both_days())
+        return {"schedule": " ".join(written.values()), "timezone": zone}
     if isinstance(getattr(when, "run_every", None), timedelta):
         return {"every": when.run_every.total_seconds()}
     raise NotMappable(
@@ -105,9 +108,19 @@ def both_days() -> str:
     """Why a crontab that restricts both kinds of day cannot map."""
     return (
         "it restricts both the day of the month and the day of the week: celery runs on "
-        "days that match both, cron on days that match either; split it, or check the day "
-        "in the job"
+        "days that match both, cron on days that match either (both only when one of them "
+        "is a step from *, such as */2); split it, or check the day in the job"
     )
+
+
+def step_field(values: set[int], low: int, high: int) -> str | None:
+    """``values`` as a step from ``*`` (``*/2``) when they are one of two values or more (a
+    single day as ``*/31`` would say it to no reader), else ``None``."""
+    ordered = sorted(values)
+    if len(ordered) < 2 or ordered[0] != low:
+        return None
+    step = ordered[1] - ordered[0]
+    return f"*/{step}" if set(range(low, high + 1, step)) == values else None
 
 
 def cron_field(values: set[int], low: int, high: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from ...jobs.declared import CALL_COMMAND
 from . import Found, Unavailable
 
 
@@ -33,6 +34,13 @@ def entries() -> list[Found]:
 
 
 def _without(label: str, job: tuple[object, ...], suffix: object) -> Found:
-    """``job`` with a note that its shell ``suffix`` is left behind."""
-    said = f"its shell suffix {suffix!r} is left behind (a run's output is kept)"
-    return Found(label, job, notes=(said,))
+    """``job`` with a note that its shell ``suffix`` (an output redirect, mostly) is dropped,
+    and how to keep a run's output instead: a command's is kept with the run, a job's when
+    it is captured."""
+    kept = (
+        "a command's output is kept with each run"
+        if job[1] == CALL_COMMAND
+        else "to keep a job's output with each run, capture it (capture=True on the job, or "
+        "'cronjob edit NAME --capture yes')"
+    )
+    return Found(label, job, notes=(f"its shell suffix {suffix!r} is dropped: {kept}",))

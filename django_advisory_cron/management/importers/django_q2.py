@@ -1,10 +1,11 @@
-"""``--from django-q2``: its ``Schedule`` rows, read through its models. A row calls a
-registered job's function (by its dotted path) or ``call_command`` with the command's name
-first. A Cron row keeps its expression; Minutes becomes an interval; Hourly, Daily, Weekly,
-Monthly, Quarterly and Yearly become the cron expression that fires at the row's next run
-and every period after (past the 28th, on the day django-q2's own arithmetic settles on), in
-the zone django-q2 reads them in (``Q_CLUSTER["time_zone"]``, else ``TIME_ZONE``). Once,
-Biweekly and Bimonthly rows, and rows that repeat a set number of times, are reported."""
+"""``--from django-q2``: its ``Schedule`` rows, read through its models. A row calls a registered
+job's function (by its dotted path) or ``call_command`` with the command's name first. A Cron
+row keeps its expression (its day fields written as django-q2's croniter reads them, where cron
+reads them otherwise); Minutes becomes an interval; Hourly, Daily, Weekly, Monthly, Quarterly
+and Yearly become the cron expression that fires at the row's next run and every period after
+(past the 28th, on the day django-q2's own arithmetic settles on), in the zone django-q2 reads
+them in (``Q_CLUSTER["time_zone"]``, else ``TIME_ZONE``). Once, Biweekly and Bimonthly rows,
+and rows that repeat a set number of times, are reported."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ from zoneinfo import ZoneInfo
 from django.apps import apps
 from django.conf import settings
 
-from ...core.schedule import Schedule, days_unlike_croniter
+from ...core.schedule import (
+    Schedule,
+    croniters_days_in_cron,
+    days_unlike_croniter,
+    one_value_ranges,
+    validate,
+)
 from ...jobs.declared import CALL_COMMAND
 from . import Found, Noted, NotMappable, Unavailable, described, mapped
 
@@ -113,13 +120,7 @@ def _timing(row: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
     kind, zone = row.schedule_type, _zone()
     where = {"timezone": zone} if zone != settings.TIME_ZONE else {}
     if kind == "C":
-        if days_unlike_croniter(row.cron):
-            raise NotMappable(
-                f"django-q2 (croniter) runs {row.cron!r} on the days that match either day "
-                "field, cron on those that match both (one starts with *): add it by hand "
-                "with the day of month written out (1-31/2, not */2)"
-            )
-        return {"schedule": row.cron, **where}, ()
+        return _cron(row.cron, where)
     if kind == "I":
         return {"every": (row.minutes or 1) * 60}, ()
     if kind in ("O", "BW", "BM"):
@@ -141,6 +142,33 @@ def _timing(row: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
     if kind not in PERIODS:
         raise NotMappable(f"its schedule type {kind!r} is not known here")
     return _calendar(row, zone, where)
+
+
+def _cron(cron: str, where: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A Cron row's expression, its day fields written as django-q2's croniter reads them
+    (a day matches either field when both are restricted, even one starting with ``*``)."""
+    written, notes = cron, []
+    if validate(cron):  # refused as any bad expression is, by the definition's check
+        return {"schedule": cron, **where}, ()
+    if days_unlike_croniter(cron):
+        found = croniters_days_in_cron(cron)
+        if found is None:
+            raise NotMappable(
+                f"django-q2 (croniter) reads the day fields of {cron!r} otherwise than cron, "
+                "and no cron expression says its days: add it by hand"
+            )
+        written = found
+        notes.append(
+            f"django-q2 (croniter) reads the day fields of {cron!r} otherwise than cron: "
+            f"written {found!r} here, which cron runs on the same days as django-q2"
+        )
+    plain = one_value_ranges(" ".join(written.split()))
+    if plain != " ".join(written.split()):
+        notes.append(
+            f"django-q2 (croniter) reads a range of one value in {written!r} as the whole "
+            f"field (every value); here it is that value, as cron reads it: {plain!r}"
+        )
+    return {"schedule": written, **where}, tuple(notes)
 
 
 def _zone() -> str:

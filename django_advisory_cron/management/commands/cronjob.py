@@ -170,8 +170,9 @@ ACTIONS = {
         "add the schedules of another scheduler",
         "add the schedules of celery-beat (CELERY_BEAT_SCHEDULE), django-celery-beat (its "
         "periodic tasks), crontab (django-crontab's CRONJOBS) or django-q2 (its schedules) "
-        "as database schedules, each under its name there, calling the registered job whose "
-        "name or function's dotted path it names, or a management command; a line per "
+        "as database schedules, each under its name there made shell-safe (or as the schedule "
+        "of the code job it is named after; docs/coming-from.md says how), calling the job whose "
+        "name or dotted path it names, or a management command; a line per "
         "entry: what it became, or why it cannot map. --deliver celery (celery-beat, "
         "django-celery-beat) makes each schedule send its Celery task, on its queue, to Celery "
         "instead. --dry-run writes nothing. A second import finds what the first one added "

@@ -162,11 +162,11 @@ def test_a_row_no_rule_accepts_leaves_every_other_job_running(
     assert client.get(reverse("advisory_cron:health")).status_code == 200
     ok(manage("cronjob", "edit", "deep", "--args", "[]"))  # what could be read is kept
     assert "deep" not in json.loads(ok(manage("cronjob", "list", "--json")))["cannot_run"]
-    # The Schedules page reads rows with the ORM, whose driver cannot read 'infinity': the
-    # others it shows, each with why it cannot run.
-    connection.execute("DELETE FROM django_advisory_cron_schedule WHERE name IN ('forever', 'far')")
+    # The Schedules page shows the others, each with why it cannot run, and names those whose
+    # times the driver cannot read ('infinity').
     schedules = client.get(LIST_URL)
     assert schedules.status_code == 200 and b"every 1e+300s" in schedules.content
+    assert b"which this page cannot show: far, forever." in schedules.content
 
     assert ok(manage("cronjob", "remove", "poison")) == (
         "poison: removed (it called manage.py noop); its run history is kept.\n"
@@ -197,3 +197,25 @@ def test_two_schedules_sharing_a_lock_key_both_cannot_run(manage: Any, raw_conne
         f"{second!r}; rename one of them; change it with 'manage.py cronjob edit {first}', or "
         "remove it"
     )
+
+
+def test_the_schedules_page_shows_the_rows_it_can_read_and_names_the_others(
+    raw_connect: Any, django_user_model: Any
+) -> None:
+    connection = raw_connect()
+    write_row(connection, "nightly")
+    write_row(connection, "forever", **POISON["forever"])
+    write_row(connection, "far", **POISON["far"])
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+
+    page = client.get(LIST_URL)
+
+    assert page.status_code == 200
+    shown = page.content.decode()
+    assert 'href="/admin/django_advisory_cron/schedule/' in shown and ">nightly<" in shown
+    assert (
+        "2 schedules hold times outside the years 1 to 9999, which this page cannot show: far, "
+        "forever. They cannot run; give them times within those years with manage.py cronjob "
+        "edit NAME --starts WHEN --ends WHEN, or remove them with manage.py cronjob remove NAME."
+    ) in shown

@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION, LogEntry
 from django.core.exceptions import PermissionDenied
 from django.core.management import get_commands
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -25,8 +25,10 @@ from django.http import (
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from ..conf import app_settings
+from ..core.moments import EARLIEST, LATEST
 from ..delivery.targets import by_name
 from ..jobs import catalog
 from ..jobs.definitions import Definition, to_job
@@ -212,6 +214,15 @@ class KindFilter(ChoiceFilter):
     }
 
 
+#: Rows whose times Python can hold: SQL can write others ('infinity', the year 200000), which
+#: the driver cannot read, so a page that reads them whole would fail for every row.
+READABLE = (
+    (Q(starts__isnull=True) | Q(starts__range=(EARLIEST, LATEST)))
+    & (Q(ends__isnull=True) | Q(ends__range=(EARLIEST, LATEST)))
+    & Q(created__range=(EARLIEST, LATEST), changed__range=(EARLIEST, LATEST))
+)
+
+
 class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Schedules kept in the database: adding, changing and deleting them need Django's
     ``add_schedule``, ``change_schedule`` and ``delete_schedule``; each change is in the
@@ -250,7 +261,36 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
-        return super().get_queryset(request).using(app_settings.lock_database)
+        """The rows the page can read (``READABLE``); ``changelist_view`` names the others."""
+        return super().get_queryset(request).using(app_settings.lock_database).filter(READABLE)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list, with the names of the rows it cannot show and how to mend them."""
+        unreadable = sorted(
+            Schedule.objects.using(app_settings.lock_database)
+            .exclude(READABLE)
+            .values_list("name", flat=True)
+        )
+        if unreadable and request.method == "GET":
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d schedule holds times outside the years 1 to 9999, which this page "
+                    "cannot show: %(names)s. It cannot run; give it times within those years "
+                    "with manage.py cronjob edit NAME --starts WHEN --ends WHEN, or remove it "
+                    "with manage.py cronjob remove NAME.",
+                    "%(count)d schedules hold times outside the years 1 to 9999, which this page "
+                    "cannot show: %(names)s. They cannot run; give them times within those years "
+                    "with manage.py cronjob edit NAME --starts WHEN --ends WHEN, or remove them "
+                    "with manage.py cronjob remove NAME.",
+                    len(unreadable),
+                )
+                % {"count": len(unreadable), "names": ", ".join(unreadable)},
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
         obj.changed_by = request.user.get_username()[:150]

@@ -25,7 +25,7 @@ from psycopg import sql as pgsql
 
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.contrib import notices
-from django_advisory_cron.db.sql import storable
+from django_advisory_cron.core.text import storable
 from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.ops import monitoring

@@ -7,13 +7,13 @@ may leave out is guarded by a parameter, not spliced in), and its named paramete
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..core.keys import LockKey
 from ..core.scopes import ResolvedScope
+from ..core.text import storable
 from .queries import QUERIES
 
 Statement = tuple[str, Mapping[str, Any]]
@@ -220,19 +220,6 @@ def claim_runs(
     }
     recording = "_recording" if record_skips or any(claim.manual for claim in claims) else ""
     return QUERIES["claim_runs" + ("_census" if census else "") + recording], params
-
-
-#: What PostgreSQL text cannot hold: NUL, and unpaired surrogates (what ``os.fsdecode`` makes
-#: of a byte that is not UTF-8), which the driver cannot encode.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def storable(text: str) -> str:
-    """``text`` as a run row can hold it: each NUL and each unpaired surrogate becomes U+FFFD
-    (the same length, so bounded output stays bounded; idempotent). Every text a run's row is
-    written with goes through it, so no job's output or error can make the row's statement
-    fail."""
-    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The storable form of a run's text (``db.sql.storable``): what PostgreSQL text cannot hold
+"""The storable form of a run's text (``core.text.storable``): what PostgreSQL text cannot hold
 (NUL, an unpaired surrogate) becomes U+FFFD, nothing else changes, and the length stays (the
 runs that store it: tests/test_unstorable_text.py)."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from django_advisory_cron.db.sql import storable
+from django_advisory_cron.core.text import storable
 
 MARK = "\ufffd"
 UNSTORABLE = ["\x00", "\ud800", "\udbff", "\udc00", "\udfff"]

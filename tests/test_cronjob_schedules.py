@@ -291,8 +291,8 @@ BAD_INPUT = [
     ),
     (
         ["--job", "marc", "--schedule", "61 * * * *"],
-        "there is no registered job 'marc'; did you mean mark?; bad cron expression: '61 * * * *' is not a valid "
-        "cron expression: minute 61 is out of range 0-59",
+        "there is no registered job 'marc'; did you mean mark?; bad cron expression: "
+        "'61 * * * *' is not a valid cron expression: minute 61 is out of range 0-59",
     ),
 ]
 

@@ -7,11 +7,8 @@ default, ``second_at_beginning=False``), evaluated in the schedule's own time zo
 :class:`Every` is an interval schedule instead: its ticks are the Unix epoch plus whole
 multiples of the interval, the same on every host, in every zone.
 
-The two day fields follow Vixie cron's rule (Debian's cron, and most others): when the day of
-month or the weekday field starts with ``*`` (``*``, ``*/2``), a day must match both; when both
-are restricted otherwise, a day matches either. ``"0 0 */2 * 1"`` is an odd-numbered Monday,
-``"0 0 1-31/2 * 1"`` an odd-numbered day or a Monday. (croniter's own default, which
-django-q2 uses, matches either in both.)
+The two day fields follow Vixie cron's rule, and a range of one value is that value (see
+``core/cron_reading.py``).
 
 Daylight saving time follows Debian's cron (see ``docs/once-per-tick.md``). An expression whose
 hour field names every hour (``"*/15 * * * *"``, ``"0 * * * *"``) is a *real-time* schedule:
@@ -36,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import zoneinfo
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -48,6 +44,7 @@ from django.conf import settings
 
 from ..exceptions import InvalidSchedule
 from . import cron_fields
+from .cron_reading import day_reading, one_value_ranges
 
 # A run is matched against ticks up to this far from its reference time, beyond ``MAX_SKEW``,
 # so that a host whose clock is off from the database's still finds its tick.
@@ -165,85 +162,6 @@ def _out_of_range(fields: list[str]) -> str | None:
     return None
 
 
-#: A range of one value, ``5-5`` or ``mon-mon`` (with a step or not).
-_ONE_VALUE = re.compile(r"(\w+)-(\w+)(/\d+)?")
-
-
-def one_value_ranges(expression: str) -> str:
-    """``expression`` with each range of one value written as that value: ``0 5-5 * * *`` is
-    ``0 5 * * *``. cron reads ``5-5`` as 5; croniter reads it as the whole field (every hour),
-    and ``5-5/2`` as ``*/2``."""
-
-    def one(item: str) -> str:
-        match = _ONE_VALUE.fullmatch(item)
-        if match is None:
-            return item
-        first, last = match[1].lower(), match[2].lower()
-        same = first == last or (first.isdigit() and last.isdigit() and int(first) == int(last))
-        return match[1] if same else item
-
-    return " ".join(",".join(map(one, part.split(","))) for part in expression.split(" "))
-
-
-@functools.lru_cache(maxsize=1024)
-def _every_day(expression: str) -> tuple[bool, bool]:
-    """Whether croniter expands the day of month, and the weekday, of a five- or six-field
-    ``expression`` to every day (``*``)."""
-    expanded = croniter(expression).expanded
-    return expanded[2][0] == "*", expanded[4][0] == "*"
-
-
-@functools.lru_cache(maxsize=1024)
-def _day_reading(expression: str) -> tuple[str, bool]:
-    """The expression to hand croniter, and its ``day_or``, for cron's reading of the day
-    fields (see the module docstring).
-
-    croniter's own test looks at the expanded fields, which it sometimes widens to ``*``
-    (``0-6`` beside ``*/2``), not at what was written; its ``implement_cron_bug`` reads that
-    too. So the rule is applied here: a field written with ``*`` (or croniter's ``?``) makes
-    the days match both; otherwise either, and a field naming every day then matches every day.
-    """
-    fields = expression.split()
-    if len(fields) < 5:
-        return expression, False  # an alias (@daily): at most one day field is restricted
-    every_day = _every_day(expression)
-    if fields[2][0] in "*?" or fields[4][0] in "*?" or all(every_day):
-        return expression, False
-    if not any(every_day):
-        return expression, True
-    return " ".join([*fields[:2], "*", fields[3], "*", *fields[5:]]), False
-
-
-def days_unlike_croniter(expression: str) -> bool:
-    """Whether croniter's default reading of ``expression``'s day fields (django-q2's) differs
-    from cron's: it matches either day field whenever both expand to fewer than every day, so
-    ``"0 0 */2 * 1"`` is an odd-numbered day or a Monday there."""
-    if len(expression.split()) < 5:
-        return False
-    croniter_or = not any(_every_day(expression))
-    return _day_reading(expression) != (expression, croniter_or)
-
-
-def croniters_days_in_cron(expression: str) -> str | None:
-    """``expression`` with its day fields written so that cron reads them as croniter's default
-    (django-q2's) does, or ``None`` when no such writing is found: a field croniter expands to
-    every day becomes ``*``; when both are restricted, a leading ``*`` becomes the field's
-    range (``*/2`` is ``1-31/2``), so that a day matches either."""
-    fields = expression.split()
-    if len(fields) < 5:
-        return expression
-    every_day = _every_day(expression)
-    for index, span, every in ((2, "1-31", every_day[0]), (4, "0-6", every_day[1])):
-        if every:
-            fields[index] = "*"
-        elif not any(every_day):
-            items = fields[index].split(",")
-            fields[index] = ",".join(span + item[1:] if item[0] in "*?" else item for item in items)
-    written = " ".join(fields)
-    same = croniter(written).expanded == croniter(expression).expanded
-    return written if same and not days_unlike_croniter(written) else None
-
-
 @functools.lru_cache(maxsize=1024)
 def _read_fields(text: str, day_or: bool) -> cron_fields.CronFields | None:
     return cron_fields.fields(text, day_or=day_or)
@@ -316,13 +234,13 @@ class Schedule:
 
     def _croniter(self, start: datetime) -> croniter:
         """croniter from ``start``, reading the day fields as cron does."""
-        text, day_or = _day_reading(self.expression)
+        text, day_or = day_reading(self.expression)
         return croniter(text, start, day_or=day_or)
 
     @functools.cached_property
     def _fields(self) -> cron_fields.CronFields | None:
         """The fields read once for searching (``None``: croniter's extensions, see there)."""
-        text, day_or = _day_reading(self.expression)
+        text, day_or = day_reading(self.expression)
         return _read_fields(text, day_or)
 
     @property

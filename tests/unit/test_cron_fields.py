@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from django_advisory_cron.core.cron_fields import fields
-from django_advisory_cron.core.schedule import _day_reading, one_value_ranges
+from django_advisory_cron.core.cron_reading import day_reading, one_value_ranges
 
 
 def field(low: int, high: int) -> st.SearchStrategy[str]:
@@ -40,7 +40,7 @@ instants = st.datetimes(datetime(2001, 1, 1), datetime(2090, 1, 1))
 @example("* * * * * */10", datetime(2026, 12, 31, 23, 59, 59, 999999))
 @example("@weekly", datetime(2026, 3, 1))
 def test_the_same_times_as_croniter(expression: str, start: datetime) -> None:
-    text, day_or = _day_reading(one_value_ranges(expression))  # as Schedule reads it
+    text, day_or = day_reading(one_value_ranges(expression))  # as Schedule reads it
     read = fields(text, day_or=day_or)
     try:
         walls = croniter(text, start.replace(tzinfo=timezone.utc), day_or=day_or)

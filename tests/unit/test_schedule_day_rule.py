@@ -17,11 +17,8 @@ from hypothesis import strategies as st
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.contrib.django_q.schedules import unsyncable
-from django_advisory_cron.core.schedule import (
-    Schedule,
-    croniters_days_in_cron,
-    days_unlike_croniter,
-)
+from django_advisory_cron.core.cron_reading import croniters_days_in_cron, days_unlike_croniter
+from django_advisory_cron.core.schedule import Schedule
 
 UTC = timezone.utc
 YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))

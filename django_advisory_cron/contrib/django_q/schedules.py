@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connections, router, transaction
 
 from ...conf import app_settings
-from ...core.schedule import days_unlike_croniter
+from ...core.cron_reading import days_unlike_croniter
 from ...exceptions import ScheduleSyncTimeout
 from ...jobs.job import Job, registry
 from ...lock.advisory import advisory_lock

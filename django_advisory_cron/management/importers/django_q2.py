@@ -19,13 +19,8 @@ from zoneinfo import ZoneInfo
 from django.apps import apps
 from django.conf import settings
 
-from ...core.schedule import (
-    Schedule,
-    croniters_days_in_cron,
-    days_unlike_croniter,
-    one_value_ranges,
-    validate,
-)
+from ...core.cron_reading import croniters_days_in_cron, days_unlike_croniter, one_value_ranges
+from ...core.schedule import Schedule, validate
 from ...jobs.declared import CALL_COMMAND
 from . import Found, Noted, NotMappable, Unavailable, described, mapped
 

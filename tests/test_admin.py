@@ -496,6 +496,25 @@ def test_job_runs_page(viewer: Client, fresh_registry: None) -> None:
     assert "Traceback" in detail.content.decode()
 
 
+def test_a_run_page_shows_its_times_to_the_second(viewer: Client, fresh_registry: None) -> None:
+    """Runs seconds apart read as different times on their own pages too."""
+
+    @locked_task(name="admin.tick_seconds")
+    def ticking() -> None:
+        pass
+
+    ticking.run()
+    run = JobRun.objects.get(job="admin.tick_seconds")
+    run.tick = run.started.replace(second=10, microsecond=0)
+    run.save(update_fields=["tick"])
+    detail = viewer.get(reverse("admin:django_advisory_cron_jobrun_change", args=[run.pk]))
+    text = " ".join(detail.content.decode().split())
+    for label, value in (("Tick", run.tick), ("Started", run.started), ("Finished", run.finished)):
+        assert value is not None
+        shown = text.split(f"{label}:</label>")[1].split("</div>")[0]
+        assert f"{value:%H:%M:%S}" in shown, (label, shown)
+
+
 def test_hashtext_keys_are_named_too(
     raw_connect: Connect, viewer: Client, fresh_registry: None
 ) -> None:

@@ -166,8 +166,12 @@ def measure(page: Any) -> dict[str, float]:
     return sizes
 
 
+#: The tallest a job's row may be, by window width.
+ROW_HEIGHT = {1024: 110, 1366: 72, 1920: 60}
+
+
 @pytest.mark.parametrize("width", WIDTHS)
-def test_jobs_and_runs_fit_the_window_and_show_seconds(
+def test_jobs_and_runs_fit_the_window_show_seconds_and_the_first_run(
     width: int,
     browser: Any,
     server: Any,
@@ -179,18 +183,26 @@ def test_jobs_and_runs_fit_the_window_and_show_seconds(
 ) -> None:
     from playwright.sync_api import expect
 
-    page = operating(browser, server, operator, django_user_model, width)
+    page = operating(browser, server, operator, django_user_model, width, height=768)
     shoot = Shooter(page, screenshots, capsys)
     base = server.url
 
     page.goto(f"{base}/admin/django_advisory_cron/registeredjob/")
     shoot(f"admin-width-jobs-{width}")
     jobs = measure(page)
+    rows = [row.bounding_box()["height"] for row in page.locator("tr.job-row").all()]
     page.goto(f"{base}/admin/django_advisory_cron/jobrun/")
     shoot(f"admin-width-runs-{width}")
     job_runs = measure(page)
+    first = page.locator("#result_list tbody tr").first.bounding_box()
     with capsys.disabled():
-        print(f"\njobs at {width}: {jobs}\nruns at {width}: {job_runs}")
+        print(f"\njobs at {width}: {jobs}, rows {rows}\nruns at {width}: {job_runs}, first {first}")
+    # In a 768 px high window the filters leave the first run in view.
+    assert first is not None and first["y"] + first["height"] <= 768, first
+    # A job's row is its name, one line of facts and a compact Pause: 52 px at 1920 px, 69 at
+    # 1366 (a cron's description wraps), 107 at most at 1024 for the longest name beside a
+    # failed run (103, 151 and 219 before, with the keys and the open pause form in each row).
+    assert rows and max(rows) <= ROW_HEIGHT[width], rows
 
     page.goto(f"{base}/admin/django_advisory_cron/registeredjob/")
     ping = page.locator("tr.job-row[data-job='monitoring.ping_upstream_payment_gateway']")
@@ -318,42 +330,4 @@ def test_held_locks_show_who_holds_them_on_screen(
     for column in ("job", "pid", "application name", "client address", "state", "current query"):
         assert column in headers and headers[column] <= width, (column, headers)
     assert "key" not in headers and "mode" not in headers, headers
-    page.context.close()
-
-
-#: The tallest a job's row may be, by window width.
-ROW_HEIGHT = {1024: 110, 1366: 72, 1920: 60}
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_the_first_run_is_on_the_first_screen_and_job_rows_are_short(
-    width: int,
-    browser: Any,
-    server: Any,
-    operator: tuple[str, str],
-    django_user_model: Any,
-    runs: None,
-    screenshots: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """In a 768 px high window the filters leave the first run row in view; a job's row is
-    one line of facts with a compact Pause (its reason asked for when pressed)."""
-    page = operating(browser, server, operator, django_user_model, width, height=768)
-    shoot = Shooter(page, screenshots, capsys)
-    page.goto(f"{server.url}/admin/django_advisory_cron/jobrun/")
-    shoot(f"admin-width-runs-fold-{width}")
-    first = page.locator("#result_list tbody tr").first.bounding_box()
-    page.goto(f"{server.url}/admin/django_advisory_cron/registeredjob/")
-    shoot(f"admin-width-job-rows-{width}")
-    rows = [
-        box["height"]
-        for box in map(lambda row: row.bounding_box(), page.locator("tr.job-row").all())
-    ]
-    with capsys.disabled():
-        print(f"\nfirst run at {width}: {first}; job rows: {rows}")
-    assert first is not None and first["y"] + first["height"] <= 768, first
-    # One line of facts under a job's name, a compact Pause: 52 px a row at 1920 px, 69 at
-    # 1366 (a cron's description wraps), 107 at 1024 for the longest name beside a failed
-    # run (219 px before, the keys and the open pause form in every row).
-    assert rows and max(rows) <= ROW_HEIGHT[width], rows
     page.context.close()

@@ -159,7 +159,8 @@ SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classi
 
 -- name: claim_runs_recording
 -- claim_runs, and the skip rows (%(record)s, or a manual claim); a lock held elsewhere is
--- recorded with who holds it, as the Held locks page (the heldlock view) shows it.
+-- recorded with who holds it, as the Held locks page (the heldlock view) shows it, and an
+-- earlier run still alive with its id, host and pid.
 WITH i AS (
     SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
@@ -225,6 +226,12 @@ WITH i AS (
                 WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
            COALESCE(o.why, CASE WHEN o.live > 0
                                 THEN 'an earlier run is still alive (its lease has not expired)'
+                                     || COALESCE((SELECT ': run ' || r.id || ' on host ' || r.host
+                                                         || ' pid ' || r.pid
+                                                    FROM "django_advisory_cron_jobrun" r
+                                                   WHERE r.job = o.job
+                                                     AND r.lease_until >= clock_timestamp()
+                                                   ORDER BY r.started DESC LIMIT 1), '')
                                 WHEN NOT o.got THEN (
                SELECT 'its lock is held by ' || string_agg('backend pid ' || h.pid || COALESCE(
                           ' (' || NULLIF(concat_ws(', ', NULLIF(h.application_name, ''),
@@ -382,6 +389,12 @@ WITH i AS (
                 WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
            COALESCE(o.why, CASE WHEN o.live > 0
                                 THEN 'an earlier run is still alive (its lease has not expired)'
+                                     || COALESCE((SELECT ': run ' || r.id || ' on host ' || r.host
+                                                         || ' pid ' || r.pid
+                                                    FROM "django_advisory_cron_jobrun" r
+                                                   WHERE r.job = o.job
+                                                     AND r.lease_until >= clock_timestamp()
+                                                   ORDER BY r.started DESC LIMIT 1), '')
                                 WHEN NOT o.got THEN (
                SELECT 'its lock is held by ' || string_agg('backend pid ' || h.pid || COALESCE(
                           ' (' || NULLIF(concat_ws(', ', NULLIF(h.application_name, ''),

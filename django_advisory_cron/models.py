@@ -3,6 +3,7 @@ tick)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -13,6 +14,10 @@ from django.utils.translation import gettext_lazy as _
 # Re-exported: the models are where Django code looks for a model field's choices.
 from .core.statuses import TICK_TAKING as TICK_TAKING
 from .core.statuses import RunStatus as RunStatus
+
+#: How the runner writes an attempt that failed and was retried, one line each before the
+#: run's own error (``attempt 1: ConnectionError: ...``).
+EARLIER_ATTEMPT = re.compile(r"attempt \d+: ")
 
 
 class JobRunQuerySet(models.QuerySet["JobRun"]):
@@ -149,6 +154,30 @@ class JobRun(models.Model):
         if self.finished is None:
             return None
         return (self.finished - self.started).total_seconds()
+
+    @property
+    def earlier_attempts(self) -> list[str]:
+        """The errors of the attempts that failed and were retried, a line each: the first
+        lines of ``error`` (at most one per attempt)."""
+        lines = self.error.strip().splitlines()[: self.attempts]
+        count = next((n for n, line in enumerate(lines) if not EARLIER_ATTEMPT.match(line)), None)
+        return lines if count is None else lines[:count]
+
+    @property
+    def run_error(self) -> str:
+        """The run's own error: ``error`` without its earlier attempts' lines (empty for a run
+        that succeeded on a retry)."""
+        return "\n".join(self.error.strip().splitlines()[len(self.earlier_attempts) :])
+
+    @property
+    def attempts_note(self) -> str:
+        """``on attempt 2`` (a success), ``after 3 attempts`` (any other end), or ``""`` for
+        a run of one attempt."""
+        if self.attempts <= 1:
+            return ""
+        if self.status == RunStatus.SUCCEEDED:
+            return str(_("on attempt %(n)d") % {"n": self.attempts})
+        return str(_("after %(n)d attempts") % {"n": self.attempts})
 
 
 class JobState(models.Model):

@@ -221,10 +221,13 @@ def test_ours_and_waiting_filters(
     thread.start()
     try:
         assert wait_until(lambda: held_locks().filter(pid=waiter_pid, granted=False).exists())
+        # The list shows who holds a lock, its keys are on its own page: the foreign lock is
+        # told by its holder's pid.
+        foreign_pid = f">{foreign.info.backend_pid}<"
         ours = viewer.get(LOCKS_URL, {"ours": "yes"}).content.decode()
-        assert "admin.probe" in ours and "987654321987" not in ours
+        assert "admin.probe" in ours and foreign_pid not in ours
         others = viewer.get(LOCKS_URL, {"ours": "no"}).content.decode()
-        assert "987654321987" in others and "admin.probe" not in others
+        assert foreign_pid in others and "admin.probe" not in others
         waiting = viewer.get(LOCKS_URL, {"granted": "waiting"}).content.decode()
         assert f">{waiter_pid}<" in waiting
         assert f">{holder.info.backend_pid}<" not in waiting
@@ -494,6 +497,25 @@ def test_job_runs_page(viewer: Client, fresh_registry: None) -> None:
     run = JobRun.objects.get(job="admin.failing")
     detail = viewer.get(reverse("admin:django_advisory_cron_jobrun_change", args=[run.pk]))
     assert "Traceback" in detail.content.decode()
+
+
+def test_a_run_page_shows_its_times_to_the_second(viewer: Client, fresh_registry: None) -> None:
+    """Runs seconds apart read as different times on their own pages too."""
+
+    @locked_task(name="admin.tick_seconds")
+    def ticking() -> None:
+        pass
+
+    ticking.run()
+    run = JobRun.objects.get(job="admin.tick_seconds")
+    run.tick = run.started.replace(second=10, microsecond=0)
+    run.save(update_fields=["tick"])
+    detail = viewer.get(reverse("admin:django_advisory_cron_jobrun_change", args=[run.pk]))
+    text = " ".join(detail.content.decode().split())
+    for label, value in (("Tick", run.tick), ("Started", run.started), ("Finished", run.finished)):
+        assert value is not None
+        shown = text.split(f"{label}:</label>")[1].split("</div>")[0]
+        assert f"{value:%H:%M:%S}" in shown, (label, shown)
 
 
 def test_hashtext_keys_are_named_too(

@@ -282,6 +282,15 @@ def test_each_problem_is_a_form_error_on_its_field(
     assert not Schedule.objects.exists()
 
 
+def test_a_bad_cron_beside_an_interval_shows_its_own_error_too(editor: Client) -> None:
+    """Both given, the cron's own error stays on the cron field beside "not both"."""
+    found = errors(editor.post(ADD_URL, form(cron="61 * * * *", every="30")))
+    assert "either a cron expression or an interval" in " ".join(found.get("__all__", []))
+    assert "bad cron expression: '61 * * * *'" in " ".join(found.get("cron", [])), found
+    found = errors(editor.post(ADD_URL, form(cron="0 3 * * *", every="-5")))
+    assert "the interval must be" in " ".join(found.get("every", [])), found
+
+
 def test_a_saved_schedule_whose_job_left_the_code_says_why_it_cannot_run(editor: Client) -> None:
     row = Schedule.objects.create(name="orphan", job="gone", args=[], cron="0 5 * * *")
     listed = editor.get(LIST_URL).content.decode()

@@ -111,6 +111,7 @@ def test_add_edit_override_and_reset_a_schedule(
     code = page.locator("tr.job-row[data-job='code_yearly']")
     expect(code).to_contain_text("schedule overridden: every 30s (code: 0 0 1 1 *)")
     shoot("jobs-overridden")
+    code.locator("details.job-facts summary").click()  # Reset to code is among its facts
     code.get_by_role("button", name="Reset to code").click()
     expect(page.locator(".messagelist")).to_contain_text(
         "Job code_yearly: reset to its schedule in code (the override said every 30s)"

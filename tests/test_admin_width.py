@@ -1,19 +1,24 @@
-"""The Jobs and Job runs pages fit a laptop's window: at 1400 and 1024 px, in a real Chromium.
+"""The Jobs, Job runs and Held locks pages fit a laptop's window: at 1024, 1366 and 1920 px, in a
+real Chromium.
 
 Realistic rows (long job names, a long error, task ids, a 10-second job with skips between its
 runs, a full 50-run chart) on a live server that serves this app's CSS with the admin's. Each
 page must be no wider than the window and its table no wider than its box; times show seconds;
-skip rows are hidden until asked for; a run chart stays readable. Screenshots go under
+skip rows are hidden until asked for; a run chart stays readable; the columns an operator
+needs are on screen, the first run above the fold of a 1024x768 window, a job's row at most
+60 px high. Screenshots go under
 pytest's base temp dir (``admin-width-*.png``).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
@@ -26,7 +31,7 @@ pytestmark = pytest.mark.browser
 
 __all__ = ["browser", "operator", "page", "screenshots", "server"]  # fixtures, used by name
 
-WIDTHS = (1400, 1024)
+WIDTHS = (1024, 1366, 1920)
 PING = "monitoring.ping_upstream_payment_gateway"
 DIGEST = "reports.weekly_customer_activity_digest"
 HOST = "web-7f9c6d8b5-x2kqp.eu-west-1.compute.internal"
@@ -136,13 +141,20 @@ def full_chart(runs: None) -> None:
 
 
 def operating(
-    browser: Any, server: Any, operator: tuple[str, str], django_user_model: Any, width: int
+    browser: Any,
+    server: Any,
+    operator: tuple[str, str],
+    django_user_model: Any,
+    width: int,
+    height: int = 900,
 ) -> Any:
     """A page in a window ``width`` px wide, logged in as an operator who may pause and run
-    jobs (the widest Jobs page)."""
+    jobs (the widest Jobs page) and read the sessions' queries (the widest Held locks page)."""
     user = django_user_model.objects.get(username=operator[0])
-    user.user_permissions.add(Permission.objects.get(codename="operate_job"))
-    context = browser.new_context(viewport={"width": width, "height": 900})
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["operate_job", "view_query"])
+    )
+    context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(15_000)
     page = context.new_page()
     login(page, server.url, operator)
@@ -154,8 +166,12 @@ def measure(page: Any) -> dict[str, float]:
     return sizes
 
 
+#: The tallest a job's row may be, by window width.
+ROW_HEIGHT = {1024: 110, 1366: 72, 1920: 60}
+
+
 @pytest.mark.parametrize("width", WIDTHS)
-def test_jobs_and_runs_fit_the_window_and_show_seconds(
+def test_jobs_and_runs_fit_the_window_show_seconds_and_the_first_run(
     width: int,
     browser: Any,
     server: Any,
@@ -167,18 +183,26 @@ def test_jobs_and_runs_fit_the_window_and_show_seconds(
 ) -> None:
     from playwright.sync_api import expect
 
-    page = operating(browser, server, operator, django_user_model, width)
+    page = operating(browser, server, operator, django_user_model, width, height=768)
     shoot = Shooter(page, screenshots, capsys)
     base = server.url
 
     page.goto(f"{base}/admin/django_advisory_cron/registeredjob/")
     shoot(f"admin-width-jobs-{width}")
     jobs = measure(page)
+    rows = [row.bounding_box()["height"] for row in page.locator("tr.job-row").all()]
     page.goto(f"{base}/admin/django_advisory_cron/jobrun/")
     shoot(f"admin-width-runs-{width}")
     job_runs = measure(page)
+    first = page.locator("#result_list tbody tr").first.bounding_box()
     with capsys.disabled():
-        print(f"\njobs at {width}: {jobs}\nruns at {width}: {job_runs}")
+        print(f"\njobs at {width}: {jobs}, rows {rows}\nruns at {width}: {job_runs}, first {first}")
+    # In a 768 px high window the filters leave the first run in view.
+    assert first is not None and first["y"] + first["height"] <= 768, first
+    # A job's row is its name, one line of facts and a compact Pause: 52 px at 1920 px, 69 at
+    # 1366 (a cron's description wraps), 107 at most at 1024 for the longest name beside a
+    # failed run (103, 151 and 219 before, with the keys and the open pause form in each row).
+    assert rows and max(rows) <= ROW_HEIGHT[width], rows
 
     page.goto(f"{base}/admin/django_advisory_cron/registeredjob/")
     ping = page.locator("tr.job-row[data-job='monitoring.ping_upstream_payment_gateway']")
@@ -264,3 +288,46 @@ def test_skips_are_hidden_until_asked_for(
     Shooter(page, screenshots, capsys)("admin-width-runs-with-skips")
     page.goto(f"{base}/admin/django_advisory_cron/jobrun/?status__exact=skipped_tick")
     expect(rows).to_have_count(12)  # a status asked for is shown, skip or not
+
+
+#: Where each named column's header ends, against the window: an operator's column past the
+#: window's right edge is off screen.
+HEADERS = """() => Object.fromEntries([...document.querySelectorAll('#result_list thead th')]
+    .map((th) => [th.innerText.trim().toLowerCase(), th.getBoundingClientRect().right]))"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_held_locks_show_who_holds_them_on_screen(
+    width: int,
+    browser: Any,
+    server: Any,
+    operator: tuple[str, str],
+    django_user_model: Any,
+    runs: None,
+    raw_connect: Callable[..., psycopg.Connection[Any]],
+    screenshots: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Who holds a lock (application name, client address, state, query) is on screen,
+    with no sideways scrolling; the keys and the lock mode are on each lock's own page."""
+    from django_advisory_cron.jobs.job import registry
+
+    for name, application in (
+        (PING, f"django-advisory-cron lock: {PING}"),
+        ("billing.reconcile_invoices_for_all_regions_nightly", f"cronworker {HOST}:41230"),
+    ):
+        holder = raw_connect(application_name=application)
+        key = registry.get(name).key
+        holder.execute(f"SELECT pg_advisory_lock({key.sql})", key.params)
+    page = operating(browser, server, operator, django_user_model, width)
+    page.goto(f"{server.url}/admin/django_advisory_cron/heldlock/")
+    Shooter(page, screenshots, capsys)(f"admin-width-held-locks-{width}")
+    sizes, headers = measure(page), page.evaluate(HEADERS)
+    with capsys.disabled():
+        print(f"\nheld locks at {width}: {sizes}; column ends: {headers}")
+    assert sizes["page"] <= sizes["window"], sizes
+    assert sizes["table"] <= sizes["box"] and sizes["boxScroll"] <= sizes["box"], sizes
+    for column in ("job", "pid", "application name", "client address", "state", "current query"):
+        assert column in headers and headers[column] <= width, (column, headers)
+    assert "key" not in headers and "mode" not in headers, headers
+    page.context.close()

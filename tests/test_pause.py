@@ -262,3 +262,76 @@ def test_the_operate_view_needs_post_csrf_and_the_permission(
     assert b"is neither a duration" in done.content and not JobState.objects.exists()
     client.post(url, form)
     assert JobState.objects.get(job="quick_scheduled").paused_by == "ops"
+
+
+@pytest.mark.usefixtures("worker_jobs", "fresh_registry")
+def test_run_now_on_a_job_whose_lock_is_held_elsewhere_says_by_whom(
+    spawn: Any, raw_connect: Any, django_user_model: Any
+) -> None:
+    """The admin says at the click that the lock is held, and by whom; the worker's skip row
+    names the holder too, as the Held locks page knows it."""
+    from tests.admin_users import logged_in
+
+    @locked_task(name="yearly_manual", schedule="0 0 1 1 *")
+    def yearly_manual() -> None: ...
+
+    holder = raw_connect(application_name="stuck-report")
+    holder.execute(f"SELECT pg_advisory_lock({yearly_manual.key.sql})", yearly_manual.key.params)
+    pid = holder.info.backend_pid
+    worker = spawn("cronworker", "yearly_manual")
+    wait_for_workers(raw_connect(), [worker])
+    operator = logged_in(django_user_model, "ops", ["view_registeredjob", "operate_job"])
+    pressed = operator.post(
+        "/admin/django_advisory_cron/registeredjob/operate/",
+        {"job": "yearly_manual", "operation": "run"},
+        follow=True,
+    )
+    said = [str(message) for message in pressed.context["messages"]]
+    print(said)
+    assert len(said) == 1 and f"pid {pid}" in said[0] and "stuck-report" in said[0], said
+    assert "held" in said[0] and "starts it within about a second" not in said[0]
+    run = wait_for(lambda: JobRun.objects.filter(job="yearly_manual", manual=True).first())
+    worker.terminate()
+    worker.communicate(timeout=30)
+    print(run.status, repr(run.error))
+    assert run.status == RunStatus.SKIPPED_LOCKED
+    assert f"pid {pid}" in run.error and "stuck-report" in run.error, run.error
+    assert not Marker.objects.filter(job="yearly_manual").exists()
+
+
+@pytest.mark.usefixtures("worker_jobs", "fresh_registry")
+def test_run_now_while_an_earlier_run_is_alive_names_that_run(
+    spawn: Any, raw_connect: Any, django_user_model: Any
+) -> None:
+    """A run of the job is going on in another process (``runlocked``): the admin names it at
+    the click, and the worker's skip row names it too."""
+    from tests.admin_users import logged_in
+
+    @locked_task(name="every2_slow", every=2)
+    def every2_slow() -> None: ...
+
+    runner = spawn("runlocked", "every2_slow")
+    running = wait_for(lambda: JobRun.objects.filter(job="every2_slow", status="running").first())
+    worker = spawn("cronworker", "every2_slow")
+    wait_for_workers(raw_connect(), [worker])
+    operator = logged_in(django_user_model, "ops", ["view_registeredjob", "operate_job"])
+    pressed = operator.post(
+        "/admin/django_advisory_cron/registeredjob/operate/",
+        {"job": "every2_slow", "operation": "run"},
+        follow=True,
+    )
+    said = " ".join(str(message) for message in pressed.context["messages"])
+    at = f"on host {running.host} pid {runner.pid}"
+    assert f"held now by the run {at}" in said, said
+    skip = wait_for(
+        lambda: (
+            JobRun.objects.filter(job="every2_slow", manual=True).exclude(status="running").first()
+        )
+    )
+    for process in (worker, runner):
+        process.terminate()
+        process.communicate(timeout=30)
+    assert skip.status == RunStatus.SKIPPED_LOCKED
+    assert f"still alive (its lease has not expired): run {running.pk} {at}" in skip.error, (
+        skip.error
+    )

@@ -53,6 +53,7 @@ def test_pause_resume_and_run_now_from_the_jobs_page(
     row = page.locator("tr.job-row[data-job='yearly_manual']")
     expect(row.locator("td.state")).to_contain_text("active")
 
+    row.locator("details.pause summary").click()  # Pause asks for its reason when pressed
     row.locator("input[name=reason]").fill("disk full")
     row.locator("input[name=until]").fill("2h")
     row.locator("button[value=pause]").click()

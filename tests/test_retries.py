@@ -63,6 +63,27 @@ def test_a_job_that_fails_twice_then_succeeds_is_one_run_of_three_attempts(
     assert "attempt 2: Flaky: attempt 2 of flaky fails" in text
 
 
+def test_a_run_that_succeeded_on_a_retry_shows_no_error_of_its_own(
+    manage: Any, django_user_model: Any
+) -> None:
+    """The failed first attempt's error is shown as that attempt's, never as the run's: not
+    in the run list's error column nor in ``cronjob history``; the attempts are counted."""
+    done = manage("runlocked", "--tick", TICK, "flaky", "2")
+    assert done.returncode == exitcodes.OK, done.stderr
+    (run,) = JobRun.objects.filter(job="flaky")
+    viewer = logged_in(django_user_model, "viewer", VIEWING)
+    listed = viewer.get(reverse("admin:django_advisory_cron_jobrun_changelist"))
+    row = listed.content.decode().split('id="result_list"')[1].split("</tr>")[1]
+    assert "on attempt 2" in row
+    assert "Flaky" not in row.split('class="field-error_short"')[1]
+    page = viewer.get(reverse("admin:django_advisory_cron_jobrun_change", args=[run.pk]))
+    text = " ".join(page.content.decode().split())
+    assert "Earlier attempts:" in text and "attempt 1: Flaky: attempt 1 of flaky fails" in text
+    assert 'Error:</label> <div class="readonly">—</div>' in text
+    history = manage("cronjob", "history", "flaky")
+    assert "Flaky" not in history.stdout and "succeeded on attempt 2" in history.stdout
+
+
 def test_the_last_attempt_decides_and_every_attempt_is_recorded(manage: Any) -> None:
     done = manage("runlocked", "--tick", TICK, "flaky", "99")
     assert done.returncode == exitcodes.JOB_FAILED, done.stderr

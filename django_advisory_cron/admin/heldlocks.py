@@ -129,15 +129,12 @@ class HeldLockAdmin(ReadOnlyAdmin):
     class Media:
         css = {"all": ["django_advisory_cron/admin.css"]}
 
+    #: Who holds the lock first, in columns that fit a 1024 px window: its keys and mode are
+    #: on the lock's own page.
     list_display = (
+        "job_display",
         "pid",
-        "granted_badge",
-        "mode",
-        "keys_display",
-        "job_name",
-        "stale_badge",
-        "held_for_display",
-        "run_display",
+        "status_display",
         "application_name",
         "client_addr",
         "state",
@@ -278,6 +275,27 @@ class HeldLockAdmin(ReadOnlyAdmin):
         if getattr(obj, "ours", False):
             return str(_("unknown job (not registered here)"))
         return "—"
+
+    @admin.display(description=_("job"), ordering="job")
+    def job_display(self, obj: HeldLock) -> str:
+        """The job, and under it the run holding the lock (its host and pid), if recorded."""
+        name = self.job_name(obj)
+        host = getattr(obj, "run_host", None)
+        if not host:
+            return name
+        return format_html(
+            '{}<div class="help">{} {}</div>', name, _("run on"), self.run_display(obj)
+        )
+
+    @admin.display(description=_("status / held for"), ordering="held_for")
+    def status_display(self, obj: HeldLock) -> str:
+        """Held or waiting, stale or not, and for how long, in one cell."""
+        return format_html(
+            '{} {}<div class="help">{}</div>',
+            self.granted_badge(obj),
+            self.stale_badge(obj),
+            self.held_for_display(obj),
+        )
 
     @admin.display(description=_("stale"), ordering="stale")
     def stale_badge(self, obj: HeldLock) -> str:

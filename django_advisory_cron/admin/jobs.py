@@ -30,7 +30,7 @@ from ..db.execute import database_now
 from ..jobs import catalog
 from ..jobs.job import Job, registry
 from ..models import JobState
-from ..ops import charts, status
+from ..ops import charts, heldlocks, status
 from ..ops.charts import human_duration
 from ..run import control
 from ..worker.fleet import live_workers
@@ -119,6 +119,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             )
             return back
         user = request.user.get_username()
+        level = messages.SUCCESS
         if operation == "pause":
             until = None
             if request.POST.get("until", "").strip():
@@ -147,13 +148,21 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                     messages.ERROR,
                 )
                 return back
+            held_by = heldlocks.holder(name, alias)
             control.request_run(name, by=user)
             message = f"{name}: run requested; a cronworker starts it within about a second"
+            if held_by:  # the worker's try would find it taken: say so now, not "starts it"
+                level = messages.WARNING
+                message = (
+                    f"{name}: run requested, but its lock is held now by {held_by}: unless it "
+                    "is released within about a second, the run is recorded as skipped "
+                    "(its row on the Job runs page says by whom)"
+                )
         state = JobState.objects.using(alias).get(job=name)
         self.log_change(request, state, message)
         logger.info("%s (by user %s)", message, user)
         # "Job ..." first: the admin capitalises a message's first letter, not a job's name.
-        self.message_user(request, f"Job {message}", messages.SUCCESS)
+        self.message_user(request, f"Job {message}", level)
         return back
 
     @staticmethod

@@ -172,18 +172,27 @@ class JobRunAdmin(ReadOnlyAdmin):
         "job",
         "status",
         "attempts",
-        "tick",
-        "started",
-        "finished",
+        "tick_time",
+        "started_time",
+        "finished_time",
         "duration_display",
         "host",
         "pid",
         "task",
     )
-    readonly_fields = ("duration_display", "task", "error_text", "output_text")
+    readonly_fields = (
+        "tick_time",
+        "started_time",
+        "finished_time",
+        "duration_display",
+        "task",
+        "earlier_attempts_text",
+        "error_text",
+        "output_text",
+    )
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return [*self.fields, "error_text", "output_text"]
+        return [*self.fields, "earlier_attempts_text", "error_text", "output_text"]
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -202,7 +211,10 @@ class JobRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: JobRun) -> str:
-        return badge(STATUS_COLOURS.get(RunStatus(obj.status), GREY), obj.get_status_display())
+        """The status, and under it the attempts of a retried run (``on attempt 2``)."""
+        shown = badge(STATUS_COLOURS.get(RunStatus(obj.status), GREY), obj.get_status_display())
+        note = obj.attempts_note
+        return format_html('{}<div class="help">{}</div>', shown, note) if note else shown
 
     @admin.display(description=_("job"), ordering="job")
     def job_display(self, obj: JobRun) -> str:
@@ -215,6 +227,20 @@ class JobRunAdmin(ReadOnlyAdmin):
         return format_html(
             '{}<div class="help">{} {}</div>', when(obj.started), _("tick"), when(obj.tick)
         )
+
+    # The run's page shows its times to the second, as the list does: the admin's own date
+    # format stops at the minute, where a 10-second job's runs would read alike.
+    @admin.display(description=_("tick"))
+    def tick_time(self, obj: JobRun) -> str:
+        return when(obj.tick)
+
+    @admin.display(description=_("started"))
+    def started_time(self, obj: JobRun) -> str:
+        return when(obj.started)
+
+    @admin.display(description=_("finished"))
+    def finished_time(self, obj: JobRun) -> str:
+        return when(obj.finished)
 
     @admin.display(description=_("host / pid / task"), ordering="host")
     def host_display(self, obj: JobRun) -> str:
@@ -236,7 +262,8 @@ class JobRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("error"))
     def error_short(self, obj: JobRun) -> str:
-        last_line = (obj.error.strip().splitlines() or [""])[-1]
+        """The last line of the run's own error: a retried attempt's error is not the run's."""
+        last_line = (obj.run_error.splitlines() or [""])[-1]
         return breakable(Truncator(last_line).chars(80))
 
     @admin.display(description=_("output"))
@@ -248,6 +275,15 @@ class JobRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("error"))
     def error_text(self, obj: JobRun) -> str:
-        if not obj.error:
+        """The run's own error (its last attempt's), apart from the earlier attempts'."""
+        if not obj.run_error:
             return "—"
-        return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', obj.error)
+        return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', obj.run_error)
+
+    @admin.display(description=_("earlier attempts"))
+    def earlier_attempts_text(self, obj: JobRun) -> str:
+        """Each attempt that failed and was retried, with its error."""
+        earlier = "\n".join(obj.earlier_attempts)
+        if not earlier:
+            return "—"
+        return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', earlier)

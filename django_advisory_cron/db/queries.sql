@@ -158,7 +158,9 @@ SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classi
   FROM o ORDER BY o.n
 
 -- name: claim_runs_recording
--- claim_runs, and the skip rows (%(record)s, or a manual claim).
+-- claim_runs, and the skip rows (%(record)s, or a manual claim); a lock held elsewhere is
+-- recorded with who holds it, as the Held locks page (the heldlock view) shows it, and an
+-- earlier run still alive with its id, host and pid.
 WITH i AS (
     SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
@@ -224,7 +226,21 @@ WITH i AS (
                 WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
            COALESCE(o.why, CASE WHEN o.live > 0
                                 THEN 'an earlier run is still alive (its lease has not expired)'
-                                ELSE '' END),
+                                     || COALESCE((SELECT ': run ' || r.id || ' on host ' || r.host
+                                                         || ' pid ' || r.pid
+                                                    FROM "django_advisory_cron_jobrun" r
+                                                   WHERE r.job = o.job
+                                                     AND r.lease_until >= clock_timestamp()
+                                                   ORDER BY r.started DESC LIMIT 1), '')
+                                WHEN NOT o.got THEN (
+               SELECT 'its lock is held by ' || string_agg('backend pid ' || h.pid || COALESCE(
+                          ' (' || NULLIF(concat_ws(', ', NULLIF(h.application_name, ''),
+                                                   'client ' || h.client_addr), '') || ')', ''),
+                          '; ')
+                 FROM "django_advisory_cron_heldlock" h
+                WHERE h.granted AND CASE WHEN o.hashed IS NULL
+                                         THEN h.key1 = o.classid AND h.key2 = o.objid
+                                         ELSE h.bigkey = hashtext(o.hashed) END) END, ''),
            o.manual, o.task_id
       FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
 )
@@ -307,7 +323,7 @@ SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classi
   FROM o ORDER BY o.n
 
 -- name: claim_runs_census_recording
--- claim_runs_census, and the skip rows (%(record)s, or a manual claim).
+-- claim_runs_census, and the skip rows (as claim_runs_recording writes them).
 WITH i AS (
     SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
         %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
@@ -373,7 +389,21 @@ WITH i AS (
                 WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
            COALESCE(o.why, CASE WHEN o.live > 0
                                 THEN 'an earlier run is still alive (its lease has not expired)'
-                                ELSE '' END),
+                                     || COALESCE((SELECT ': run ' || r.id || ' on host ' || r.host
+                                                         || ' pid ' || r.pid
+                                                    FROM "django_advisory_cron_jobrun" r
+                                                   WHERE r.job = o.job
+                                                     AND r.lease_until >= clock_timestamp()
+                                                   ORDER BY r.started DESC LIMIT 1), '')
+                                WHEN NOT o.got THEN (
+               SELECT 'its lock is held by ' || string_agg('backend pid ' || h.pid || COALESCE(
+                          ' (' || NULLIF(concat_ws(', ', NULLIF(h.application_name, ''),
+                                                   'client ' || h.client_addr), '') || ')', ''),
+                          '; ')
+                 FROM "django_advisory_cron_heldlock" h
+                WHERE h.granted AND CASE WHEN o.hashed IS NULL
+                                         THEN h.key1 = o.classid AND h.key2 = o.objid
+                                         ELSE h.bigkey = hashtext(o.hashed) END) END, ''),
            o.manual, o.task_id
       FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
 )

@@ -223,9 +223,12 @@ class Definition:
         return _command_call_problems(self.command, self.args, self.kwargs, allowed_only)
 
     def _schedule_problems(self) -> list[str]:
+        """Each field's own problem, and "not both" beside them when both are given: a bad
+        cron expression is said even where an interval is there too."""
+        problems = []
         if self.cron and self.every is not None:
-            return ["a schedule has either a cron expression or an interval, not both"]
-        if not self.cron and self.every is None:
+            problems.append("a schedule has either a cron expression or an interval, not both")
+        elif not self.cron and self.every is None:
             if self.override:
                 return [] if not self.timezone else ["a time zone needs a cron expression"]
             return ["a schedule needs a cron expression or an interval (every N seconds)"]
@@ -233,21 +236,22 @@ class Definition:
             try:
                 duration("every", self.every)
             except ValueError as error:
-                return [str(error)]
-            if self.timezone:
-                return ["a time zone applies to a cron expression, not to an interval"]
-            return []
+                problems.append(str(error))
+            if self.timezone and not self.cron:
+                problems.append("a time zone applies to a cron expression, not to an interval")
+        if self.cron:
+            problems += self._cron_problems()
+        return problems
+
+    def _cron_problems(self) -> list[str]:
         from ..core.schedule import Schedule
 
         try:
             Schedule(self.cron)
         except InvalidSchedule as error:
             return [never_fires_problem(self.cron) or f"bad cron expression: {error}"]
-        if self.timezone:
-            problem = zone_problem(self.timezone)
-            if problem:
-                return [problem]
-        return []
+        problem = zone_problem(self.timezone) if self.timezone else None
+        return [problem] if problem else []
 
     def _option_problems(self) -> list[str]:
         problems = []

@@ -100,10 +100,11 @@ def _history_table(runs: list[JobRun]) -> list[str]:
                     str(run.pk),
                     _time(run.started),
                     "-" if run.duration is None else human_duration(run.duration),
-                    run.status + (" (manual)" if run.manual else ""),
+                    " ".join(filter(None, [run.status, run.attempts_note]))
+                    + (" (manual)" if run.manual else ""),
                     run.host,
                     str(run.pid),
-                    _error_line(run.error),
+                    _error_line(run.run_error),
                 ]
                 for run in runs
             ),
@@ -183,6 +184,6 @@ def _run_facts(run: JobRun) -> dict[str, Any]:
         "finished": None if run.finished is None else run.finished.isoformat(),
         "duration": run.duration,
         "attempts": run.attempts,
-        "error": _error_line(run.error),
+        "error": _error_line(run.run_error),
         "output": run.output,
     }

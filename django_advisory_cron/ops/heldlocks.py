@@ -166,6 +166,23 @@ def held_locks(using: str | None = None) -> QuerySet[Any]:
     return annotate(HeldLock.objects.using(lock_database(using)))
 
 
+def holder(job: str, using: str | None = None) -> str:
+    """Who holds ``job``'s lock now, as the Held locks page knows it, else ``""``: the run's
+    host and pid when a recorded run holds it, and the backend (``backend pid 4711
+    (application name, client 10.0.0.5)``), as a skip row of a lock held elsewhere names it."""
+    lock = held_locks(using).filter(job=job, granted=True).first()
+    if lock is None:
+        return ""
+    about = ", ".join(
+        filter(None, [lock.application_name, lock.client_addr and f"client {lock.client_addr}"])
+    )
+    backend = f"backend pid {lock.pid}" + (f" ({about})" if about else "")
+    run_host = getattr(lock, "run_host", None)
+    if run_host:
+        return f"the run on host {run_host} pid {getattr(lock, 'run_pid', '')}, {backend}"
+    return backend
+
+
 def terminate(pids: list[int]) -> tuple[list[int], list[int]]:
     """Terminate the backends among ``pids`` that hold an advisory lock right now.
 

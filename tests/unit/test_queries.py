@@ -11,10 +11,18 @@ from django.db import models
 
 from django_advisory_cron.db import sql
 from django_advisory_cron.db.queries import QUERIES, parse
-from django_advisory_cron.models import TICK_TAKING, EnqueuedTick, JobRun, JobState, RunStatus
+from django_advisory_cron.models import (
+    TICK_TAKING,
+    EnqueuedTick,
+    HeldLock,
+    JobRun,
+    JobState,
+    RunStatus,
+)
 from django_advisory_cron.models import Schedule as ScheduleRow
 
-MODELS: list[type[models.Model]] = [JobRun, JobState, EnqueuedTick, ScheduleRow]
+#: The tables the statements name; the held locks' view is read only, by the skip rows.
+MODELS: list[type[models.Model]] = [JobRun, JobState, EnqueuedTick, ScheduleRow, HeldLock]
 TABLES = {model._meta.db_table: model for model in MODELS}
 
 

@@ -49,6 +49,9 @@ if not os.environ.get("DATABASE_URL") or os.environ.get("TESTS_THROWAWAY_FOR", O
     os.environ["TESTS_THROWAWAY_FOR"] = OWNER
 
 SECRET_KEY = "tests-only-not-secret"
+#: A fast hasher, as Django's testing docs advise: the tests log users in many times, and on a
+#: loaded machine each PBKDF2 hash took seconds (a browser's login outwaited its 15 s).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEBUG = False
 USE_TZ = True
 TIME_ZONE = "UTC"

@@ -29,6 +29,7 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from .. import signals
+from ..core.moments import tick_said
 from ..core.statuses import FAILING, RunStatus
 from ..db import pooler, sql
 from ..db.aliases import lock_database
@@ -171,7 +172,12 @@ class Dispatcher:
         try:
             deliverer = targets.deliverer_for(job)
         except targets.DeliveryError as error:
-            logger.error("cronworker: %s: ticks %s not run: %s", job.name, ticks, error)
+            logger.error(
+                "cronworker: %s: %s not run: %s",
+                job.name,
+                ", ".join(tick_said(tick) for tick in ticks),
+                error,
+            )
             return
         if deliverer is not None:
             with self.lock:
@@ -356,9 +362,9 @@ class Dispatcher:
         waited = time.monotonic() - submitted
         if waited > SLOT_WAIT_LOGGED:
             logger.warning(
-                "cronworker: %s (tick %s) waited %.1f s for a free slot (--max-concurrency %d)",
+                "cronworker: %s (%s) waited %.1f s for a free slot (--max-concurrency %d)",
                 job.name,
-                tick,
+                tick_said(tick),
                 waited,
                 self.max_concurrency,
             )
@@ -379,7 +385,10 @@ class Dispatcher:
                     connections.close_all()  # this pool thread's own connections
         except Exception as error:  # nothing could be recorded (the database is away)
             logger.error(
-                "cronworker: job %s, tick %s, did not run: %s", job.name, tick, first_line(error)
+                "cronworker: job %s, %s, did not run: %s",
+                job.name,
+                tick_said(tick),
+                first_line(error),
             )
             with self.lock:
                 self.stats.failed += 1
@@ -409,7 +418,7 @@ class Dispatcher:
         """Hand ``tick`` of ``job`` to its queue; ``None``: a "run now", sent as a manual
         run."""
         using = lock_database(job.using, self.using)
-        what = f"tick {tick}" if tick is not None else "run now"
+        what = tick_said(tick)
         try:
             # A queue that runs its tasks at once runs the job in this thread.
             with self._tracking():

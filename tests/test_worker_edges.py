@@ -34,17 +34,19 @@ def edge_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Lines:
-    """A process's stderr, line by line as it comes, with the time each line arrived."""
+    """A process's stderr (or ``stdout``), line by line as it comes, with the time each line
+    arrived."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(self, process: subprocess.Popen[str], stdout: bool = False) -> None:
         self.process = process
+        self.stream = process.stdout if stdout else process.stderr
         self.seen: list[tuple[float, str]] = []
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
+        assert self.stream is not None
+        for line in self.stream:
             self.seen.append((time.monotonic(), line.rstrip("\n")))
 
     def times(self, text: str) -> list[float]:

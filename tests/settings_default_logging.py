@@ -3,4 +3,4 @@ its loggers' effective level is WARNING, and the app's INFO lines print nowhere.
 
 from tests.settings import *  # noqa: F403
 
-LOGGING: dict[str, object] = {}
+LOGGING = {}  # Django's own default: DEFAULT_LOGGING alone

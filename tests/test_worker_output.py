@@ -89,7 +89,7 @@ def test_cronworker_says_what_it_does_on_stdout_whatever_logging_says(
 STOPPED = re.compile(
     r"stopped; took up (\d+) tick\(s\) and run-now request\(s\) \((\d+) run-now\): (\d+) ran "
     r"\((\d+) of them failed\), (\d+) skipped \(another replica had them\), (\d+) paused, "
-    r"(\d+) skipped because the job's previous run was still going, (\d+) not run "
+    r"(\d+) tick\(s\) skipped because the job's previous run was still going, (\d+) not run "
 )
 
 

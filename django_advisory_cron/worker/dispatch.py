@@ -264,13 +264,14 @@ class Dispatcher:
             except RuntimeError:  # the interpreter is exiting: start nothing more
                 self._stop.set()
                 self.stats.not_run += 1
-                future = None
+                started = False
             else:
                 self._add_running(name, future, f"tick {tick.isoformat()}")
-        if future is None:
-            claimed.abandon(why)
-        else:
+                started = True
+        if started:
             future.add_done_callback(abandon_if_cancelled)
+        else:
+            claimed.abandon(why)
 
     def start_manual(self, name: str) -> None:
         """Start a "run now" of the job ``name``: no tick; under the lock like any run, so it

@@ -165,3 +165,24 @@ def test_a_run_captures_its_own_threads_records_and_changes_no_handler() -> None
     assert [record.getMessage() for record in handler.records] == ["a warning from another thread"]
     assert shared.isEnabledFor(logging.INFO) is False
     assert "isEnabledFor" not in vars(shared)
+
+
+def test_a_logger_that_cannot_be_captured_is_said_at_check_and_in_the_output(
+    manage: Any, spawn: Any
+) -> None:
+    disabled = "--settings=tests.settings_disabled_logger"
+    why = "logger 'payments' is disabled by the project's logging configuration"
+    check = manage("check", disabled)
+    assert check.returncode == 0, check.stderr
+    assert f"(django_advisory_cron.W015) Job 'logs' cannot capture what it asks for: {why}" in (
+        check.stderr
+    )
+    # A process of its own: a warm starter's second django.setup() would apply LOGGING again,
+    # and disable the loggers the first one made (the job's module logger among them).
+    done = spawn("runlocked", disabled, "logs")
+    _out, err = done.communicate(timeout=60)
+    assert done.returncode == exitcodes.OK, err
+    lines = JobRun.objects.get(job="logs").output.splitlines()
+    assert lines[0] == f"(not captured: {why})", lines
+    assert lines[1].endswith("WARNING tests.jobsapp.output_tasks: line 0 <b>bold</b>"), lines
+    assert "charged 3 cards" not in "\n".join(lines)

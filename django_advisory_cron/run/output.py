@@ -172,9 +172,11 @@ def _close_gate(name: str, output: Output) -> None:
             del gate.logger.__dict__["isEnabledFor"]
 
 
-def _uncapturable(name: str) -> str | None:
-    """Why the records of the logger ``name`` cannot be captured, if they cannot."""
-    if logging.getLogger(name).disabled:
+def uncapturable(name: str) -> str | None:
+    """Why the records of the logger ``name`` cannot be captured, if they cannot (without
+    making the logger, which a later logging configuration could then disable)."""
+    logger = logging.root.manager.loggerDict.get(name)
+    if isinstance(logger, logging.Logger) and logger.disabled:
         return f"logger {name!r} is disabled by the project's logging configuration"
     if _disabled(LEVEL):
         return f"logging.disable() turned off records of level {logging.getLevelName(LEVEL)}"
@@ -192,7 +194,7 @@ def captured(loggers: Sequence[str] | None, limit: int) -> Iterator[Output | Non
     output = Output(limit)
     names = list(dict.fromkeys(loggers))
     for name in names:
-        why = _uncapturable(name)
+        why = uncapturable(name)
         if why is not None:
             output.write(f"(not captured: {why})\n")
     for name in names:

@@ -54,6 +54,7 @@ def test_a_delivering_worker_counts_deliveries_apart_from_runs(
         already_ran = err.count("already ran")
         assert already_ran == 1, err  # the tick runlocked ran
         assert re.search(r"stopped; took up 0 tick\(s\) and run-now request\(s\)", out)
+        assert out.count("cronworker: tasks_every2, tick ") == enqueued, out  # a line each
         (counts,) = DELIVERIES.findall(out)
         handed = enqueued + elsewhere + already_ran
         assert counts == tuple(

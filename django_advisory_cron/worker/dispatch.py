@@ -497,6 +497,7 @@ class Dispatcher:
             logger.error("cronworker: %s of %s not enqueued: %s", what, job.name, error)
             with self.lock:
                 self.stats.not_enqueued += 1
+            self.narrator.say(ERRORS, f"cronworker: {job.name}, {what}: not enqueued: {error}")
             return None
         finally:
             connections.close_all()
@@ -516,4 +517,12 @@ class Dispatcher:
                 self.stats.already_ran += 1
             else:
                 self.stats.enqueued_elsewhere += 1
+        if handed.enqueued:
+            said = f"enqueued to {handed.target} as task {handed.task_id}"
+        elif handed.paused:
+            said = f"not handed over: {handed.paused}"
+        else:
+            said = "already ran" if handed.already_ran else "enqueued by another scheduler"
+        level = RUNS if handed.enqueued else DETAILS
+        self.narrator.say(level, f"cronworker: {job.name}, {what}: {said}")
         return handed

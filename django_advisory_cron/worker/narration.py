@@ -66,4 +66,8 @@ class Narrator:
     def _run(self) -> None:
         assert self._write is not None
         while (line := self._lines.get()) is not None:
-            self._write(line)
+            try:
+                self._write(line)
+            except (OSError, ValueError):  # stdout closed: the worker goes on all the same
+                with self._lock:
+                    self.dropped += 1

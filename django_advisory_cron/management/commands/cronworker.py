@@ -108,8 +108,10 @@ class Command(AppCommand):
         )
 
     def _say(self, line: str) -> None:
-        """Write one line of the worker's output at once (a process manager shows it live)."""
-        self.stdout.write(line)
+        """Write one line of the worker's output at once (a process manager shows it live);
+        what the stream cannot encode (a job's undecodable bytes in its error) is escaped."""
+        encoding = getattr(self.stdout, "encoding", None) or "utf-8"
+        self.stdout.write(line.encode(encoding, "backslashreplace").decode(encoding))
         self.stdout.flush()
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -39,7 +39,7 @@ SIGTERM shortly before it ends), records those still running as interrupted and 
 
 output (stdout, whatever LOGGING says; the log records say the same):
   -v 0  only runs that did not succeed, errors, and the line it stops with
-  -v 1  also (the default) the jobs it follows with their next tick, how it waits
+  -v 1  (the default) also the jobs it follows with their next tick, how it waits
         (LISTEN/NOTIFY or polling) and the lock database, then one line per run: job,
         tick, outcome, duration
   -v 2  also each skipped tick and each schedule change

@@ -105,6 +105,24 @@ def test_info_records_are_captured_under_djangos_default_logging(manage: Any) ->
     assert CHARGED in history.stdout, history.stderr
 
 
+def test_capture_level_keeps_debug_records_that_print_nowhere(
+    manage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {"JOBS_MODULE": "output_tasks", "CAPTURE_LEVEL": "DEBUG"}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+    done = manage("runlocked", DEFAULT_LOGGING, "charges", "3")
+    assert done.returncode == exitcodes.OK, done.stderr
+    lines = JobRun.objects.get(job="charges").output.splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        CHARGED,
+        "DEBUG tests.jobsapp.output_tasks: not asked for",
+    ]
+    assert "asked for" not in done.stderr + done.stdout
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"CAPTURE_LEVEL": "debug"}))
+    refused = manage("check")
+    assert "django_advisory_cron.E118" in refused.stderr, refused.stderr
+
+
 def test_a_workers_runs_capture_info_under_djangos_default_logging(
     spawn: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core import checks
 
-from ..conf import check_id
+from ..conf import app_settings, check_id
 from ..jobs.job import registry
 from ..run.output import uncapturable
 
@@ -20,7 +20,7 @@ def check_captured_loggers(
     warnings: list[checks.CheckMessage] = []
     for job in registry.all():
         for name in job.capture or ():
-            why = uncapturable(name)
+            why = uncapturable(name, app_settings.CAPTURE_LEVEL)
             if why is not None:
                 warnings.append(
                     checks.Warning(

@@ -2,10 +2,11 @@
 kept with the run, bounded in size.
 
 Capture is per job (``@locked_task(capture=...)``; on for management commands). The records
-of the job's loggers at INFO and above are copied as the run's own thread emits them, even
-where the project's logging drops them (Django's default logging drops INFO): the captured
-logger's records are made for that thread at INFO, copied, and handed on only if the
-project's configuration would have handled them, so its logging prints exactly what it did.
+of the job's loggers from ``CAPTURE_LEVEL`` (INFO) up are copied as the run's own thread emits
+them, even where the project's logging drops them (Django's default logging drops INFO): the
+captured logger's records are made for that thread from that level, copied, and handed on
+only if the project's configuration would have handled them, so its logging prints exactly
+what it did.
 Records of a child logger (``payments.stripe`` under a captured ``payments``) are not copied:
 name it too. A command's output still reaches the process's stdout and stderr as well. At
 most ``CAPTURE_LIMIT`` characters are kept: the beginning and the end, with a marker saying
@@ -27,9 +28,6 @@ from django.core.management import call_command
 
 #: How a captured log record is written.
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-#: The level from which a run captures its loggers' records, whatever the project's logging
-#: configuration prints (records it prints at lower levels are captured too).
-LEVEL = logging.INFO
 
 _current = threading.local()
 
@@ -102,9 +100,9 @@ class _Tee:
 
 class _Gate(logging.Filter):
     """Installed on a captured logger while some run captures it: the runs' threads get the
-    records they capture made (at ``LEVEL`` and above, even where the project's logging drops
-    them), and copied to their output; the project's handlers still get exactly what its
-    configuration lets through, from every thread.
+    records they capture made (from their ``CAPTURE_LEVEL`` up, even where the project's
+    logging drops them), and copied to their output; the project's handlers still get exactly
+    what its configuration lets through, from every thread.
 
     A filter, not a handler: a logger with a handler more would no longer fall back to
     Python's last-resort handler, which would change what the job's logging prints. The
@@ -115,8 +113,8 @@ class _Gate(logging.Filter):
     def __init__(self, logger: logging.Logger) -> None:
         super().__init__()
         self.logger = logger
-        #: The outputs capturing this logger, per thread.
-        self.outputs: dict[int, list[Output]] = {}
+        #: The outputs capturing this logger, per thread, each with the level it captures from.
+        self.outputs: dict[int, list[tuple[Output, int]]] = {}
         self.formatter = logging.Formatter(FORMAT)
 
     def configured(self, level: int) -> bool:
@@ -126,15 +124,17 @@ class _Gate(logging.Filter):
     def is_enabled_for(self, level: int) -> bool:
         if self.configured(level):
             return True
-        capturing = threading.get_ident() in self.outputs
-        return capturing and level >= LEVEL and not self.logger.disabled and not _disabled(level)
+        outputs = self.outputs.get(threading.get_ident(), ())
+        wanted = any(level >= least for _output, least in outputs)
+        return wanted and not self.logger.disabled and not _disabled(level)
 
     def filter(self, record: logging.LogRecord) -> bool:
         configured = self.configured(record.levelno)
         outputs = self.outputs.get(threading.get_ident(), ())
-        if outputs and (configured or record.levelno >= LEVEL):
+        kept = [output for output, least in outputs if configured or record.levelno >= least]
+        if kept:
             line = self.formatter.format(record) + "\n"
-            for output in outputs:
+            for output in kept:
                 output.write(line)
         return configured or not outputs
 
@@ -149,21 +149,21 @@ _gates: dict[str, _Gate] = {}
 _gates_lock = threading.Lock()
 
 
-def _open_gate(name: str, output: Output) -> None:
+def _open_gate(name: str, output: Output, level: int) -> None:
     with _gates_lock:
         gate = _gates.get(name)
         if gate is None:
             gate = _gates[name] = _Gate(logging.getLogger(name))
             gate.logger.addFilter(gate)
             setattr(gate.logger, "isEnabledFor", gate.is_enabled_for)  # noqa: B010
-        gate.outputs.setdefault(threading.get_ident(), []).append(output)
+        gate.outputs.setdefault(threading.get_ident(), []).append((output, level))
 
 
 def _close_gate(name: str, output: Output) -> None:
     with _gates_lock:
         gate = _gates[name]
         thread = threading.get_ident()
-        gate.outputs[thread].remove(output)
+        gate.outputs[thread] = [kept for kept in gate.outputs[thread] if kept[0] is not output]
         if not gate.outputs[thread]:
             del gate.outputs[thread]
         if not gate.outputs:
@@ -172,33 +172,34 @@ def _close_gate(name: str, output: Output) -> None:
             del gate.logger.__dict__["isEnabledFor"]
 
 
-def uncapturable(name: str) -> str | None:
+def uncapturable(name: str, level: int) -> str | None:
     """Why the records of the logger ``name`` cannot be captured, if they cannot (without
     making the logger, which a later logging configuration could then disable)."""
     logger = logging.root.manager.loggerDict.get(name)
     if isinstance(logger, logging.Logger) and logger.disabled:
         return f"logger {name!r} is disabled by the project's logging configuration"
-    if _disabled(LEVEL):
-        return f"logging.disable() turned off records of level {logging.getLevelName(LEVEL)}"
+    if _disabled(level):
+        return f"logging.disable() turned off records of level {logging.getLevelName(level)}"
     return None
 
 
 @contextmanager
-def captured(loggers: Sequence[str] | None, limit: int) -> Iterator[Output | None]:
-    """Capture the records of ``loggers`` (``None``: capture nothing, yield ``None``) that
-    this thread emits, and what a wrapped command prints, while the block runs. A logger
-    that cannot be captured is said at the top of the output."""
+def captured(loggers: Sequence[str] | None, limit: int, level: int) -> Iterator[Output | None]:
+    """Capture the records of ``loggers`` (``None``: capture nothing, yield ``None``) from
+    ``level`` up (and those the project's logging handles) that this thread emits, and what a
+    wrapped command prints, while the block runs. A logger that cannot be captured is said at
+    the top of the output."""
     if loggers is None:
         yield None
         return
     output = Output(limit)
     names = list(dict.fromkeys(loggers))
     for name in names:
-        why = uncapturable(name)
+        why = uncapturable(name, level)
         if why is not None:
             output.write(f"(not captured: {why})\n")
     for name in names:
-        _open_gate(name, output)
+        _open_gate(name, output, level)
     _current.output = output
     try:
         yield output

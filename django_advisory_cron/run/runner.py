@@ -387,7 +387,8 @@ def _run(
         signals.job_started.send(sender=job, run=run)
         # Transaction scope: the lock runs this in a savepoint, so a failure rolls the job's
         # work back and its row still commits.
-        with output.captured(job.capture, app_settings.CAPTURE_LIMIT) as kept:
+        level = app_settings.CAPTURE_LEVEL
+        with output.captured(job.capture, app_settings.CAPTURE_LIMIT, level) as kept:
             try:
                 run.value = attempts.call_body(job, lock, run, args, kwargs)
             finally:

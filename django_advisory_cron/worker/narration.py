@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 #: ``-v 0``: errors only (failed runs); the command adds its stop line.
@@ -57,11 +58,12 @@ class Narrator:
         """Write what is queued, waiting at most ``timeout`` seconds for it."""
         if self._thread is None:
             return
+        deadline = time.monotonic() + timeout
         try:
             self._lines.put(None, timeout=timeout)
         except queue.Full:
             return
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
 
     def _run(self) -> None:
         assert self._write is not None

@@ -339,6 +339,9 @@ class Worker:
                     self.grace,
                 )
             return
+        with self._dispatcher.lock:  # runs that ended here, interrupted
+            self.stats.ran += len(self.abandoned)
+            self.stats.failed += len(self.abandoned)
         for result in self.abandoned:
             logger.warning(
                 "cronworker: %s (run %s) still running after %g s of grace: recorded as "

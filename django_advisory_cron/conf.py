@@ -7,6 +7,7 @@ problem can be silenced without hiding the others.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -161,6 +162,10 @@ def _count_or_none(value: object) -> str | None:
     return "must be None or a whole number, 0 or more"
 
 
+#: The levels ``CAPTURE_LEVEL`` takes.
+CAPTURE_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def _one_of(choices: tuple[object, ...]) -> Callable[[object], str | None]:
     def check(value: object) -> str | None:
         # ``in`` alone would accept 1 for True and 0 for False.
@@ -218,6 +223,8 @@ SETTINGS: dict[str, Setting] = {
     "RECORD_SKIPS": Setting(False, "E116", _flag),
     # The most characters of a run's captured output kept with it (its beginning and its end).
     "CAPTURE_LIMIT": Setting(65536, "E117", _capture_limit),
+    # The level from which a run captures its loggers' records, whatever LOGGING prints.
+    "CAPTURE_LEVEL": Setting("INFO", "E118", _one_of(CAPTURE_LEVELS)),
     # Seconds after which a held lock is called stale when its job sets no ``max_runtime``.
     "STALE_AFTER": Setting(3600, "E109", _seconds),
     # Seconds past a scheduled tick (plus MAX_SKEW) before a job with no success is overdue.
@@ -350,6 +357,11 @@ class AppSettings:
     @property
     def CAPTURE_LIMIT(self) -> int:
         return int(cast(int, self._get("CAPTURE_LIMIT")))
+
+    @property
+    def CAPTURE_LEVEL(self) -> int:
+        """As a ``logging`` level number."""
+        return int(logging.getLevelName(cast(str, self._get("CAPTURE_LEVEL"))))
 
     @property
     def STALE_AFTER(self) -> float:

@@ -5,15 +5,20 @@ job's own logging unchanged. Real ``runlocked`` processes against a real server.
 from __future__ import annotations
 
 import json
+import logging
+import signal
+import threading
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.urls import reverse
 
 from django_advisory_cron import exitcodes, locked_task
-from django_advisory_cron.models import JobRun
+from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run.output import Output
 from tests.admin_users import VIEWING, logged_in
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -81,3 +86,121 @@ def test_output_keeps_its_beginning_and_its_end() -> None:
 def test_capture_takes_true_false_or_logger_names() -> None:
     with pytest.raises(ValueError, match="capture must be True, False or a list"):
         locked_task(name="bad_capture", capture="payments")(lambda: None)
+
+
+#: Django's default logging, as a new project has: the job's logger drops INFO.
+DEFAULT_LOGGING = "--settings=tests.settings_default_logging"
+CHARGED = "INFO tests.jobsapp.output_tasks: charging 3 subscriptions"
+
+
+def test_info_records_are_captured_under_djangos_default_logging(manage: Any) -> None:
+    done = manage("runlocked", DEFAULT_LOGGING, "charges", "3")
+    assert done.returncode == exitcodes.OK, done.stderr
+    output = JobRun.objects.get(job="charges").output
+    assert CHARGED in output, output
+    assert "not asked for" not in output  # DEBUG is below the capture's level
+    # The project's logging prints what it always printed: nothing at INFO.
+    assert "charging" not in done.stderr + done.stdout
+    history = manage("cronjob", DEFAULT_LOGGING, "history", "charges", "--output")
+    assert CHARGED in history.stdout, history.stderr
+
+
+def test_capture_level_keeps_debug_records_that_print_nowhere(
+    manage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {"JOBS_MODULE": "output_tasks", "CAPTURE_LEVEL": "DEBUG"}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+    done = manage("runlocked", DEFAULT_LOGGING, "charges", "3")
+    assert done.returncode == exitcodes.OK, done.stderr
+    lines = JobRun.objects.get(job="charges").output.splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        CHARGED,
+        "DEBUG tests.jobsapp.output_tasks: not asked for",
+    ]
+    assert "asked for" not in done.stderr + done.stdout
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"CAPTURE_LEVEL": "debug"}))
+    refused = manage("check")
+    assert "django_advisory_cron.E118" in refused.stderr, refused.stderr
+
+
+def test_a_workers_runs_capture_info_under_djangos_default_logging(
+    spawn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {"JOBS_MODULE": "output_tasks", "MAX_SKEW": 0.4}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+    worker = spawn("cronworker", DEFAULT_LOGGING, "charges_every1", "--grace", "5")
+    finished = JobRun.objects.filter(job="charges_every1", status=RunStatus.SUCCEEDED)
+    wait_for(lambda: finished.exists(), timeout=30)
+    worker.send_signal(signal.SIGTERM)
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == exitcodes.SIGTERM, err
+    output = finished.first().output  # type: ignore[union-attr]
+    assert CHARGED in output, output
+    assert "charging" not in out + err
+
+
+shared = logging.getLogger("tests.capture_threads")
+logged_elsewhere = threading.Event()
+
+
+@locked_task(name="capture_threads", capture=["tests.capture_threads"])
+def capture_threads() -> None:
+    shared.info("from the run")
+    assert logged_elsewhere.wait(10)
+
+
+class Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_run_captures_its_own_threads_records_and_changes_no_handler() -> None:
+    assert shared.getEffectiveLevel() == logging.WARNING  # INFO dropped, as Django's default
+    handler = Kept()
+    shared.addHandler(handler)
+
+    def other_thread() -> None:
+        wait_for(lambda: JobRun.objects.filter(job="capture_threads").exists())
+        shared.info("from another thread")
+        shared.warning("a warning from another thread")
+        logged_elsewhere.set()
+        connections.close_all()  # this thread's own
+
+    elsewhere = threading.Thread(target=other_thread)
+    elsewhere.start()
+    try:
+        run = capture_threads.run()
+    finally:
+        elsewhere.join()
+        shared.removeHandler(handler)
+    assert run.output.endswith("INFO tests.capture_threads: from the run\n"), run.output
+    assert "another thread" not in run.output
+    # The project's handlers got what its configuration lets through, from either thread.
+    assert [record.getMessage() for record in handler.records] == ["a warning from another thread"]
+    assert shared.isEnabledFor(logging.INFO) is False
+    assert "isEnabledFor" not in vars(shared)
+
+
+def test_a_logger_that_cannot_be_captured_is_said_at_check_and_in_the_output(
+    manage: Any, spawn: Any
+) -> None:
+    disabled = "--settings=tests.settings_disabled_logger"
+    why = "logger 'payments' is disabled by the project's logging configuration"
+    check = manage("check", disabled)
+    assert check.returncode == 0, check.stderr
+    assert f"(django_advisory_cron.W015) Job 'logs' cannot capture what it asks for: {why}" in (
+        check.stderr
+    )
+    # A process of its own: a warm starter's second django.setup() would apply LOGGING again,
+    # and disable the loggers the first one made (the job's module logger among them).
+    done = spawn("runlocked", disabled, "logs")
+    _out, err = done.communicate(timeout=60)
+    assert done.returncode == exitcodes.OK, err
+    lines = JobRun.objects.get(job="logs").output.splitlines()
+    assert lines[0] == f"(not captured: {why})", lines
+    assert lines[1].endswith("WARNING tests.jobsapp.output_tasks: line 0 <b>bold</b>"), lines
+    assert "charged 3 cards" not in "\n".join(lines)

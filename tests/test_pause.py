@@ -217,7 +217,7 @@ def test_behind_a_transaction_pooler_workers_poll_for_requests(
         latencies.append((run.started - requested).total_seconds())
         wait_for(lambda n=number: Marker.objects.filter(job="yearly_manual").count() == n)
     worker.terminate()
-    _out, err = worker.communicate(timeout=30)
+    out, err = worker.communicate(timeout=30)
     # PgBouncer keeps the server connection, still named after the worker, once the worker is
     # gone (the documented reason to point LOCK_DATABASE past it): end it, so that later tests
     # count only their own workers.
@@ -228,6 +228,7 @@ def test_behind_a_transaction_pooler_workers_poll_for_requests(
     wait_for(lambda: workers_present(observer) == 0, timeout=5)
     print(f"\nrun-now latency (polling behind PgBouncer), s: {[round(x, 3) for x in latencies]}")
     assert "looks for run-now requests every 1 s" in err, err
+    assert "; polling for run-now requests every 1 s and schedule changes every 5 s" in out, out
     assert max(latencies) < 2.0, latencies
     assert JobRun.objects.filter(job="yearly_manual", manual=True).count() == 3
 

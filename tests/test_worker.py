@@ -81,9 +81,10 @@ def test_sigterm_waits_for_the_grace_then_records_the_run_interrupted(
     worker = spawn("cronworker", "every2_slow", "--grace", "1")
     wait_for(lambda: JobRun.objects.filter(job="every2_slow", status="running").exists())
     worker.send_signal(signal.SIGTERM)
-    _out, err = worker.communicate(timeout=30)
+    out, err = worker.communicate(timeout=30)
     assert worker.returncode == exitcodes.SIGTERM, err
     assert "recorded as interrupted" in err
+    assert ": 1 ran (1 of them failed), " in out, out  # the interrupted run counts
     (run,) = JobRun.objects.filter(job="every2_slow")
     assert run.status == RunStatus.INTERRUPTED and run.finished is not None
     wait_for(lambda: not holders(observer, job_key("every2_slow")), timeout=5)

@@ -24,8 +24,8 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
 SUMMARY = re.compile(
-    r"stopped; started \d+ run\(s\) \(0 on request\): (\d+) ran, 0 skipped \(another replica "
-    r"had them\), (\d+) paused, 0 failed;"
+    r"stopped; took up \d+ tick\(s\) and run-now request\(s\) \(0 run-now\): (\d+) ran \(0 of "
+    r"them failed\), 0 skipped \(another replica had them\), (\d+) paused,"
 )
 
 

@@ -29,6 +29,7 @@ from ..jobs.job import (
 )
 from ..ops import monitoring
 from . import pooling as pooler_checks
+from .capture import check_captured_loggers
 
 
 def register() -> None:
@@ -40,6 +41,7 @@ def register() -> None:
     checks.register(check_jobs, CHECK_TAG)
     checks.register(check_schedules, CHECK_TAG)
     checks.register(check_monitoring, CHECK_TAG)
+    checks.register(check_captured_loggers, CHECK_TAG)
     checks.register(check_connection_footprint, CHECK_TAG, checks.Tags.database)
     pooler_checks.register()
     if django_apps.is_installed("django_q"):

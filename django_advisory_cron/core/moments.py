@@ -16,3 +16,9 @@ SPAN = f"{EARLIEST.date().isoformat()} to {LATEST.date().isoformat()} (UTC)"
 def within(moment: datetime) -> bool:
     """Whether the aware ``moment`` falls within ``EARLIEST`` and ``LATEST``."""
     return EARLIEST <= moment <= LATEST
+
+
+def tick_said(tick: datetime | None, otherwise: str = "run now") -> str:
+    """How a message names the tick a run is for, or ``otherwise`` what the run is when it
+    has none (a run now): never ``tick None``."""
+    return f"tick {tick}" if tick is not None else otherwise

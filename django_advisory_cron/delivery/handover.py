@@ -21,6 +21,7 @@ from django.utils.dateparse import parse_datetime
 
 from .. import signals
 from ..conf import app_settings
+from ..core.moments import tick_said
 from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
@@ -124,7 +125,7 @@ def hand_over(
         _report(job, fetch_one(alias, sent), matched, manual, alias, task_id, None)
     elif claim_id is not None:
         fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id))
-    what = "run now" if manual else f"tick {matched}"
+    what = "run now" if manual else tick_said(matched, "no tick")
     logger.info("job %s: %s enqueued to %s as task %s", job.name, what, target, task_id)
     return Delivery(job.name, matched, target, enqueued=True, task_id=task_id)
 

@@ -29,6 +29,7 @@ from django.db import InterfaceError, OperationalError
 from .. import signals
 from ..conf import app_settings
 from ..core.keys import LockKey
+from ..core.moments import tick_said
 from ..core.scopes import Scope
 from ..db.aliases import lock_database
 from ..db.connections import refused_value
@@ -353,7 +354,9 @@ def _skip(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> None:
     _release(run, lock)
     if run.paused is not None:
         run.status = RunStatus.SKIPPED_PAUSED
-        logger.info("job %s skipped at tick %s: %s", job.name, run.tick, run.paused)
+        logger.info(
+            "job %s skipped at %s: %s", job.name, tick_said(run.tick, "no tick"), run.paused
+        )
     elif run.tick_done:
         run.status = RunStatus.SKIPPED_TICK
         logger.info("job %s skipped: tick %s already ran", job.name, run.tick)
@@ -378,13 +381,14 @@ def _run(
         logger.info(
             "job %s started (%s, run %s)",
             job.name,
-            "run now" if run.manual else f"tick {run.tick}",
+            tick_said(run.tick, "run now" if run.manual else "no tick"),
             run.run_id,
         )
         signals.job_started.send(sender=job, run=run)
         # Transaction scope: the lock runs this in a savepoint, so a failure rolls the job's
         # work back and its row still commits.
-        with output.captured(job.capture, app_settings.CAPTURE_LIMIT) as kept:
+        level = app_settings.CAPTURE_LEVEL
+        with output.captured(job.capture, app_settings.CAPTURE_LIMIT, level) as kept:
             try:
                 run.value = attempts.call_body(job, lock, run, args, kwargs)
             finally:

@@ -19,6 +19,7 @@ from ..jobs.job import Job
 from ..run.runner import claim_together
 from .dispatch import Dispatcher
 from .fleet import peers, share_out
+from .narration import DETAILS
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -99,8 +100,12 @@ class Batches:
             return
         with self.dispatcher.lock:
             self.dispatcher.stats.batches += 1
-            paused = sum(result.status == RunStatus.SKIPPED_PAUSED for result in skipped)
-            self.dispatcher.stats.paused += paused
-            self.dispatcher.stats.skipped += len(skipped) - paused
+            for result in skipped:
+                self.dispatcher.stats.count(result.status)
+        for result in skipped:
+            self.dispatcher.narrator.say(
+                DETAILS,
+                f"cronworker: {result.job}, tick {result.tick}: {RunStatus(result.status).label}",
+            )
         for claimed in runs:
             self.dispatcher.start_claimed(claimed)

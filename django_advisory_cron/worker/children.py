@@ -22,6 +22,7 @@ from typing import Literal
 
 from django.conf import settings
 
+from ..core.moments import tick_said
 from ..jobs.job import Job
 from ..models import RunStatus
 from ..run import history
@@ -127,10 +128,10 @@ class Children:
         found = history.child_run(using, job=job.name, tick=tick, pid=child.pid)
         if found is None:
             logger.error(
-                "cronworker: %s (tick %s): its process exited with code %s without recording a "
+                "cronworker: %s (%s): its process exited with code %s without recording a "
                 "run; its own output above says why",
                 job.name,
-                tick,
+                tick_said(tick),
                 child.returncode,
             )
             return history.new_run(job.name, RunStatus.FAILED, tick=tick)
@@ -173,19 +174,18 @@ class Children:
                     with self._lock:
                         self.stopped += 1
                 logger.warning(
-                    "cronworker: %s (tick %s): sending SIGTERM to its process %d (%s)",
+                    "cronworker: %s (%s): sending SIGTERM to its process %d (%s)",
                     job.name,
-                    tick,
+                    tick_said(tick),
                     child.pid,
                     "over its timeout" if stopping[0] == history.TIMED_OUT else "shutting down",
                 )
                 child.send_signal(signal.SIGTERM)
             elif now >= kill_at:
                 logger.error(
-                    "cronworker: %s (tick %s): its process %d did not stop after SIGTERM; "
-                    "killing it",
+                    "cronworker: %s (%s): its process %d did not stop after SIGTERM; killing it",
                     job.name,
-                    tick,
+                    tick_said(tick),
                     child.pid,
                 )
                 with contextlib.suppress(ProcessLookupError):

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -29,7 +29,8 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from .. import signals
-from ..core.statuses import FAILING, RunStatus
+from ..core.moments import tick_said
+from ..core.statuses import FAILING, SKIPS, RunStatus
 from ..db import pooler, sql
 from ..db.aliases import lock_database
 from ..db.execute import fetch_one
@@ -40,6 +41,7 @@ from ..lock.shared import ClaimConnection
 from ..run.history import HOST
 from ..run.runner import ClaimedRun, RunResult, claim_waiting, execute
 from .children import STOP_GRACE, Children, Isolation, in_process
+from .narration import DETAILS, ERRORS, RUNS, Narrator
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -55,32 +57,61 @@ NOT_COMPLETED = (*FAILING, RunStatus.INTERRUPTED)
 
 @dataclass
 class WorkerStats:
-    """What this worker did, for its line at shutdown."""
+    """What this worker did, for its line at shutdown. Each tick and "run now" request it
+    took up to run is counted once, in one of ``ran``, ``skipped``, ``paused``,
+    ``overlapped`` and ``not_run``: ``taken`` is their sum."""
 
-    started: int = 0
-    #: Runs started on a "run now" request (included in ``started``).
-    manual: int = 0
+    #: Runs started here, whatever their end.
     ran: int = 0
-    skipped: int = 0
-    #: Ticks skipped because the job is paused (not included in ``skipped``).
-    paused: int = 0
+    #: Of ``ran``: those that did not succeed (failed, timed out, lock lost, interrupted).
     failed: int = 0
+    #: Ticks another replica had (it holds the job's lock, or already ran the tick).
+    skipped: int = 0
+    #: Ticks skipped because the job is paused.
+    paused: int = 0
+    #: Ticks not started because the job's previous run here was still going.
+    overlapped: int = 0
+    #: Ticks and requests taken up that never started: the worker stopped first, or the
+    #: database could not record them.
+    not_run: int = 0
+    #: Of ``taken``: "run now" requests.
+    manual: int = 0
     #: Ticks of ``deliver=`` jobs handed to their task queue (deliveries, not runs: a task
     #: worker runs them): enqueued here, found enqueued by another scheduler, found already
-    #: run (say, by ``runlocked``), or refused (the queue failed).
+    #: run (say, by ``runlocked``), refused (the queue failed), or not handed over (paused).
     enqueued: int = 0
     enqueued_elsewhere: int = 0
     already_ran: int = 0
     not_enqueued: int = 0
-    #: Ticks not started because the job's previous run here was still going.
-    overlapped: int = 0
+    delivery_paused: int = 0
     #: Statements that claimed several jobs' ticks at once (see ``claims``).
     batches: int = 0
 
     @property
+    def taken(self) -> int:
+        """Ticks and "run now" requests taken up to run here, whatever became of them."""
+        return self.ran + self.skipped + self.paused + self.overlapped + self.not_run
+
+    @property
     def delivered(self) -> int:
         """Ticks handed to a task queue, whatever became of them."""
-        return self.enqueued + self.enqueued_elsewhere + self.already_ran + self.not_enqueued
+        return (
+            self.enqueued
+            + self.enqueued_elsewhere
+            + self.already_ran
+            + self.not_enqueued
+            + self.delivery_paused
+        )
+
+    def count(self, status: RunStatus) -> None:
+        """Count a tick or request that ended ``status`` (hold the dispatcher's lock)."""
+        if status == RunStatus.SKIPPED_PAUSED:
+            self.paused += 1
+        elif status in SKIPS:
+            self.skipped += 1
+        else:
+            self.ran += 1
+            self.failed += status in NOT_COMPLETED
 
 
 class Dispatcher:
@@ -96,9 +127,12 @@ class Dispatcher:
         max_concurrency: int,
         isolation: Isolation,
         stop: threading.Event,
+        narrator: Narrator,
     ) -> None:
         #: Every job the worker was given, by name.
         self.jobs = jobs
+        #: What the worker says on its stdout of each run.
+        self.narrator = narrator
         self.using = using
         self.identity = identity
         self.max_concurrency = max_concurrency
@@ -171,7 +205,14 @@ class Dispatcher:
         try:
             deliverer = targets.deliverer_for(job)
         except targets.DeliveryError as error:
-            logger.error("cronworker: %s: ticks %s not run: %s", job.name, ticks, error)
+            logger.error(
+                "cronworker: %s: %s not run: %s",
+                job.name,
+                ", ".join(tick_said(tick) for tick in ticks),
+                error,
+            )
+            with self.lock:
+                self.stats.not_run += len(ticks)
             return
         if deliverer is not None:
             with self.lock:
@@ -190,12 +231,15 @@ class Dispatcher:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())
                 except RuntimeError:  # the interpreter is exiting: start nothing more
                     self._stop.set()
+                    self.stats.not_run += len(ticks)
                     return
-                self.stats.started += len(ticks)
                 self._add_running(job.name, future, f"tick {ticks[-1].isoformat()}")
-                return
-            waiting = not any(future.running() for future in previous)
-            what = " and ".join(sorted(previous.values()))
+            else:
+                waiting = not any(future.running() for future in previous)
+                what = " and ".join(sorted(previous.values()))
+        if not previous:
+            future.add_done_callback(self._not_run_if_cancelled(len(ticks)))
+            return
         for tick in ticks:
             self._skip_overlapping(job, tick, waiting, what)
 
@@ -206,9 +250,12 @@ class Dispatcher:
         assert tick is not None
         why = f"cronworker {self.identity} stopped before the run started"
 
+        not_run = self._not_run_if_cancelled(1)
+
         def abandon_if_cancelled(future: Future[Any]) -> None:
             if future.cancelled():  # the worker stopped before a thread took it
                 claimed.abandon(why)
+                not_run(future)
 
         job = self.jobs[name]
         with self.lock:
@@ -216,12 +263,15 @@ class Dispatcher:
                 future = self._pool.submit(self._run_one, job, tick, time.monotonic(), claimed)
             except RuntimeError:  # the interpreter is exiting: start nothing more
                 self._stop.set()
+                self.stats.not_run += 1
+                started = False
             else:
-                self.stats.started += 1
                 self._add_running(name, future, f"tick {tick.isoformat()}")
-                future.add_done_callback(abandon_if_cancelled)
-                return
-        claimed.abandon(why)
+                started = True
+        if started:
+            future.add_done_callback(abandon_if_cancelled)
+        else:
+            claimed.abandon(why)
 
     def start_manual(self, name: str) -> None:
         """Start a "run now" of the job ``name``: no tick; under the lock like any run, so it
@@ -235,6 +285,8 @@ class Dispatcher:
             logger.error("cronworker: %s: run now not sent: %s", job.name, error)
             return
         with self.lock:
+            if sender is None:  # a send is counted with the ticks handed to a queue
+                self.stats.manual += 1
             try:
                 future = (
                     self._pool.submit(self._deliver_one, sender, job, None)
@@ -243,11 +295,11 @@ class Dispatcher:
                 )
             except RuntimeError:  # the interpreter is exiting: start nothing more
                 self._stop.set()
+                self.stats.not_run += sender is None
                 return
-            if sender is None:  # a send is counted with the ticks handed to a queue
-                self.stats.started += 1
-                self.stats.manual += 1
             self._add_running(job.name, future, "a run-now request")
+        if sender is None:
+            future.add_done_callback(self._not_run_if_cancelled(1))
 
     def going(self, name: str) -> dict[Future[Any], str]:
         """The runs of ``name`` this worker started that are not over (hold ``lock``)."""
@@ -280,6 +332,17 @@ class Dispatcher:
         with self.lock:
             return [result for result in self._active.values() if result.run_id]
 
+    def _not_run_if_cancelled(self, ticks: int) -> Callable[[Future[Any]], None]:
+        """A done callback: count ``ticks`` as not run if the worker stopped before a pool
+        thread took them (call outside ``lock``: a done future calls it at once)."""
+
+        def count(future: Future[Any]) -> None:
+            if future.cancelled():
+                with self.lock:
+                    self.stats.not_run += ticks
+
+        return count
+
     def _add_running(self, name: str, future: Future[Any], what: str) -> None:
         """Remember a run this worker started (hold ``lock``)."""
         self._runs.setdefault(name, {})[future] = what
@@ -306,12 +369,12 @@ class Dispatcher:
             logger.error(
                 "cronworker: %s: could not record tick %s as skipped: %s", job.name, tick, error
             )
-            return
+            row = None
         with self.lock:
             self.stats.overlapped += 1
-        logger.warning(
-            "cronworker: %s skipped tick %s: %s", job.name, tick, row[0] if row else otherwise
-        )
+        said = row[0] if row else otherwise
+        logger.warning("cronworker: %s skipped tick %s: %s", job.name, tick, said)
+        self.narrator.say(DETAILS, f"cronworker: {job.name}, tick {tick}: skipped: {said}")
 
     def _track(self, sender: object, run: RunResult, **kwargs: object) -> None:
         """``job_started`` receiver: remember the runs of this worker's pool threads (not
@@ -340,6 +403,8 @@ class Dispatcher:
         result = None
         for number, tick in enumerate(ticks):
             if number and self._stop.is_set():
+                with self.lock:
+                    self.stats.not_run += len(ticks) - number
                 break
             result = self._run_one(job, tick, submitted)
         return result
@@ -356,13 +421,14 @@ class Dispatcher:
         waited = time.monotonic() - submitted
         if waited > SLOT_WAIT_LOGGED:
             logger.warning(
-                "cronworker: %s (tick %s) waited %.1f s for a free slot (--max-concurrency %d)",
+                "cronworker: %s (%s) waited %.1f s for a free slot (--max-concurrency %d)",
                 job.name,
-                tick,
+                tick_said(tick),
                 waited,
                 self.max_concurrency,
             )
         using = lock_database(job.using, self.using)
+        began = time.monotonic()
         try:
             if self.in_process(job):
                 result = self.children.run(job, tick, using)
@@ -379,21 +445,34 @@ class Dispatcher:
                     connections.close_all()  # this pool thread's own connections
         except Exception as error:  # nothing could be recorded (the database is away)
             logger.error(
-                "cronworker: job %s, tick %s, did not run: %s", job.name, tick, first_line(error)
+                "cronworker: job %s, %s, did not run: %s",
+                job.name,
+                tick_said(tick),
+                first_line(error),
             )
             with self.lock:
-                self.stats.failed += 1
+                self.stats.not_run += 1
+            said = f"cronworker: {job.name}, {tick_said(tick)}: did not run: {first_line(error)}"
+            self.narrator.say(ERRORS, said)
             return None
         with self.lock:
-            if result.ran and result.run_id is not None:
-                self.stats.ran += 1
-            elif result.status == RunStatus.SKIPPED_PAUSED:
-                self.stats.paused += 1
-            elif result.skipped:
-                self.stats.skipped += 1
-            if result.status in NOT_COMPLETED:
-                self.stats.failed += 1
+            self.stats.count(result.status)
+        self._narrate(job, tick, result, time.monotonic() - began)
         return result
+
+    def _narrate(
+        self, job: Job[..., object], tick: datetime | None, result: RunResult, took: float
+    ) -> None:
+        """Say on stdout how a run ended: a skip at ``-v 2``, a run at ``-v 1``, a run that
+        did not succeed at any verbosity."""
+        what = f"cronworker: {job.name}, {tick_said(tick)}: {RunStatus(result.status).label}"
+        if result.status in SKIPS:
+            self.narrator.say(DETAILS, what)
+            return
+        why = f": {first_line(result.error)}" if result.error is not None else ""
+        run = f"run {result.run_id}" if result.run_id is not None else "not recorded"
+        level = ERRORS if result.status in NOT_COMPLETED else RUNS
+        self.narrator.say(level, f"{what} in {took:.1f} s ({run}){why}")
 
     def _claim_alone(self, job: Job[..., object], tick: datetime | None, using: str) -> RunResult:
         """Claim one tick (``None``: a manual run) on the claim connection of its database
@@ -409,7 +488,7 @@ class Dispatcher:
         """Hand ``tick`` of ``job`` to its queue; ``None``: a "run now", sent as a manual
         run."""
         using = lock_database(job.using, self.using)
-        what = f"tick {tick}" if tick is not None else "run now"
+        what = tick_said(tick)
         try:
             # A queue that runs its tasks at once runs the job in this thread.
             with self._tracking():
@@ -418,6 +497,7 @@ class Dispatcher:
             logger.error("cronworker: %s of %s not enqueued: %s", what, job.name, error)
             with self.lock:
                 self.stats.not_enqueued += 1
+            self.narrator.say(ERRORS, f"cronworker: {job.name}, {what}: not enqueued: {error}")
             return None
         finally:
             connections.close_all()
@@ -432,9 +512,17 @@ class Dispatcher:
             if handed.enqueued:
                 self.stats.enqueued += 1
             elif handed.paused:
-                self.stats.paused += 1
+                self.stats.delivery_paused += 1
             elif handed.already_ran:
                 self.stats.already_ran += 1
             else:
                 self.stats.enqueued_elsewhere += 1
+        if handed.enqueued:
+            said = f"enqueued to {handed.target} as task {handed.task_id}"
+        elif handed.paused:
+            said = f"not handed over: {handed.paused}"
+        else:
+            said = "already ran" if handed.already_ran else "enqueued by another scheduler"
+        level = RUNS if handed.enqueued else DETAILS
+        self.narrator.say(level, f"cronworker: {job.name}, {what}: {said}")
         return handed

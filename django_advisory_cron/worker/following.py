@@ -32,6 +32,7 @@ from ..jobs.definitions import one_line
 from ..jobs.job import Job
 from ..lock.shared import ClaimConnection
 from .clock import Wakeup
+from .narration import DETAILS, ERRORS, Narrator
 from .requests import RunRequests
 from .timetable import Timetable
 
@@ -63,8 +64,10 @@ class Following:
         wakeup: Wakeup,
         identity: str,
         requests: RunRequests,
+        narrator: Narrator,
     ) -> None:
         self._given = dict(given)
+        self._narrator = narrator
         self._everything = everything
         self._jobs = jobs
         self._manual = manual
@@ -108,13 +111,12 @@ class Following:
     def _apply(self, found: catalog.Catalog, now: datetime | None) -> None:
         for name, why in found.broken.items():
             if self._broken.get(name) != why and (self._everything or name in self._given):
-                logger.error(
-                    "cronworker %s: schedule %s is not run: %s; fix or remove it in the admin "
-                    "or with manage.py cronjob",
-                    self._identity,
-                    one_line(name),
-                    why,
+                said = (
+                    f"schedule {one_line(name)} is not run: {why}; fix or remove it in the "
+                    "admin or with manage.py cronjob"
                 )
+                logger.error("cronworker %s: %s", self._identity, said)
+                self._narrator.say(ERRORS, f"cronworker: {said}")
         self._broken = dict(found.broken)
         wanted = self._wanted(found)
         self._manual.clear()
@@ -130,23 +132,22 @@ class Following:
         for name in [name for name in self._jobs if name not in scheduled]:
             del self._jobs[name]
             self._timetable.drop(name)
-            logger.info(
-                "cronworker %s: job %s is no longer scheduled (removed or disabled); a run "
-                "of it still going finishes",
-                self._identity,
-                name,
+            said = (
+                f"job {name} is no longer scheduled (removed or disabled); a run of it still "
+                "going finishes"
             )
+            logger.info("cronworker %s: %s", self._identity, said)
+            self._narrator.say(DETAILS, f"cronworker: {said}")
         for name, job in scheduled.items():
             before = self._jobs.get(name)
             self._jobs[name] = job
             if before is None or _timing(before) != _timing(job):
                 self._timetable.replan(name, now)
                 upcoming = self._timetable.upcoming or {}
-                logger.info(
-                    "cronworker %s: job %s %s: %s, first tick %s",
-                    self._identity,
-                    name,
-                    "scheduled" if before is None else "rescheduled",
-                    job.schedule_text,
-                    upcoming.get(name, "none (its schedule has ended)"),
+                said = (
+                    f"job {name} {'scheduled' if before is None else 'rescheduled'}: "
+                    f"{job.schedule_text}, first tick "
+                    f"{upcoming.get(name, 'none (its schedule has ended)')}"
                 )
+                logger.info("cronworker %s: %s", self._identity, said)
+                self._narrator.say(DETAILS, f"cronworker: {said}")

@@ -46,15 +46,19 @@ from .children import ISOLATIONS, Isolation, child_environment
 from .clock import CLOCK_REFRESH, DatabaseClock, Wakeup
 from .dispatch import Dispatcher
 from .fleet import PRESENCE_NAME, presence_name, worker_identity
-from .following import Following
+from .following import SCHEDULE_POLL, Following
+from .narration import RUNS, Narrator
 from .reconnect import Attendance
-from .requests import RunRequests
+from .requests import REQUEST_POLL, RunRequests
 from .timetable import Timetable
 
 logger = logging.getLogger("django_advisory_cron")
 
 #: The scheduler thread of [start_worker][django_advisory_cron.worker.loop.start_worker].
 SCHEDULER_THREAD = "advisory-cron-scheduler"
+
+#: The start banner lists at most this many jobs (the soonest first).
+BANNER_JOBS = 20
 
 
 class Worker:
@@ -70,6 +74,7 @@ class Worker:
         isolation: Isolation = "thread",
         persistent: bool = False,
         everything: bool = False,
+        narrator: Narrator | None = None,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be 'thread' or 'process', not {isolation!r}")
@@ -86,6 +91,8 @@ class Worker:
         #: must not die with its host process's first database hiccup).
         self.persistent = persistent
         self.thread: threading.Thread | None = None
+        #: What it says on stdout (``cronworker``; nothing in a background thread).
+        self.narrator = narrator or Narrator()
         self.identity = worker_identity()
         self._stop = threading.Event()
         #: The worker's one connection (its presence): the clock, the live workers, "run now"
@@ -101,6 +108,7 @@ class Worker:
             max_concurrency=max_concurrency,
             isolation=isolation,
             stop=self._stop,
+            narrator=self.narrator,
         )
         self.stats = self._dispatcher.stats
         #: Runs still going when the grace ended (recorded interrupted; the process must exit).
@@ -128,6 +136,7 @@ class Worker:
             wakeup=self._wakeup,
             identity=self.identity,
             requests=self._requests,
+            narrator=self.narrator,
         )
 
     @property
@@ -215,7 +224,8 @@ class Worker:
                     if reconnected:
                         # A (re)connected presence: listen again; the first pass plans.
                         clock = DatabaseClock(presence)
-                        if self._timetable.upcoming is None:
+                        first = self._timetable.upcoming is None
+                        if first:
                             # First, so a database without the app's tables is the first
                             # thing this worker says.
                             now = clock.read()
@@ -231,6 +241,8 @@ class Worker:
                                 self._following.load(wrapper, clock.now())
                         self._requests.listen(presence)
                         listened_on = connection
+                        if first:
+                            self._announce(upcoming, now)
                     wait = self._wake(clock)
                     attendance.losses = 0  # a whole pass: the connection works again
                     self._sleep(wait)
@@ -251,6 +263,29 @@ class Worker:
             # This thread's own Django connections (a pooler probe may have opened one): a
             # scheduler in a background thread must not leave them behind when it stops.
             connections.close_all()
+
+    def _announce(self, upcoming: dict[str, datetime], now: datetime) -> None:
+        """Say on stdout what this worker follows, and how it waits."""
+        database = connections[self.using].settings_dict
+        where = f"{database['NAME']} on {database['HOST'] or 'localhost'}"
+        waits = (
+            "woken by LISTEN/NOTIFY for run-now requests and schedule changes"
+            if self._requests.listening
+            else f"polling for run-now requests every {REQUEST_POLL:g} s and schedule changes "
+            f"every {SCHEDULE_POLL:g} s (LISTEN is not available here)"
+        )
+        say = self.narrator.say
+        say(
+            RUNS,
+            f"cronworker {self.identity}: started; {len(upcoming)} scheduled job(s), lock "
+            f"database {self.using!r} ({where}); {waits}",
+        )
+        for shown, (name, tick) in enumerate(sorted(upcoming.items(), key=lambda item: item[1])):
+            if shown == BANNER_JOBS:
+                say(RUNS, f"  ... and {len(upcoming) - shown} more (manage.py cronjob list)")
+                break
+            due = f"missed tick {tick}: due now" if tick <= now else f"next tick {tick}"
+            say(RUNS, f"  {name}: {self.jobs[name].schedule_text}, {due}")
 
     def _wake(self, clock: DatabaseClock) -> float:
         """Start the runs that are due (and those asked for); return the seconds until the
@@ -304,6 +339,9 @@ class Worker:
                     self.grace,
                 )
             return
+        with self._dispatcher.lock:  # runs that ended here, interrupted
+            self.stats.ran += len(self.abandoned)
+            self.stats.failed += len(self.abandoned)
         for result in self.abandoned:
             logger.warning(
                 "cronworker: %s (run %s) still running after %g s of grace: recorded as "

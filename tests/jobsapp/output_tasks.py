@@ -2,6 +2,7 @@
 "output_tasks"}'``."""
 
 import logging
+from datetime import timedelta
 
 from django_advisory_cron import locked_task
 
@@ -28,3 +29,16 @@ def quiet() -> None:
 def uncaptured() -> None:
     """Logs, without capture."""
     logger.warning("kept nowhere")
+
+
+@locked_task(name="charges", capture=True)
+def charges(count: str = "3") -> None:
+    """Logs at INFO, as docs/usage.md's example does."""
+    logger.info("charging %s subscriptions", count)
+    logger.debug("not asked for")
+
+
+@locked_task(name="charges_every1", every=timedelta(seconds=1), capture=True)
+def charges_every1() -> None:
+    """``charges`` at every second, for a worker."""
+    logger.info("charging %s subscriptions", 3)

@@ -44,3 +44,10 @@ def every2_work() -> None:
 def yearly_manual() -> None:
     """Ticks once a year: in the tests it runs only when someone asks for it ("run now")."""
     Marker.objects.create(job="yearly_manual", pid=os.getpid())
+
+
+@locked_task(name="yearly_busy", schedule="0 0 1 1 *")
+def yearly_busy() -> None:
+    """Run now only, busy for 3 s: a worker's one slot stays taken meanwhile."""
+    Marker.objects.create(job="yearly_busy", pid=os.getpid())
+    time.sleep(3)

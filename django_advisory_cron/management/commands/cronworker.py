@@ -18,6 +18,7 @@ from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, InvalidSchedule, LockDatabaseError
 from ...worker.children import ISOLATIONS
 from ...worker.loop import Worker
+from ...worker.narration import Narrator
 from ..arguments import CONCURRENCY, WAIT, text
 from ..base import AppCommand, no_job_named
 from ..runs import outcome
@@ -36,6 +37,16 @@ too long. A job whose previous run is still going when its next tick comes skips
 On SIGTERM or SIGINT it starts nothing new, gives running jobs --grace seconds (processes get
 SIGTERM shortly before it ends), records those still running as interrupted and exits.
 
+output (stdout, whatever LOGGING says; the log records say the same):
+  -v 0  only runs that did not succeed, errors, and the line it stops with
+  -v 1  (the default) also the jobs it follows with their next tick, how it waits
+        (LISTEN/NOTIFY or polling) and the lock database, then one line per run: job,
+        tick, outcome, duration
+  -v 2  also each skipped tick and each schedule change
+  The stop line counts each tick and run-now request it took up once: ran (of which
+  failed), skipped (another replica had it), paused, overlapped (the job's previous run
+  was still going), not run (it stopped first, or the database was away).
+
 exit codes:
   2    usage error: unknown job name, none of the jobs named has a schedule, bad
        option, invalid schedule
@@ -48,6 +59,10 @@ exit codes:
        --skip-checks starts anyway)
   130  stopped by SIGINT, 143 by SIGTERM
 """
+
+
+#: Seconds a stopping worker waits for its queued output lines to be written.
+NARRATION_FLUSH = 2.0
 
 
 class Command(AppCommand):
@@ -91,6 +106,13 @@ class Command(AppCommand):
         parser.add_argument(
             "--database", default=None, metavar="ALIAS", help="database alias holding the locks"
         )
+
+    def _say(self, line: str) -> None:
+        """Write one line of the worker's output at once (a process manager shows it live);
+        what the stream cannot encode (a job's undecodable bytes in its error) is escaped."""
+        encoding = getattr(self.stdout, "encoding", None) or "utf-8"
+        self.stdout.write(line.encode(encoding, "backslashreplace").decode(encoding))
+        self.stdout.flush()
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["isolation"] not in ISOLATIONS:
@@ -140,6 +162,7 @@ class Command(AppCommand):
             max_concurrency=options["max_concurrency"],
             grace=options["grace"],
             isolation=options["isolation"],
+            narrator=Narrator(self._say, options["verbosity"]),
         )
         try:
             worker.check_processes()
@@ -164,14 +187,20 @@ class Command(AppCommand):
             # The database refused the worker's statements (its tables are missing): the line
             # runlocked prints for the same cause.
             self.leave(*outcome(scheduled[0].name if scheduled else "cronworker", error, None))
+        worker.narrator.close(timeout=NARRATION_FLUSH)
         stats = worker.stats
+        unsaid = (
+            f"; {worker.narrator.dropped} line(s) not printed (stdout was not read)"
+            if worker.narrator.dropped
+            else ""
+        )
         self.stdout.write(
-            f"cronworker {worker.identity}: stopped; started {stats.started} run(s) "
-            f"({stats.manual} on request): "
-            f"{stats.ran} ran, {stats.skipped} skipped (another replica had them), "
-            f"{stats.paused} paused, {stats.failed} failed; {stats.overlapped} tick(s) skipped "
-            "because the job's previous run was still going; "
-            f"{stats.batches} claim statement(s) took several jobs' ticks at once"
+            f"cronworker {worker.identity}: stopped; took up {stats.taken} tick(s) and "
+            f"run-now request(s) ({stats.manual} run-now): {stats.ran} ran ({stats.failed} "
+            f"of them failed), {stats.skipped} skipped (another replica had them), "
+            f"{stats.paused} paused, {stats.overlapped} tick(s) skipped because the job's previous "
+            f"run was still going, {stats.not_run} not run (stopping, or the database away); "
+            f"{stats.batches} claim statement(s) took several jobs' ticks at once{unsaid}"
         )
         if stats.delivered:
             self.stdout.write(
@@ -179,7 +208,8 @@ class Command(AppCommand):
                 f"{stats.enqueued} enqueued, "
                 f"{stats.enqueued_elsewhere + stats.already_ran} not enqueued "
                 f"({stats.enqueued_elsewhere} enqueued by another scheduler, "
-                f"{stats.already_ran} already ran), {stats.not_enqueued} could not be enqueued"
+                f"{stats.already_ran} already ran), {stats.not_enqueued} could not be "
+                f"enqueued, {stats.delivery_paused} paused"
             )
         code = exitcodes.SIGINT if stopped_by[:1] == [signal.SIGINT] else exitcodes.SIGTERM
         if worker.stopped_children:

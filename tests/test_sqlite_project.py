@@ -47,3 +47,36 @@ def test_the_apps_commands_refuse_in_one_line(
 ) -> None:
     done = manage(command[0], SETTINGS, *command[1:])
     assert (done.returncode, done.stderr) == (exitcodes.CONFIG, f"{command[0]}: {REFUSED}\n")
+
+
+#: What the admin's pages read from the lock database: each says why it cannot, on SQLite.
+ADMIN_PAGES = """
+from html import unescape
+
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+client = Client()
+client.force_login(get_user_model().objects.create_superuser("root", password="pw"))
+for page in ("heldlock", "registeredjob", "jobrun", "schedule"):
+    answer = client.get(f"/admin/django_advisory_cron/{page}/", follow=True)
+    said = [title for title in TITLES if f"{title}: {REFUSED}" in unescape(answer.text)]
+    went = answer.redirect_chain[-1][0] if answer.redirect_chain else ""
+    print(page, answer.status_code, went, said)
+index = client.get("/admin/django_advisory_cron/")
+print("app", index.status_code, REFUSED in unescape(index.text))
+"""
+
+
+def test_the_admin_pages_say_they_need_postgresql(sqlite_project: None, manage: Any) -> None:
+    assert manage("migrate", SETTINGS, "--verbosity", "0").returncode == 0
+    titles = ("Held locks", "Jobs", "Job runs")
+    shown = manage(
+        "shell", SETTINGS, "-c", f"REFUSED = {REFUSED!r}\nTITLES = {titles!r}\n" + ADMIN_PAGES
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    lines = shown.stdout.splitlines()
+    for page, title in zip(("heldlock", "registeredjob", "jobrun"), titles, strict=True):
+        assert f"{page} 200 /admin/ [{title!r}]" in lines, shown.stdout
+    assert "schedule 200  []" in lines, shown.stdout  # its rows are plain rows
+    assert "app 200 True" in lines, shown.stdout

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html
+
+from ..conf import app_settings
+from ..db.connections import require_postgresql
+from ..exceptions import LockDatabaseError
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -36,8 +41,37 @@ class ChoiceFilter(admin.SimpleListFilter):
         return queryset if choice is None else queryset.filter(**choice[1])
 
 
+def refused_here(request: HttpRequest, title: str) -> HttpResponse | None:
+    """Back to the admin's index, saying why, where the lock database is not PostgreSQL (a
+    project that develops on SQLite): the pages that read its locks, jobs and runs cannot be
+    shown there, and the rest of the admin keeps working. ``None`` where they can."""
+    try:
+        require_postgresql(app_settings.lock_database)
+    except LockDatabaseError as error:
+        messages.error(request, f"{title}: {error}")
+        return HttpResponseRedirect(reverse("admin:index"))
+    return None
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Viewing needs the model's view permission; nobody may add, change or delete."""
+    """Viewing needs the model's view permission; nobody may add, change or delete. Its pages
+    read the lock database, so they need PostgreSQL (``refused_here``)."""
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        refused = refused_here(request, str(self.opts.verbose_name_plural).capitalize())
+        return refused or super().changelist_view(request, extra_context)
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        refused = refused_here(request, str(self.opts.verbose_name).capitalize())
+        return refused or super().changeform_view(request, object_id, form_url, extra_context)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

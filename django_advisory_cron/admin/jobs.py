@@ -34,7 +34,7 @@ from ..ops import charts, heldlocks, status
 from ..ops.charts import human_duration
 from ..run import control
 from ..worker.fleet import live_workers
-from .common import ReadOnlyAdmin
+from .common import ReadOnlyAdmin, refused_here
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -194,6 +194,9 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
         their run charts drawn."""
         if not self.has_view_permission(request):
             raise PermissionDenied
+        refused = refused_here(request, str(self.opts.verbose_name_plural).capitalize())
+        if refused:
+            return refused
         runs_url = reverse("admin:django_advisory_cron_jobrun_changelist")
         locks_url = reverse("admin:django_advisory_cron_heldlock_changelist")
         statuses = status.job_statuses()

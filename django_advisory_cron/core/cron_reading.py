@@ -92,5 +92,7 @@ def croniters_days_in_cron(expression: str) -> str | None:
             items = fields[index].split(",")
             fields[index] = ",".join(span + item[1:] if item[0] in "*?" else item for item in items)
     written = " ".join(fields)
+    if one_value_ranges(written) != written:
+        return None  # croniter reads 0-0 as the whole field, which cron cannot write
     same = croniter(written).expanded == croniter(expression).expanded
     return written if same and not days_unlike_croniter(written) else None

@@ -14,6 +14,7 @@ from django.utils.dateformat import format as date_format
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from ..exceptions import LockDatabaseError
 from ..ops import heldlocks, status
 
 register = template.Library()
@@ -21,7 +22,8 @@ register = template.Library()
 
 @register.simple_tag(takes_context=True)
 def advisory_cron_health(context: dict[str, Any]) -> dict[str, Any] | None:
-    """Problems per job and the stale-lock count, for users allowed to see them."""
+    """Problems per job and the stale-lock count, for users allowed to see them, or why they
+    cannot be read here (``unavailable``)."""
     request = context.get("request")
     user = getattr(request, "user", None)
     if user is None or not user.has_perm("django_advisory_cron.view_registeredjob"):
@@ -31,6 +33,8 @@ def advisory_cron_health(context: dict[str, Any]) -> dict[str, Any] | None:
         stale = None
         if user.has_perm("django_advisory_cron.view_heldlock"):
             stale = heldlocks.held_locks().filter(stale=True).count()
+    except LockDatabaseError as error:  # not PostgreSQL: a project developing on SQLite
+        return {"unavailable": str(error)}
     except DatabaseError:
         return None
     return {

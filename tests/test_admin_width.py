@@ -57,11 +57,15 @@ MEASURE = """() => {
 
 @pytest.fixture
 def runs(fresh_registry: None, db_url: str) -> None:
-    """Four jobs with long names and the run history a busy day leaves."""
+    """Four jobs with long names and the run history a busy day leaves. The nightly job's hour
+    is two hours back, whatever the time of day, so its last tick is the failed run's and it is
+    never overdue (after 02:00 a fixed "0 2 * * *" made it so, and its row taller)."""
+    now = timezone.now().replace(microsecond=0)
+    nightly = (now - timedelta(hours=2)).replace(minute=0, second=0)
 
     @locked_task(
         name="billing.reconcile_invoices_for_all_regions_nightly",
-        schedule="0 2 * * *",
+        schedule=f"0 {nightly.hour} * * *",
         max_runtime=3600,
     )
     def reconcile() -> None:
@@ -77,7 +81,6 @@ def runs(fresh_registry: None, db_url: str) -> None:
     @locked_task(name="reports.weekly_customer_activity_digest", schedule="30 6 * * 1")
     def digest() -> None: ...
 
-    now = timezone.now().replace(microsecond=0)
     rows = []
     for number in range(6):  # a 10-second job: six runs, each skipped by two other replicas
         tick = now - timedelta(seconds=10 * (6 - number))
@@ -105,7 +108,7 @@ def runs(fresh_registry: None, db_url: str) -> None:
             )
             for replica in (2, 3)
         ]
-    tick = now.replace(hour=2, minute=0, second=0) - timedelta(days=1)
+    tick = nightly
     rows.append(
         JobRun(
             job="billing.reconcile_invoices_for_all_regions_nightly",

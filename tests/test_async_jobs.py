@@ -59,6 +59,19 @@ def test_a_stop_signal_and_the_timeout_end_an_async_job_as_a_sync_one(
     assert JobRun.objects.get(job="async_slow").status == RunStatus.TIMED_OUT
 
 
+def test_a_stop_signal_inside_asgiref_still_ends_the_run_as_interrupted(
+    async_jobs: None, manage: Any
+) -> None:
+    """A SIGTERM handled while asgiref copies a ``sync_to_async`` call's context back: the run
+    is interrupted (it was recorded as failed with "Single thread executor already being used,
+    would deadlock", and the stop was lost)."""
+    stopped = manage("runlocked", "async_stopped_in_asgiref")
+    assert stopped.returncode == exitcodes.SIGTERM, stopped.stderr
+    assert "deadlock" not in stopped.stderr
+    run = JobRun.objects.get(job="async_stopped_in_asgiref")
+    assert run.status == RunStatus.INTERRUPTED, run.error
+
+
 @pytest.mark.slow
 def test_cronworker_runs_an_async_job_once_per_tick(
     async_jobs: None, spawn: Any, raw_connect: Any

@@ -5,7 +5,6 @@ of the run's thread."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import time
@@ -13,14 +12,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
-from asgiref.sync import sync_to_async
-from django.db import connections, transaction
+from django.db import transaction
 
 from ..core.retries import RetryPolicy
 from ..core.schedule import Schedule
 from ..exceptions import LockLost, first_line
 from ..lock.advisory import AdvisoryLock
-from . import history
+from . import async_body, history
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -93,23 +91,11 @@ def call_body(
 
 
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Call the job's function; an ``async def`` one runs to its end in an event loop of this
-    thread (a runner's thread has none running), so a stop signal or the job's timeout
-    reaches it as it reaches a sync body, and cancels it."""
+    """Call the job's function; an ``async def`` one is awaited to its end (see
+    [async_body][django_advisory_cron.run.async_body])."""
     if inspect.iscoroutinefunction(func):
-        return asyncio.run(_until_done(func, args, kwargs))
+        return async_body.run_to_end(func, args, kwargs)
     return func(*args, **kwargs)
-
-
-async def _until_done(
-    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    try:
-        return await func(*args, **kwargs)
-    finally:
-        # The body's async ORM queries ran in asgiref's thread for sync code: close the
-        # connections they opened there, as Django does when a request ends.
-        await sync_to_async(connections.close_all)()
 
 
 def _no_room(job: Body, lock: AdvisoryLock, result: history.Run, delay: float) -> str:

@@ -4,6 +4,7 @@ they use Django's async ORM in their bodies."""
 import asyncio
 import os
 from datetime import timedelta
+from typing import Any
 
 from django_advisory_cron import locked_task
 
@@ -35,3 +36,27 @@ async def async_slow() -> None:
 async def async_every() -> None:
     """Every 2 s under cronworker."""
     await Marker.objects.acreate(job="async_every", pid=os.getpid())
+
+
+@locked_task(name="async_stopped_in_asgiref")
+async def async_stopped_in_asgiref() -> None:
+    """Sends its own process SIGTERM just as asgiref starts copying a ``sync_to_async`` call's
+    context back (the moment a stop once left asgiref half-updated), then awaits for a minute."""
+    import signal
+    import sys
+
+    from asgiref import sync
+
+    assert hasattr(sync, "_restore_context"), "asgiref no longer has _restore_context"
+
+    def stop_there(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == "_restore_context":
+            sys.setprofile(None)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    sys.setprofile(stop_there)
+    try:
+        await Marker.objects.acreate(job="async_stopped_in_asgiref", pid=os.getpid())
+    finally:
+        sys.setprofile(None)
+    await asyncio.sleep(60)

@@ -91,9 +91,9 @@ def _deferring_stops(stops: _Stops) -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, (handler, ours) in installed.items():
-            if signal.getsignal(signum) is ours:
-                signal.signal(signum, handler)
+        for number, (handler, ours) in installed.items():
+            if signal.getsignal(number) is ours:
+                signal.signal(number, handler)
 
 
 def _deferring(handler: Callable[[int, FrameType | None], Any], stops: _Stops) -> Any:

@@ -106,3 +106,77 @@ def test_cronworker_says_so_at_each_attempt_and_runs_once_writes_are_accepted(
     assert "Traceback" not in said and "reachable again" not in said
     refused = [line for line in said.splitlines() if READ_ONLY in line]
     assert all(line.endswith(" s") and "ran nothing, retrying in" in line for line in refused)
+
+
+class ServerSwitch:
+    """Switches the whole server read-only (``ALTER SYSTEM``, reloaded), as an operator does:
+    running sessions see it from their next transaction. The switching session keeps writing."""
+
+    def __init__(self, admin: Any) -> None:
+        self.admin = admin
+        admin.execute("SET default_transaction_read_only = off")
+
+    def set(self, read_only: bool) -> None:
+        value = "on" if read_only else "DEFAULT"
+        self.admin.execute(f"ALTER SYSTEM SET default_transaction_read_only = {value}")
+        self.admin.execute("SELECT pg_reload_conf()")
+
+    def advisory_locks(self) -> int:
+        row = self.admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+        ).fetchone()
+        return int(row[0])
+
+    def go(self, job: str) -> None:
+        """Tell a holding job to end (the test's session can still write)."""
+        self.admin.execute(
+            "INSERT INTO jobsapp_marker (job, pid, note, created) VALUES (%s, 0, 'go', now())",
+            [job],
+        )
+
+
+@pytest.fixture
+def server_switch(raw_connect: Any) -> Iterator[ServerSwitch]:
+    switch = ServerSwitch(raw_connect())
+    try:
+        yield switch
+    finally:
+        switch.set(False)
+        connections.close_all()
+
+
+#: Short heartbeats, so the switch spans several of them.
+BEATING = {"JOBS_MODULE": "read_only_tasks", "HEARTBEAT": 0.2, "LEASE": 1}
+
+
+@pytest.mark.parametrize("writes_back", [True, False], ids=["writes-back", "still-read-only"])
+def test_a_server_switched_read_only_while_a_job_runs(
+    server_switch: ServerSwitch, spawn: Any, writes_back: bool
+) -> None:
+    """Refused heartbeats are no lost lock (the server answered: the session and its lock are
+    alive), so the job goes on. Its end, refused as a write, is recorded once writes are
+    accepted again; if they are not, runlocked says so with exit 69 and records nothing false
+    (it said "lock lost" with exit 75 and claimed a record it never made)."""
+    process = spawn("runlocked", "ro_hold", env={"ADVISORY_CRON_JSON": json.dumps(BEATING)})
+    lines = Lines(process)
+    wait_for(lambda: Marker.objects.filter(job="ro_hold").exists())
+    server_switch.set(True)
+    wait_for(lambda: lines.times("the locks are still held and their jobs go on"))
+    server_switch.go("ro_hold")
+    if writes_back:
+        # The end was refused and the lock unlocked alone: writes come back meanwhile.
+        wait_for(lambda: not server_switch.advisory_locks())
+        server_switch.set(False)
+    said = lines.finish()
+    connections.close_all()
+    run = JobRun.objects.get(job="ro_hold")
+    assert "lock lost" not in said, said
+    if writes_back:
+        assert process.returncode == exitcodes.OK, said
+        assert run.status == RunStatus.SUCCEEDED, run.error
+    else:
+        assert process.returncode == exitcodes.DATABASE_UNAVAILABLE, said
+        last = said.strip().splitlines()[-1]
+        assert last.startswith("runlocked: ro_hold: succeeded, but its end could not be "), last
+        assert READ_ONLY in last and last.endswith("until a later run of ro_hold ends it"), last
+        assert run.status == RunStatus.RUNNING

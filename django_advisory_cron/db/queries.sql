@@ -126,7 +126,7 @@ WITH i AS (
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
-           error = 'the process running it died without finishing; found by host '
+           error = 'the process running it ended without recording its end; found by host '
                    || %(host)s || ' pid ' || %(pid)s
       FROM t
      WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
@@ -193,7 +193,7 @@ WITH i AS (
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
-           error = 'the process running it died without finishing; found by host '
+           error = 'the process running it ended without recording its end; found by host '
                    || %(host)s || ' pid ' || %(pid)s
       FROM t
      WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
@@ -285,7 +285,7 @@ WITH i AS (
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
-           error = 'the process running it died without finishing; found by host '
+           error = 'the process running it ended without recording its end; found by host '
                    || %(host)s || ' pid ' || %(pid)s
       FROM t
      WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
@@ -356,7 +356,7 @@ WITH i AS (
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
-           error = 'the process running it died without finishing; found by host '
+           error = 'the process running it ended without recording its end; found by host '
                    || %(host)s || ' pid ' || %(pid)s
       FROM t
      WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'

@@ -8,6 +8,11 @@ the same round trip (one run's lock, or every run claimed together on one connec
 error, or no answer within [beat_deadline][django_advisory_cron.lock.heartbeat.beat_deadline],
 is a loss, reported once through ``on_lost``. The job's own connections are never touched.
 
+A beat the server refuses as a write (a server switched read-only) is not a loss: the server
+answered, so the session and the locks it holds are alive. The leases go unrenewed until writes
+are accepted again, which lets no one else in: a claim takes a run over only when it gets the
+run's lock as well. The spell is logged once, at its start and at its end.
+
 The thread is started only when the first beat is due: most locks are released sooner, and
 starting a thread per lock would cost more than the lock's own round trips. Until then the
 process's one deadline thread ([deadlines][django_advisory_cron.db.deadlines]) holds the start.
@@ -26,7 +31,7 @@ from django.db import connections
 
 from ..conf import app_settings
 from ..db.deadlines import Deadline, watchdog
-from ..exceptions import first_line
+from ..exceptions import DatabaseReadOnly, first_line
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -58,6 +63,8 @@ class Heartbeat:
         self._guard = threading.Lock()
         self._pending: Deadline | None = None
         self._name = name
+        #: The server refused the last beat as a write: the spell is logged once.
+        self._refused = False
         #: Made when the first beat is due: a lock released sooner never makes one.
         self._thread: threading.Thread | None = None
 
@@ -114,11 +121,24 @@ class Heartbeat:
         while not self._stop.is_set():
             try:
                 going = self.check()
+            except DatabaseReadOnly as error:
+                going = True
+                if not self._refused:
+                    logger.warning(
+                        "%s; the locks are still held and their jobs go on, their leases "
+                        "renewed once writes are accepted again",
+                        first_line(error),
+                    )
+                self._refused = True
             except Exception as error:
                 if self._stop.is_set():
                     return  # the lock is being released; its owner handles errors
                 report_lost(self.on_lost, error)
                 return
+            else:
+                if self._refused:
+                    logger.warning("the database accepts writes again: the leases are renewed")
+                self._refused = False
             self.beats += 1
             if not going or self._stop.wait(self.interval):
                 return

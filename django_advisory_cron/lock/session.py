@@ -22,7 +22,7 @@ from ..db import sql
 from ..db.connections import LockConnection, checkin, checkout, refused_value
 from ..db.execute import Row, rows_within
 from ..db.sql import Statement
-from ..exceptions import LockLost
+from ..exceptions import DatabaseReadOnly, LockLost
 from .heartbeat import Heartbeat, beat_deadline
 
 logger = logging.getLogger("django_advisory_cron")
@@ -122,8 +122,9 @@ class SessionHolder:
         The connection is reused only when it provably holds nothing: an untaken lock whose
         every statement completed (no attempt is ``trying``), or a release whose unlock-all
         ran and whose unlock found the lock. A releasing statement refused for a value it
-        carries (a text a database whose encoding is not UTF-8 cannot hold) is raised once the
-        lock is unlocked; it is no loss of the lock."""
+        carries (a text a database whose encoding is not UTF-8 cannot hold), or refused as a
+        write (the server was switched read-only), is raised once the lock is unlocked; it is
+        no loss of the lock."""
         if self.heartbeat is not None:
             self.heartbeat.stop()
         reusable = False
@@ -147,12 +148,13 @@ class SessionHolder:
             raise refused  # the lock is released; its owner records its end otherwise
 
     def _release_or_unlock(self, statement: Statement) -> tuple[Row | None, Exception | None]:
-        """Send the releasing statement; if it is refused for a value it carries, nothing of
-        it ran and the lock is still held: unlock it alone, and return the refusal too."""
+        """Send the releasing statement; if it is refused for a value it carries, or as a write
+        (the server was switched read-only), nothing of it ran and the lock is still held:
+        unlock it alone, and return the refusal too."""
         try:
             return self.send_release(statement), None
         except Exception as failure:
-            if not refused_value(failure):
+            if not (refused_value(failure) or isinstance(failure, DatabaseReadOnly)):
                 raise
             return self.send_release(self.unlock()), failure
 

@@ -112,6 +112,11 @@ def outcome(
 
 def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -> tuple[int, str]:
     status, run, error = result.status, f"run {result.run_id}", result.error
+    if result.unrecorded:
+        return exitcodes.DATABASE_UNAVAILABLE, (
+            f"{name}: {result.status_label}, but its end could not be recorded: "
+            f"{result.unrecorded}; {run} says running until a later run of {name} ends it"
+        )
     if isinstance(error, JobTimedOut):
         if status == RunStatus.TIMED_OUT or not result.run_id:
             recorded = f"{run} recorded as timed out" if result.run_id else "nothing recorded"

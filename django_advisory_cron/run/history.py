@@ -143,6 +143,9 @@ class Run:
     failed_attempts: list[str] = field(default_factory=list, repr=False, compare=False)
     #: What the run captured (its job's log records, a command's output), if it captures.
     output: str = field(default="", repr=False, compare=False)
+    #: Why the run's end could not be recorded (the database refused writes), if it could not:
+    #: its row still says ``running`` until a later claim of the job ends it.
+    unrecorded: str = field(default="", repr=False, compare=False)
     #: Its lock is held on a connection shared with other runs' locks (claimed together):
     #: its release unlocks that one lock only.
     shared: bool = field(default=False, repr=False, compare=False)

@@ -35,6 +35,7 @@ from ..db.aliases import lock_database
 from ..db.connections import refused_value
 from ..exceptions import (
     SIGNAL_ATTRIBUTE,
+    DatabaseReadOnly,
     JobTimedOut,
     LockLost,
     SigintReceived,
@@ -407,6 +408,11 @@ def _run(
             status, text = _after_refused_finish(lock, run, failure, status, text)
             if status == history.FAILED:
                 error = error or failure
+        elif isinstance(failure, DatabaseReadOnly) and not lock.in_transaction:
+            # The server was switched read-only as the run ended: the lock is unlocked; its
+            # end is recorded if writes come back soon enough, else said, not invented.
+            if not run.finish_lost(status, text):
+                run.unrecorded = first_line(failure)
         else:  # transaction scope: the finish or the commit failed
             status, text = _after_failed_release(lock, run, failure, text)
             if status == history.LOCK_LOST:

@@ -2,6 +2,7 @@
 "read_only_tasks"}'``."""
 
 import os
+import time
 
 from django.db import connection, transaction
 
@@ -22,3 +23,12 @@ def ro_body() -> None:
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION READ ONLY")
         Marker.objects.create(job="ro_body", pid=os.getpid())
+
+
+@locked_task(name="ro_hold")
+def ro_hold() -> None:
+    """Marks its start, then reads until the test writes a ``go`` marker (reads go on in a
+    read-only database): the test switches the server read-only meanwhile."""
+    Marker.objects.create(job="ro_hold", pid=os.getpid())
+    while not Marker.objects.filter(job="ro_hold", note="go").exists():
+        time.sleep(0.05)

@@ -180,3 +180,26 @@ def test_a_server_switched_read_only_while_a_job_runs(
         assert last.startswith("runlocked: ro_hold: succeeded, but its end could not be "), last
         assert READ_ONLY in last and last.endswith("until a later run of ro_hold ends it"), last
         assert run.status == RunStatus.RUNNING
+
+
+def test_cronworker_keeps_a_run_going_through_a_read_only_spell(
+    server_switch: ServerSwitch, spawn: Any
+) -> None:
+    """The same under ``cronworker``, whose runs share the worker's lock connection: it was
+    lost as a whole ("the connection holding the locks of 1 run(s) claimed together was
+    lost"), the run recorded ``lock_lost`` and the worker reconnected."""
+    worker = spawn("cronworker", "ro_hold_every", env={"ADVISORY_CRON_JSON": json.dumps(BEATING)})
+    lines = Lines(worker)
+    wait_for(lambda: Marker.objects.filter(job="ro_hold_every").exists(), timeout=30)
+    first = JobRun.objects.get(job="ro_hold_every", status=RunStatus.RUNNING)
+    server_switch.set(True)
+    wait_for(lambda: lines.times("the locks are still held and their jobs go on"))
+    server_switch.go("ro_hold_every")
+    server_switch.set(False)
+    wait_for(lambda: JobRun.objects.get(pk=first.pk).status == RunStatus.SUCCEEDED)
+    worker.terminate()
+    said = lines.finish()
+    assert "lock lost" not in said and "was lost" not in said, said
+    runs = JobRun.objects.filter(job="ro_hold_every").exclude(status=RunStatus.SKIPPED_TICK)
+    assert len({run.tick for run in runs}) == runs.count(), list(runs.values("tick", "status"))
+    assert {run.status for run in runs} <= {RunStatus.SUCCEEDED, RunStatus.INTERRUPTED}

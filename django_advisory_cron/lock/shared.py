@@ -46,7 +46,7 @@ from ..db.connections import (
 from ..db.execute import Row, rows_within
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
-from ..exceptions import DatabaseUnavailable, LockLost
+from ..exceptions import DatabaseReadOnly, DatabaseUnavailable, LockLost
 from .advisory import AdvisoryLock
 from .heartbeat import Heartbeat, beat_deadline, report_lost
 from .session import SessionHolder
@@ -354,6 +354,8 @@ class ClaimConnection:
             )
             try:
                 rows = self._fetch_all(statement, deadline=beat_deadline())
+            except DatabaseReadOnly:
+                raise  # the server answered: the locks are held (see the heartbeat)
             except (DatabaseError, DatabaseUnavailable) as error:
                 self._lose_all(error)
                 return True

@@ -32,3 +32,11 @@ def ro_hold() -> None:
     Marker.objects.create(job="ro_hold", pid=os.getpid())
     while not Marker.objects.filter(job="ro_hold", note="go").exists():
         time.sleep(0.05)
+
+
+@locked_task(name="ro_hold_every", every=2)
+def ro_hold_every() -> None:
+    """``ro_hold`` on a schedule, for ``cronworker``."""
+    Marker.objects.create(job="ro_hold_every", pid=os.getpid())
+    while not Marker.objects.filter(job="ro_hold_every", note="go").exists():
+        time.sleep(0.05)

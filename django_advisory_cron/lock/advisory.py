@@ -1,22 +1,15 @@
 """``advisory_lock()``: take a PostgreSQL advisory lock in session or transaction scope.
 
-The scope, resolved once when the lock is taken, picks its holder
+The lock's state and its one release. The scope, resolved once, picks where it lives
 ([holder][django_advisory_cron.lock.holder]): session scope a dedicated connection
-([session][django_advisory_cron.lock.session]; the body's own queries use Django's normal
-connections, and once the lock is lost the next query the holder's thread sends through Django
-raises [LockLost][django_advisory_cron.exceptions.LockLost], so a body that can no longer
-prove it is alone stops at its next database call), transaction scope the job's ``atomic()``
-([transaction][django_advisory_cron.lock.transaction]; with ``savepoint=True`` the body runs in
-a savepoint of that transaction). The attempts and the wait are
-[polling][django_advisory_cron.lock.polling], ``async with`` is
-[async_entry][django_advisory_cron.lock.async_entry] and the loss is
-[loss][django_advisory_cron.lock.loss]; this module holds the lock's state and its one release.
-
-A run composes its own statements and takes its lock through
-[take][django_advisory_cron.lock.polling.take] with them, so its history rides in the same
-round trips as the lock; the lock calls nothing of it but what a beat sends. Acquiring and
-releasing statements run with SIGINT/SIGTERM deferred where they must not be cut, and with a
-client-side deadline.
+([session][django_advisory_cron.lock.session]; once the lock is lost, the holding thread's
+next query through Django raises [LockLost][django_advisory_cron.exceptions.LockLost]),
+transaction scope the job's ``atomic()`` ([transaction][django_advisory_cron.lock.transaction];
+with ``savepoint=True`` the body runs in a savepoint of it). Taking it, ``wait`` included, is
+[polling][django_advisory_cron.lock.polling] (a run takes its lock there with its own
+statements, so its history rides in the lock's round trips); ``async with`` is
+[async_entry][django_advisory_cron.lock.async_entry]; the loss is
+[loss][django_advisory_cron.lock.loss].
 """
 
 from __future__ import annotations
@@ -40,7 +33,7 @@ from ..db.execute import Row
 from ..db.sql import Statement
 from . import async_entry, holder
 from .heartbeat import Heartbeat
-from .holder import Holder, Send
+from .holder import Holder
 from .loss import Loss
 from .polling import take
 
@@ -79,14 +72,11 @@ class AdvisoryLock:
         #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
         self.scope: ResolvedScope | None = None
         self.wait = wait
-        #: What a session lock's heartbeat sends (one boolean column, true while the lock is
-        #: held): a run's renews its lease in the same round trip; a bare lock asks the
-        #: server's lock table.
+        #: What a session lock's heartbeat sends (one boolean column, true while it is held):
+        #: a run's renews its lease in the same round trip; a bare lock asks the lock table.
         self.beat = beat or functools.partial(sql.lock_held, self.key)
         self.loss = Loss(str(self), functools.partial(on_lost, self))
-        #: Its statements write what must not be cut in half (a run's): signals are held while
-        #: they run. A bare lock's statement may be cut: its connection is then closed, which
-        #: releases whatever it held.
+        #: Its statements must not be cut in half (a run's): see the session holder.
         self.whole_statements = whole_statements
         #: Transaction scope: run the body in a savepoint (see the module docstring).
         self.savepoint = savepoint
@@ -134,9 +124,7 @@ class AdvisoryLock:
 
     @property
     def committed(self) -> bool:
-        """Transaction scope: the lock's transaction committed (true before on_commit
-        callbacks that the body registered run, so a failing callback is told apart from a
-        failed commit)."""
+        """Transaction scope: the lock's transaction committed (see its holder's)."""
         return self.holder is not None and self.holder.committed
 
     # -- acquiring -----------------------------------------------------------------------
@@ -154,13 +142,14 @@ class AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
         try:
-            take(self, self._try_lock, _took_it)
+            take(self, self._try_lock, lambda row, _send: bool(row[0]))
         except BaseException as error:
             self.release(error)
             raise
         return self
 
     def _try_lock(self, final: bool) -> Statement:
+        """A bare lock's attempt, the same at every try: one boolean column."""
         assert self.scope is not None
         return sql.try_lock(self.key, self.scope)
 
@@ -224,12 +213,10 @@ class AdvisoryLock:
 
         ``error`` is what ended the holder's work, if anything. ``ending`` is the releasing
         statement of a taken lock that its owner composed (a run's finish, which unlocks); a
-        bare lock sends its own. Transaction scope: the release statement runs and the
-        transaction commits when the lock was taken (the body's own work was rolled back to
-        its savepoint if it failed); a failed commit is raised. Session scope: a releasing
-        statement refused for a value it carries (see
-        [refused_value][django_advisory_cron.db.connections.refused_value]) is raised once the
-        lock is unlocked; it is no loss of the lock.
+        bare lock sends its own. What the holder raises (a failed commit; a session lock's
+        releasing statement refused for a value it carries, once the lock is unlocked) is
+        raised: see [session][django_advisory_cron.lock.session] and
+        [transaction][django_advisory_cron.lock.transaction].
         """
         if self._released:
             return
@@ -243,11 +230,6 @@ class AdvisoryLock:
             self.holder.release(statement, error, taken=taken)
         finally:
             self.acquired = False
-
-
-def _took_it(row: Row, send: Send) -> bool:
-    """A bare lock's attempt: its one boolean column."""
-    return bool(row[0])
 
 
 def advisory_lock(

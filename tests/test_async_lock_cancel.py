@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron import LockKey, advisory_lock
-from django_advisory_cron.lock.advisory import MAX_POLL_INTERVAL
+from django_advisory_cron.lock.polling import MAX_POLL_INTERVAL
 from tests.pglocks import holders
 from tests.test_async_jobs import _trying
 from tests.waiting import wait_for

@@ -1,19 +1,15 @@
 """``advisory_lock()``: take a PostgreSQL advisory lock in session or transaction scope.
 
-The scope, resolved once when the lock is taken, picks its holder: session scope a dedicated
-connection ([session][django_advisory_cron.lock.session]; the body's own queries use Django's
-normal connections, and once the lock is lost the next query the holder's thread sends
-through Django raises [LockLost][django_advisory_cron.exceptions.LockLost], so a body that can
-no longer prove it is alone stops at its next database call), transaction scope the job's
-``atomic()`` ([transaction][django_advisory_cron.lock.transaction]; with ``savepoint=True`` the
-body runs in a savepoint of that transaction). This module holds what both share: the
-attempts and the one path of the release; the loss is [loss][django_advisory_cron.lock.loss].
-
-A run composes its own statements and takes the lock a step at a time (``open``, an
-``attempt`` at a time, then ``took``), so its history rides in the same
-round trips as the lock; the lock calls nothing of it but what a beat sends. Acquiring and
-releasing statements run with SIGINT/SIGTERM deferred, so a signal never cuts one in half,
-and with a client-side deadline.
+The lock's state and its one release. The scope, resolved once, picks where it lives
+([holder][django_advisory_cron.lock.holder]): session scope a dedicated connection
+([session][django_advisory_cron.lock.session]; once the lock is lost, the holding thread's
+next query through Django raises [LockLost][django_advisory_cron.exceptions.LockLost]),
+transaction scope the job's ``atomic()`` ([transaction][django_advisory_cron.lock.transaction];
+with ``savepoint=True`` the body runs in a savepoint of it). Taking it, ``wait`` included, is
+[polling][django_advisory_cron.lock.polling] (a run takes its lock there with its own
+statements, so its history rides in the lock's round trips); ``async with`` is
+[async_entry][django_advisory_cron.lock.async_entry]; the loss is
+[loss][django_advisory_cron.lock.loss].
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
 from types import TracebackType
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -35,27 +30,14 @@ from ..core.scopes import ResolvedScope, Scope, check_scope
 from ..db import pooler, sql
 from ..db.aliases import lock_database
 from ..db.execute import Row
-from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
-from ..exceptions import LockScopeError
+from . import async_entry, holder
 from .heartbeat import Heartbeat
+from .holder import Holder
 from .loss import Loss
-from .session import SessionHolder
-from .transaction import TransactionHolder
+from .polling import take
 
 logger = logging.getLogger("django_advisory_cron")
-
-#: Polling for ``wait``: the first pause between attempts, doubled after each, up to
-#: ``MAX_POLL_INTERVAL`` seconds.
-POLL_START = 0.02
-MAX_POLL_INTERVAL = 0.5
-
-Send = Callable[[Statement], "Row | None"]
-Holder = SessionHolder | TransactionHolder
-
-#: Releases of cancelled ``async with`` waits still going (the event loop keeps only weak
-#: references to its tasks).
-_GIVING_UP: set[asyncio.Future[None]] = set()
 
 
 def send_lost_signal(lock: AdvisoryLock, error: BaseException) -> None:
@@ -90,14 +72,11 @@ class AdvisoryLock:
         #: ``"session"`` or ``"transaction"``; ``"auto"`` is resolved when the lock is taken.
         self.scope: ResolvedScope | None = None
         self.wait = wait
-        #: What a session lock's heartbeat sends (one boolean column, true while the lock is
-        #: held): a run's renews its lease in the same round trip; a bare lock asks the
-        #: server's lock table.
+        #: What a session lock's heartbeat sends (one boolean column, true while it is held):
+        #: a run's renews its lease in the same round trip; a bare lock asks the lock table.
         self.beat = beat or functools.partial(sql.lock_held, self.key)
         self.loss = Loss(str(self), functools.partial(on_lost, self))
-        #: Its statements write what must not be cut in half (a run's): signals are held while
-        #: they run. A bare lock's statement may be cut: its connection is then closed, which
-        #: releases whatever it held.
+        #: Its statements must not be cut in half (a run's): see the session holder.
         self.whole_statements = whole_statements
         #: Transaction scope: run the body in a savepoint (see the module docstring).
         self.savepoint = savepoint
@@ -107,14 +86,11 @@ class AdvisoryLock:
         self.requested_at: float | None = None
         #: Where the lock lives, picked by the scope once it is resolved.
         self.holder: Holder | None = None
-        #: An attempt is between its statement and its reading: whether it took the lock is
-        #: unknown, so the connection is not reused.
-        self._trying = False
+        #: Set when the task waiting for it was cancelled: the wait ends at once.
+        self.abandoned = threading.Event()
         self._released = False
         #: Taken with ``async with``: its statements run in a worker thread.
         self._in_async = False
-        #: Set when the task waiting for it was cancelled: the wait ends at once.
-        self._abandoned = threading.Event()
 
     def __bool__(self) -> bool:
         return self.acquired
@@ -148,9 +124,7 @@ class AdvisoryLock:
 
     @property
     def committed(self) -> bool:
-        """Transaction scope: the lock's transaction committed (true before on_commit
-        callbacks that the body registered run, so a failing callback is told apart from a
-        failed commit)."""
+        """Transaction scope: the lock's transaction committed (see its holder's)."""
         return self.holder is not None and self.holder.committed
 
     # -- acquiring -----------------------------------------------------------------------
@@ -159,93 +133,44 @@ class AdvisoryLock:
         return self.acquire()
 
     async def __aenter__(self) -> AdvisoryLock:
-        """``async with advisory_lock(...)``: the same lock, its blocking statements (and a
-        ``wait``) in a worker thread, so the event loop serves other requests meanwhile.
-        Session scope only: Django runs no transaction across ``await``.
-
-        Cancelled while it waits (a request's timeout, a client gone), it stops waiting, and
-        what the thread took is released before the cancellation goes on: no ``__aexit__``
-        would ever release it."""
+        """``async with advisory_lock(...)``: see
+        [async_entry][django_advisory_cron.lock.async_entry]."""
         self._in_async = True
-        taking = asyncio.ensure_future(asyncio.to_thread(self.acquire))
-        try:
-            return await asyncio.shield(taking)
-        except asyncio.CancelledError:
-            self._abandoned.set()
-            giving_up = asyncio.ensure_future(self._give_up(taking))
-            _GIVING_UP.add(giving_up)  # runs to its end, even if this task is cancelled again
-            giving_up.add_done_callback(_GIVING_UP.discard)
-            await asyncio.shield(giving_up)
-            raise
-
-    async def _give_up(self, taking: asyncio.Future[AdvisoryLock]) -> None:
-        """Once the thread's last statement has returned, release whatever it took."""
-        await asyncio.wait([taking])
-        if not taking.cancelled():
-            taking.exception()  # a failed acquire() released what it took
-        await asyncio.to_thread(self.release)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.release, exc)
+        return await async_entry.enter(self.acquire, self.release, self.abandoned)
 
     def acquire(self) -> AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
         try:
-            scope = self.open()
-            for final in self.attempts():
-                with self.attempt() as holder:
-                    row = holder.try_first(sql.try_lock(self.key, scope))
-                    assert row is not None
-                    self.acquired = bool(row[0])
-                if self.acquired or final:
-                    break
-                self.retreat()
-            self.took()
+            take(self, self._try_lock, lambda row, _send: bool(row[0]))
         except BaseException as error:
             self.release(error)
             raise
         return self
 
-    # The steps of taking the lock, for an owner that sends statements of its own (a run):
-    # open, then an attempt at a time, then took. On any failure the owner releases.
+    def _try_lock(self, final: bool) -> Statement:
+        """A bare lock's attempt, the same at every try: one boolean column."""
+        assert self.scope is not None
+        return sql.try_lock(self.key, self.scope)
 
-    def open(self) -> ResolvedScope:
+    def open(self) -> Holder:
         """Resolve the scope, which picks the holder, and make the holder ready."""
         self.requested_at = time.monotonic()
         self.scope = pooler.resolve_scope(self.requested_scope, self.using)
-        holder = self._holder(self.scope)
-        if holder.in_transaction and self._in_async:
-            raise LockScopeError(
-                f"{self} is taken with 'async with', which needs session scope (Django runs "
-                "no transaction across await), but it resolved to transaction scope: use "
-                "scope='session', with ADVISORY_CRON['LOCK_DATABASE'] on a direct "
-                "connection when a transaction pooler is in the path"
-            )
-        self.holder = holder
-        holder.begin()
-        return self.scope
-
-    @contextmanager
-    def attempt(self) -> Iterator[Holder]:
-        """One attempt: the block sends its acquiring statement (and any follow-up) through
-        the holder, with signals held, and sets ``acquired``."""
-        assert self.holder is not None
-        self.holder.attempt()
-        with self._held_signals():
-            self._trying = True
-            yield self.holder
-            self._trying = False
-
-    def retreat(self) -> None:
-        """After an attempt that did not take the lock, before the next one."""
-        assert self.holder is not None
-        self.holder.retreat()
+        picked = holder.pick(
+            self.scope,
+            self.using,
+            self.key,
+            self.loss,
+            beat=self.beat,
+            whole_statements=self.whole_statements,
+            savepoint=self.savepoint,
+        )
+        if picked.in_transaction and self._in_async:
+            raise async_entry.needs_session(str(self))
+        self.holder = picked
+        picked.begin()
+        return picked
 
     def took(self) -> None:
         """After the last attempt: a lock taken is watched from now on."""
@@ -258,34 +183,10 @@ class AdvisoryLock:
                 # An async holder's queries run in other threads: it reads ``lost``.
                 self.loss.guard_queries()
 
-    def _holder(self, scope: ResolvedScope) -> Holder:
-        if scope == "session":
-            return SessionHolder(self.using, self.key, beat=self.beat, on_lost=self.loss.mark)
-        return TransactionHolder(self.using, on_lost=self.loss.mark, savepoint=self.savepoint)
-
-    def attempts(self) -> Iterator[bool]:
-        """Yield ``final`` flags, sleeping with back-off between attempts, for ``wait`` s
-        (or until the waiting task is cancelled: no further attempt then)."""
-        deadline = time.monotonic() + self.wait
-        delay = POLL_START
-        while True:
-            remaining = deadline - time.monotonic()
-            yield remaining <= 0
-            if remaining <= 0 or self._abandoned.wait(min(delay, remaining)):
-                return
-            delay = min(delay * 2, MAX_POLL_INTERVAL)
-
     def send(self, statement: Statement) -> Row | None:
-        """Run one of our statements on the lock's connection, with a deadline; its row."""
+        """Run one of our statements where the lock lives, with a deadline; its row."""
         assert self.holder is not None
         return self.holder.send(statement)
-
-    def _held_signals(self) -> AbstractContextManager[object]:
-        """Signals held while one of the lock's statements runs (see ``whole_statements``)."""
-        assert self.holder is not None
-        if self.holder.holds_signals or self.whole_statements:
-            return deferred_signals()
-        return nullcontext()
 
     # -- releasing -----------------------------------------------------------------------
 
@@ -297,6 +198,14 @@ class AdvisoryLock:
     ) -> None:
         self.release(exc)
 
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.release, exc)
+
     def release(
         self, error: BaseException | None = None, *, ending: Statement | None = None
     ) -> None:
@@ -304,34 +213,21 @@ class AdvisoryLock:
 
         ``error`` is what ended the holder's work, if anything. ``ending`` is the releasing
         statement of a taken lock that its owner composed (a run's finish, which unlocks); a
-        bare lock sends its own. Transaction scope: the release
-        statement runs and the transaction commits when the lock was taken (the body's own
-        work was rolled back to its savepoint if it failed); a failed commit is raised. Session
-        scope: a releasing statement refused for a value it carries (see
-        [refused_value][django_advisory_cron.db.connections.refused_value]) is raised once the
-        lock is unlocked; it is no loss of the lock.
+        bare lock sends its own. What the holder raises (a failed commit; a session lock's
+        releasing statement refused for a value it carries, once the lock is unlocked) is
+        raised: see [session][django_advisory_cron.lock.session] and
+        [transaction][django_advisory_cron.lock.transaction].
         """
         if self._released:
             return
         self._released = True
         self.loss.unguard()
-        holder, scope = self.holder, self.scope
         try:
-            if holder is None or scope is None:
+            if self.holder is None or self.scope is None:
                 return
-            plain = functools.partial(sql.release_lock, self.key, scope)
-            statement = plain if ending is None else lambda: ending
-            if isinstance(holder, TransactionHolder):
-                holder.release(statement, error, taken=self.acquired)
-            else:
-                holder.release(
-                    statement,
-                    self._held_signals(),
-                    name=str(self),
-                    taken=self.acquired,
-                    lost=self.lost,
-                    trying=self._trying,
-                )
+            taken = self.acquired
+            statement = (ending or sql.release_lock(self.key, self.scope)) if taken else None
+            self.holder.release(statement, error, taken=taken)
         finally:
             self.acquired = False
 

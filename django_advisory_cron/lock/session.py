@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -21,9 +21,11 @@ from ..core.keys import LockKey
 from ..db import sql
 from ..db.connections import LockConnection, checkin, checkout, refused_value
 from ..db.execute import Row, rows_within
+from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import DatabaseReadOnly, LockLost
 from .heartbeat import Heartbeat, beat_deadline
+from .loss import Loss
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -31,9 +33,6 @@ logger = logging.getLogger("django_advisory_cron")
 class SessionHolder:
     """Holds a session-scoped lock on a connection of its own."""
 
-    #: A bare lock's statement may be cut: its connection is then closed, which releases
-    #: whatever it held.
-    holds_signals = False
     #: The lock outlives transactions: what is written under it commits on its own.
     in_transaction = False
     #: Only a transaction commits.
@@ -43,20 +42,28 @@ class SessionHolder:
         self,
         using: str,
         key: LockKey,
+        loss: Loss,
         *,
         beat: Callable[[], Statement],
-        on_lost: Callable[[BaseException], None],
+        whole_statements: bool,
     ) -> None:
         self.using = using
         self.key = key
+        self.loss = loss
         self.beat = beat
-        self.on_lost = on_lost
+        #: Its statements write what must not be cut in half (a run's): signals are held while
+        #: they run. A bare lock's statement may be cut: its connection is then closed, which
+        #: releases whatever it held.
+        self.whole_statements = whole_statements
         self.connection: BaseDatabaseWrapper | None = None
         self.heartbeat: Heartbeat | None = None
         self._checked_out: LockConnection | None = None
         #: The last statement on the lock connection completed (a connection left
         #: mid-statement, or after an error, may hold anything and is never reused).
         self._settled = True
+        #: An attempt is between its statement and its reading: whether it took the lock is
+        #: unknown, so the connection is not reused.
+        self._trying = False
 
     # -- acquiring -----------------------------------------------------------------------
 
@@ -64,8 +71,17 @@ class SessionHolder:
         self._checked_out = checkout(self.using)
         self.connection = self._checked_out.wrapper
 
-    def attempt(self) -> None:
-        """Nothing to open before an attempt: the connection is the holder's."""
+    @contextmanager
+    def attempt(self) -> Iterator[None]:
+        """One attempt on the holder's connection (nothing to open first)."""
+        with self._held_signals():
+            self._trying = True
+            yield
+            self._trying = False
+
+    def _held_signals(self) -> AbstractContextManager[object]:
+        """Signals held while one of the lock's statements runs (see ``whole_statements``)."""
+        return deferred_signals() if self.whole_statements else nullcontext()
 
     def send(self, statement: Statement) -> Row | None:
         """Run one of our statements on the lock's connection, with a deadline; its row."""
@@ -92,7 +108,7 @@ class SessionHolder:
         """Start the heartbeat (the thread called ``name``); True: there is one."""
         assert self.connection is not None
         self.heartbeat = Heartbeat(
-            functools.partial(self._beat, self.connection), on_lost=self.on_lost, name=name
+            functools.partial(self._beat, self.connection), on_lost=self.loss.mark, name=name
         ).start()
         return True
 
@@ -107,41 +123,35 @@ class SessionHolder:
     # -- releasing -----------------------------------------------------------------------
 
     def release(
-        self,
-        statement: Callable[[], Statement | None],
-        held: AbstractContextManager[object],
-        *,
-        name: str,
-        taken: bool,
-        lost: bool,
-        trying: bool,
+        self, statement: Statement | None, error: BaseException | None, *, taken: bool
     ) -> None:
-        """Release the lock (the statement is what ``statement`` returns, sent for a lock
-        ``taken`` and not ``lost``, with ``held`` signals), then give the connection back.
+        """Release the lock (``statement``, sent for a lock ``taken`` and not lost, with
+        signals held as for every statement of the lock), then give the connection back.
 
         The connection is reused only when it provably holds nothing: an untaken lock whose
         every statement completed (no attempt is ``trying``), or a release whose unlock-all
         ran and whose unlock found the lock. A releasing statement refused for a value it
         carries (a text a database whose encoding is not UTF-8 cannot hold), or refused as a
         write (the server was switched read-only), is raised once the lock is unlocked; it is
-        no loss of the lock."""
+        no loss of the lock. ``error`` changes nothing here: the connection outlives what the
+        owner did."""
+        lost = self.loss.lost  # as it was when the owner released (a beat may end meanwhile)
         if self.heartbeat is not None:
             self.heartbeat.stop()
         reusable = False
         refused: Exception | None = None
         try:
             if taken and not lost:
-                releasing = statement()
-                assert releasing is not None
-                with held:
-                    row, refused = self._release_or_unlock(releasing)
-                reusable = self._check_unlocked(row, name)
+                assert statement is not None
+                with self._held_signals():
+                    row, refused = self._release_or_unlock(statement)
+                reusable = self._check_unlocked(row)
             else:
-                reusable = not taken and not lost and not trying
+                reusable = not taken and not lost and not self._trying
         except Exception as failure:
             # The connection died after the last heartbeat, or gave no answer in time and was
             # cut: either way the lock died with it.
-            self.on_lost(failure)
+            self.loss.mark(failure)
         finally:
             self.give_back(reusable, taken=taken, lost=lost)
         if refused is not None:
@@ -177,7 +187,7 @@ class SessionHolder:
             heartbeat_done = self.heartbeat is None or not self.heartbeat.running
             checkin(checked_out, reusable=reusable and self._settled and heartbeat_done)
 
-    def _check_unlocked(self, row: Row | None, name: str) -> bool:
+    def _check_unlocked(self, row: Row | None) -> bool:
         """Log an error when ``pg_advisory_unlock`` (the row's first column) did nothing;
         return whether it released the lock.
 
@@ -191,6 +201,6 @@ class SessionHolder:
                 "that does not hold the lock; a transaction-pooling PgBouncer is in the path "
                 "and the lock stays held until that server connection closes. Use "
                 "scope='transaction' or a direct LOCK_DATABASE (see the PgBouncer docs).",
-                name,
+                self.loss.name,
             )
         return row is not None and row[0] is True

@@ -86,8 +86,9 @@ class SharedHolder(SessionHolder):
         super().__init__(
             claims.alias,
             lock.key,
+            lock.loss,
             beat=lock.beat,
-            on_lost=lock.loss.mark,
+            whole_statements=lock.whole_statements,
         )
         self.lock = lock
         self.claims = claims

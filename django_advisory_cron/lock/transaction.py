@@ -11,8 +11,8 @@ statements, and the commit, run with SIGINT/SIGTERM held and with a client-side 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from django.db import transaction
@@ -25,14 +25,13 @@ from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import LockScopeError
 from .heartbeat import Heartbeat
+from .loss import Loss
 
 
 class TransactionHolder:
     """Holds a transaction-scoped lock: the lock's ``atomic()``, the body's savepoint, the
     signals held while the transaction ends, and the commit's deadline."""
 
-    #: Its statements write what must not be cut in half: signals are held while they run.
-    holds_signals = True
     #: The lock lives in the job's transaction: it ends with it, and what is written under it
     #: (the run's row, the job's work) commits or rolls back with it.
     in_transaction = True
@@ -42,12 +41,12 @@ class TransactionHolder:
     def __init__(
         self,
         using: str,
+        loss: Loss,
         *,
-        on_lost: Callable[[BaseException], None],
         savepoint: bool,
     ) -> None:
         self.using = using
-        self.on_lost = on_lost
+        self.loss = loss
         #: Run the body in a savepoint (see the module docstring).
         self.savepoint = savepoint
         self.connection: BaseDatabaseWrapper | None = None
@@ -71,14 +70,18 @@ class TransactionHolder:
         ensure_connected(connection)
         self.connection = connection
 
-    def attempt(self) -> None:
-        """Open the transaction of one attempt."""
+    @contextmanager
+    def attempt(self) -> Iterator[None]:
+        """Open the transaction of one attempt; its statements write what must not be cut in
+        half, so signals are held while they run."""
         self._atomic = transaction.atomic(using=self.using)
         self._atomic.__enter__()
         # Registered first, so it runs before any callback the body registers, and outside
         # the body's savepoint, whose rollback would discard it.
         self.committed = False
         transaction.on_commit(self._mark_committed, using=self.using)
+        with deferred_signals():
+            yield
 
     def try_first(self, statement: Statement) -> Row | None:
         """The acquiring statement of transaction scope, in the round trip that begins the
@@ -146,15 +149,11 @@ class TransactionHolder:
     # -- releasing -----------------------------------------------------------------------
 
     def release(
-        self,
-        statement: Callable[[], Statement | None],
-        error: BaseException | None,
-        *,
-        taken: bool,
+        self, statement: Statement | None, error: BaseException | None, *, taken: bool
     ) -> None:
-        """End the lock's transaction: the body's savepoint, the release statement (what
-        ``statement`` returns, for a ``taken`` lock), the commit (or the rollback). Django's
-        atomic stack is always unwound, in order, whatever fails.
+        """End the lock's transaction: the body's savepoint (rolled back to if ``error``), the
+        release ``statement`` of a ``taken`` lock (None: nothing to send), the commit (or the
+        rollback). Django's atomic stack is always unwound, in order, whatever fails.
 
         Two interleavings used to leave the thread inside the lock's ``atomic()`` for good
         (every later ``atomic()`` a savepoint of a dead transaction, every later query "the
@@ -190,13 +189,12 @@ class TransactionHolder:
         self,
         atomic: Any,
         connection: BaseDatabaseWrapper,
-        release: Callable[[], Statement | None],
+        statement: Statement | None,
         error: BaseException | None,
         deliver: Callable[[], None],
         taken: bool,
     ) -> None:
         try:
-            statement = release() if taken else None
             # One round trip: the savepoint's end (a rollback to it if the body failed) and the
             # release statement; the commit follows, so on_commit callbacks run outside it. An
             # empty pipeline would still cost its sync: none when there is nothing to send.
@@ -254,4 +252,4 @@ class TransactionHolder:
         gone, so is the lock (the transaction rolled back on the server)."""
         connection = self.connection
         if connection is None or connection.connection is None or not connection.is_usable():
-            self.on_lost(failure)
+            self.loss.mark(failure)

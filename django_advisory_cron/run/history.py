@@ -30,7 +30,8 @@ from ..db import sql
 from ..db.execute import Row, execute_fresh, fetch_fresh
 from ..db.sql import Statement
 from ..exceptions import JobFailed, JobTimedOut, LockScopeError, stopping_signal
-from ..lock.advisory import AdvisoryLock, Send
+from ..lock.advisory import AdvisoryLock
+from ..lock.holder import Send
 
 HOST = socket.gethostname()[:255]
 

@@ -42,8 +42,9 @@ from ..exceptions import (
     first_line,
     stopping_signal,
 )
-from ..lock.advisory import MAX_POLL_INTERVAL, POLL_START, AdvisoryLock
+from ..lock.advisory import AdvisoryLock
 from ..lock.heartbeat import lost_text
+from ..lock.polling import Backoff, take
 from ..lock.shared import ClaimConnection, SharedLock
 from ..models import RunStatus
 from . import attempts, history, output
@@ -132,7 +133,9 @@ def execute(
     )
     with signals_stop_runs():
         try:
-            _take(run, lock)
+            # Each attempt sends the run's claim and reads its row through the lock's holder;
+            # a loser that found its tick taken has nothing to wait for.
+            take(lock, run.acquire, run.accept, settled=run.settled)
         except BaseException as stop:
             _release(run, lock, stop)
             if isinstance(stop, Exception):
@@ -263,10 +266,9 @@ def claim_waiting(
     one short statement on the shared connection, never a wait that would hold it. Returns the
     run to start, or the skip's result."""
     requested = time.monotonic()
-    deadline, delay = requested + wait, POLL_START
+    backoff = Backoff(wait, stop)
     while True:
-        remaining = deadline - time.monotonic()
-        final = remaining <= 0 or stop.is_set()
+        final = backoff.final
         ((_, lock, run),) = _claim_entries([(job, tick)], claims, final=final)
         lock.requested_at = requested
         if final or lock.acquired or run.settled() or run.paused is not None:
@@ -275,8 +277,7 @@ def claim_waiting(
                 return ClaimedRun(job, run, lock)
             return run
         _release(run, lock)  # nothing was taken
-        stop.wait(min(delay, remaining))
-        delay = min(delay * 2, MAX_POLL_INTERVAL)
+        backoff.pause()
 
 
 def _claim_entries(
@@ -307,21 +308,6 @@ def _claim_entries(
         if lock.acquired and run.run_id is not None:
             claims.hold(lock, run.run_id, sent)
     return entries
-
-
-def _take(run: RunResult, lock: AdvisoryLock) -> None:
-    """Take the run's lock: each attempt sends its claim, and reads its row, through the
-    lock's holder; a loser that found its tick taken has nothing to wait for."""
-    lock.open()
-    for final in lock.attempts():
-        with lock.attempt() as holder:
-            row = holder.try_first(run.acquire(final))
-            assert row is not None
-            lock.acquired = run.accept(row, holder.follow_up)
-        if lock.acquired or final or (not lock.in_transaction and run.settled()):
-            break
-        lock.retreat()
-    lock.took()
 
 
 def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:

@@ -1,0 +1,95 @@
+"""Taking a lock, waiting with ``wait=``: the attempts, and the pauses between them.
+
+A lock is not waited for on the server (a blocking ``pg_advisory_lock`` would hold its
+connection, and no deadline could end it): it is tried, and tried again after a pause that
+starts at ``POLL_START`` seconds and doubles up to ``MAX_POLL_INTERVAL``, until it is taken,
+the wait is over, or the waiter is stopped. Every lock is taken by
+[take][django_advisory_cron.lock.polling.take], a bare lock and a run alike; a ``cronworker``'s
+run that waits on the claim connection pauses with the same
+[Backoff][django_advisory_cron.lock.polling.Backoff].
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from ..db.execute import Row
+from ..db.sql import Statement
+from .holder import Holder, Send
+
+#: The first pause between attempts, doubled after each, up to ``MAX_POLL_INTERVAL`` seconds.
+POLL_START = 0.02
+MAX_POLL_INTERVAL = 0.5
+
+
+class Backoff:
+    """The attempts of a wait of ``wait`` seconds, which ``stop`` cuts short."""
+
+    def __init__(self, wait: float, stop: threading.Event) -> None:
+        self.deadline = time.monotonic() + wait
+        self.stop = stop
+        self.delay = POLL_START
+
+    @property
+    def final(self) -> bool:
+        """The next attempt is the last: the wait is over, or the waiter was stopped."""
+        return self.stop.is_set() or time.monotonic() >= self.deadline
+
+    def pause(self) -> bool:
+        """Sleep until the next attempt (at most until the deadline); whether ``stop`` was set
+        meanwhile."""
+        stopped = self.stop.wait(max(0.0, min(self.delay, self.deadline - time.monotonic())))
+        self.delay = min(self.delay * 2, MAX_POLL_INTERVAL)
+        return stopped
+
+
+class Taking(Protocol):
+    """What [take][django_advisory_cron.lock.polling.take] asks of the lock it takes."""
+
+    #: Seconds spent trying again; 0 tries once.
+    wait: float
+    #: Set when whoever waits gave up (a cancelled task): no attempt follows.
+    abandoned: threading.Event
+    acquired: bool
+
+    def open(self) -> Holder:
+        """Resolve the scope, pick the holder, make it ready."""
+
+    def took(self) -> None:
+        """After the last attempt: watch a lock taken."""
+
+
+def _no(*_: object) -> bool:
+    return False
+
+
+def take(
+    lock: Taking,
+    statement: Callable[[bool], Statement],
+    read: Callable[[Row, Send], bool],
+    *,
+    settled: Callable[[], bool] = _no,
+) -> None:
+    """Take ``lock``, for up to its ``wait`` seconds. Each attempt sends ``statement(final)``
+    through the holder (``final``: the last attempt) and ``read`` says from its row whether it
+    took the lock (sending any follow-up with the send it is given), so an owner's statements
+    (a run's claim) ride in the same round trips as the lock. ``settled``: an attempt that did
+    not take the lock found nothing left to wait for (a run's tick already taken; a lock in a
+    transaction waits on). On failure the owner releases."""
+    holder = lock.open()
+    backoff = Backoff(lock.wait, lock.abandoned)
+    while True:
+        final = backoff.final
+        with holder.attempt():
+            row = holder.try_first(statement(final))
+            assert row is not None
+            lock.acquired = read(row, holder.follow_up)
+        if lock.acquired or final or (not holder.in_transaction and settled()):
+            break
+        holder.retreat()
+        if backoff.pause():
+            break
+    lock.took()

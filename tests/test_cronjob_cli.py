@@ -9,13 +9,14 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.schedule import Every, Schedule
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run import control
@@ -274,6 +275,7 @@ def test_crontab_escapes_a_percent_sign_which_would_end_the_command(
 ACTIONS = (
     "list",
     "history",
+    "next",
     "crontab",
     "pause",
     "resume",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.exceptions import CommandFailed
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.run import control

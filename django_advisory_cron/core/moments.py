@@ -5,7 +5,10 @@ was stored as year 10000, which no later read of it could turn into a date-time)
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
+
+#: UTC as Python 3.10 spells it (``datetime.UTC`` came in 3.11).
+UTC = timezone.utc
 
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 LATEST = datetime(9999, 12, 30, tzinfo=UTC)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core.moments import UTC
 from ..core.schedule import EPOCH, seconds_text
 from ..delivery import targets
 

@@ -8,14 +8,18 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from ..db.execute import database_now
+from ..exceptions import InvalidSchedule, first_line
+from ..exitcodes import USAGE
 from ..jobs.catalog import Catalog
 from ..jobs.definitions import one_line
 from ..jobs.job import Job
 from ..jobs.options import OPTIONS
-from ..models import JobRun
+from ..models import JobRun, JobState
+from ..ops import upcoming
 from ..ops.charts import human_duration
 from ..ops.status import JobStatus, job_statuses
 from ..worker.fleet import live_workers
@@ -87,6 +91,51 @@ def history(
         lines.append(row)
         lines.extend(f"    {line}" for line in (run.output or "(no output)").splitlines())
     return lines
+
+
+def next_ticks(job: Job[Any, Any], alias: str, count: int, as_json: bool) -> list[str]:
+    """``job``'s next ``count`` ticks from the database's clock (see
+    [upcoming][django_advisory_cron.ops.upcoming]); a job with no schedule is a usage error."""
+    try:
+        schedule = job.schedule
+    except InvalidSchedule as error:
+        raise CommandError(f"job {job.name!r}: {first_line(error)}", returncode=USAGE) from error
+    if schedule is None:
+        raise CommandError(
+            f"job {job.name!r} has no schedule: it runs when called (runlocked, cronjob trigger)",
+            returncode=USAGE,
+        )
+    state = JobState.objects.using(alias).filter(job=job.name).first()
+    ticks = upcoming.next_ticks(schedule, database_now(alias), count, state)
+    zone = upcoming.zone_of(schedule)
+    if as_json:
+        document = {
+            "job": job.name,
+            "schedule": job.schedule_text,
+            "zone": zone,
+            "ticks": [tick.as_dict() for tick in ticks],
+        }
+        return [json.dumps(document, indent=2)]
+    rows = [[f"TICK ({zone})", "UTC OFFSET", "NOTE"]]
+    rows += [
+        [
+            f"{tick.local:%Y-%m-%d %H:%M:%S}",
+            upcoming.offset_text(tick.local.utcoffset()),
+            _note(tick),
+        ]
+        for tick in ticks
+    ]
+    return [f"{job.name}: {job.schedule_text}", *table(rows)]
+
+
+def _note(tick: upcoming.Upcoming) -> str:
+    """What ``cronjob next`` says of a tick besides its time."""
+    notes = []
+    if tick.offset_change:
+        notes.append(f"clocks change: {tick.offset_change}")
+    if tick.skipped:
+        notes.append(f"skipped: {tick.skipped}")
+    return "; ".join(notes)
 
 
 def _history_table(runs: list[JobRun]) -> list[str]:

@@ -7,7 +7,7 @@ import argparse
 import functools
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_advisory_cron.core import moments
+from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.jobs.declared import aware
 from django_advisory_cron.management import arguments
 from django_advisory_cron.run import control

@@ -1,7 +1,8 @@
-"""``manage.py cronjob list|history|crontab|pause|resume|trigger|add|edit|reset|remove|import``:
-an operator's say over the jobs (defined in code, in settings or in the database), their
-schedules, and what they did. The command wires the actions' arguments and help; what they print
-and write is in [listing][django_advisory_cron.management.listing],
+"""``manage.py cronjob ACTION`` (``list``, ``history``, ``next``, ``crontab``, ``pause``,
+``resume``, ``trigger``, ``add``, ``edit``, ``reset``, ``remove``, ``import``): an operator's
+say over the jobs (defined in code, in settings or in the database), their schedules, and what
+they did. The command wires the actions' arguments and help; what they print and write is in
+[listing][django_advisory_cron.management.listing],
 [crontab][django_advisory_cron.management.crontab],
 [job_actions][django_advisory_cron.management.job_actions],
 [schedule_changes][django_advisory_cron.management.schedule_changes] and
@@ -24,8 +25,9 @@ from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...jobs.catalog import Catalog
 from ...jobs.job import Job
+from ...ops import upcoming
 from .. import importers, job_actions, listing, schedule_changes
-from ..arguments import LIMIT
+from ..arguments import LIMIT, Count
 from ..arguments import text as utf8_text
 from ..base import AppCommand, UsageParser, cannot_run, no_job_named
 from ..crontab import crontab_lines
@@ -66,6 +68,16 @@ ACTIONS = {
         "duration and the first line of the error; --output prints what each run captured "
         "(its log records, a command's output) under it",
         "manage.py cronjob history send_daily_digest --limit 5 --output",
+    ),
+    "next": Action(
+        "JOB",
+        "show a job's next ticks",
+        "JOB's next ticks (-n N, default 10), from the database's clock, each in the zone its "
+        "schedule is read in (an interval's in TIME_ZONE) with its UTC offset; a change of "
+        "that offset (daylight saving time begins or ends) and a tick a pause will skip are "
+        "marked",
+        "manage.py cronjob next send_daily_digest -n 5",
+        (("2", "no job of that name, or a job with no schedule"),),
     ),
     "crontab": Action(
         "",
@@ -188,6 +200,9 @@ ACTIONS = {
     ),
 }
 
+#: How many ticks ``cronjob next`` may list.
+TICKS = Count(1, upcoming.MOST)
+
 #: The width ``-h`` wraps its texts to.
 WIDTH = 79
 
@@ -197,13 +212,12 @@ example. Django's common options (--settings, --pythonpath, ...) work as usual.
 
 exit codes:
   0    done
-  1    trigger --here: the job raised (recorded as failed)
   2    usage error (an unknown job, a bad value), or a schedule that cannot run
   4    trigger: no cronworker is connected to the database, nothing was recorded
   69   the lock database cannot be reached, or is read-only (nothing was changed)
   78   configuration error: a table of this app is missing (run migrate), not
        PostgreSQL, or a system check of django-advisory-cron reports an error
-  75, 130, 143   trigger --here: as for runlocked
+  1, 75, 130, 143   trigger --here: as for runlocked (1: the job raised)
 """
 
 
@@ -269,6 +283,17 @@ class Command(AppCommand):
         history.add_argument(
             "--output", action="store_true", help="print each run's captured output under it"
         )
+        ahead = _add(actions, "next")
+        ahead.add_argument("job", type=utf8_text, metavar="JOB")
+        ahead.add_argument(
+            "-n",
+            dest="count",
+            type=TICKS,
+            default=10,
+            metavar="N",
+            help=f"how many ticks ({TICKS.bounds}; default: %(default)s)",
+        )
+        ahead.add_argument("--json", action="store_true", help="print one JSON document")
         _add(actions, "crontab")
         pause = _add(actions, "pause")
         pause.add_argument("job", type=utf8_text, metavar="JOB")
@@ -367,6 +392,9 @@ class Command(AppCommand):
                         job, alias, options["limit"], options["json"], options["output"]
                     )
                 )
+            elif action == "next":
+                job = self._find(found, options["job"])
+                self._write(listing.next_ticks(job, alias, options["count"], options["json"]))
             elif action == "pause":
                 job = self._find(found, options["job"])
                 self.stdout.write(

@@ -324,3 +324,25 @@ def test_the_run_list_filters_on_database_schedules_too(
     page = reader.get(reverse("admin:django_advisory_cron_jobrun_changelist")).content.decode()
     choices = page.split('id="changelist-filter"')[1]
     assert "?job=weekly_mark" in choices and "?job=code_yearly" in choices
+
+
+def test_a_saved_schedule_lists_its_next_ticks_in_its_zone_with_a_pause_marked(
+    editor: Client,
+) -> None:
+    """Five ticks, each in the schedule's zone with its UTC offset; those a pause will skip
+    say so; an override lists the ticks it gives its job, a disabled schedule none."""
+    row = Schedule.objects.create(
+        name="paris_mark", job="mark", args=["hi"], cron="30 2 * * *", timezone="Europe/Paris"
+    )
+    page = editor.get(change_url(row)).content.decode()
+    ticks = page.split('class="next-tick">')[1:]
+    assert len(ticks) == 5, page
+    assert all(" UTC+0" in tick and " 02:30:00 " in tick for tick in ticks)
+    JobState.objects.create(job="paris_mark", paused=True)
+    paused = editor.get(change_url(row)).content.decode()
+    assert paused.count("skipped: paused<") == 5, paused
+    every = override(every=3600)
+    hourly = editor.get(change_url(every)).content.decode().split('class="next-tick">')[1:]
+    assert len(hourly) == 5 and all(":00:00 UTC+00:00" in tick for tick in hourly)
+    Schedule.objects.filter(pk=row.pk).update(enabled=False)
+    assert "none: it is disabled" in editor.get(change_url(row)).content.decode()

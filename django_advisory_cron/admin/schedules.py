@@ -23,18 +23,20 @@ from django.http import (
     QueryDict,
 )
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..conf import app_settings
 from ..core.moments import EARLIEST, LATEST
+from ..db.execute import database_now
 from ..delivery.targets import by_name
 from ..jobs import catalog
-from ..jobs.definitions import Definition, to_job
+from ..jobs.definitions import Definition, overridden, to_job
 from ..jobs.job import Job, registry
 from ..jobs.options import OPTIONS, Group, Widget
-from ..models import Schedule
+from ..models import JobState, Schedule
+from ..ops import upcoming
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ChoiceFilter
 from .jobs import jobs_page
@@ -117,6 +119,12 @@ GROUPS = {
     group: (title, tuple(option.name for option in OPTIONS if option.group == group))
     for group, title in TITLES.items()
 }
+
+
+#: What a saved schedule's page shows after a group's fields, as it was saved.
+SHOWN_AFTER = {"when": ("next_ticks_display",), "around": ("around_display",)}
+#: How many ticks a schedule's page lists (``cronjob next`` lists more).
+NEXT_TICKS = 5
 
 
 def choices(names: Iterable[str], current: str) -> list[tuple[str, str]]:
@@ -243,20 +251,22 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
     list_filter = ("enabled", KindFilter)
     search_fields = ("name", "job", "command", "description", "changed_by")
-    readonly_fields = ("around_display", "created", "changed", "changed_by")
+    readonly_fields = ("around_display", "next_ticks_display", "created", "changed", "changed_by")
     list_per_page = 100
     fieldsets: ClassVar[Any] = [
-        (title, {"fields": (*(("around_display",) if group == "around" else ()), *names)})
+        (title, {"fields": (*names, *SHOWN_AFTER.get(group, ()))})
         for group, (title, names) in GROUPS.items()
     ] + [(_("Changes"), {"fields": ("created", "changed", "changed_by")})]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        """What applies around its body and who changed it when, once it exists."""
+        """What applies around its body, its next ticks and who changed it when, once it
+        exists."""
         fieldsets = super().get_fieldsets(request, obj)
         if obj is not None:
             return fieldsets
+        shown = {name for names in SHOWN_AFTER.values() for name in names}
         return [
-            (name, {**options, "fields": [f for f in options["fields"] if f != "around_display"]})
+            (name, {**options, "fields": [f for f in options["fields"] if f not in shown]})
             for name, options in fieldsets[:-1]
         ]
 
@@ -391,6 +401,31 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 "workers": named.workers,
             }
         return as_it_runs(definition)
+
+    @admin.display(description=_("next ticks"))
+    def next_ticks_display(self, obj: Schedule) -> str:
+        """Its next ticks as saved, in its zone, marked as ``cronjob next`` marks them; or
+        why it has none."""
+        definition = definition_of(obj)
+        if definition.problems():
+            return "-"
+        if not definition.enabled:
+            return str(_("none: it is disabled"))
+        if definition.override:
+            job = overridden(registry.get(obj.name), definition)
+        else:
+            job = to_job(definition)
+        schedule = job.schedule
+        if schedule is None:
+            return str(_("none: it runs when called"))
+        using = app_settings.lock_database
+        state = JobState.objects.using(using).filter(job=obj.name).first()
+        ticks = upcoming.next_ticks(schedule, database_now(using), NEXT_TICKS, state)
+        return format_html_join(
+            "",
+            '<div class="next-tick">{} {} <span class="help">{}</span></div>',
+            ((tick.when, tick.offset, tick.note) for tick in ticks),
+        )
 
     @admin.display(description=_("schedule"), ordering="cron")
     def schedule_display(self, obj: Schedule) -> str:

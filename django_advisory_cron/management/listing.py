@@ -117,25 +117,8 @@ def next_ticks(job: Job[Any, Any], alias: str, count: int, as_json: bool) -> lis
         }
         return [json.dumps(document, indent=2)]
     rows = [[f"TICK ({zone})", "UTC OFFSET", "NOTE"]]
-    rows += [
-        [
-            f"{tick.local:%Y-%m-%d %H:%M:%S}",
-            upcoming.offset_text(tick.local.utcoffset()),
-            _note(tick),
-        ]
-        for tick in ticks
-    ]
+    rows += [[tick.when, tick.offset, tick.note] for tick in ticks]
     return [f"{job.name}: {job.schedule_text}", *table(rows)]
-
-
-def _note(tick: upcoming.Upcoming) -> str:
-    """What ``cronjob next`` says of a tick besides its time."""
-    notes = []
-    if tick.offset_change:
-        notes.append(f"clocks change: {tick.offset_change}")
-    if tick.skipped:
-        notes.append(f"skipped: {tick.skipped}")
-    return "; ".join(notes)
 
 
 def _history_table(runs: list[JobRun]) -> list[str]:

@@ -35,6 +35,26 @@ class Upcoming:
     #: "" or why it will not run: "paused until 2026-12-24 18:00:00 UTC", "paused".
     skipped: str
 
+    @property
+    def when(self) -> str:
+        """Its time in the schedule's zone, to the second."""
+        return f"{self.local:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def offset(self) -> str:
+        """Its UTC offset in the schedule's zone: "UTC+01:00"."""
+        return offset_text(self.local.utcoffset())
+
+    @property
+    def note(self) -> str:
+        """What is marked on it: a change of offset, a pause that skips it ("" if nothing)."""
+        notes = []
+        if self.offset_change:
+            notes.append(f"clocks change: {self.offset_change}")
+        if self.skipped:
+            notes.append(f"skipped: {self.skipped}")
+        return "; ".join(notes)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "tick": self.tick.isoformat(),

@@ -55,7 +55,7 @@ def main() -> None:
     from django_advisory_cron import locked_task
     from django_advisory_cron.core.statuses import SKIPS
     from django_advisory_cron.db import sql
-    from django_advisory_cron.ops.status import job_statuses
+    from django_advisory_cron.ops.status import LATENESS_BUCKETS, job_statuses
 
     try:
         for number in range(args.jobs):
@@ -86,7 +86,9 @@ def main() -> None:
 
         def statement() -> None:
             since = timezone.now() - timedelta(seconds=window)
-            text, params = sql.job_summaries(names, skips=list(SKIPS), since=since)
+            text, params = sql.job_summaries(
+                names, skips=list(SKIPS), since=since, late_bounds=list(LATENESS_BUCKETS)
+            )
             with connection.cursor() as cursor:
                 cursor.execute(text, params)
                 cursor.fetchall()

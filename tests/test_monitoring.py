@@ -184,6 +184,55 @@ def test_metrics_match_the_run_history(
     )
 
 
+def test_the_lateness_histogram_counts_each_run_with_a_tick_at_or_below_each_bound(
+    minutely: Job[Any, Any],
+) -> None:
+    """Runs that started 0.02, 0.1 (a bound: counted at or below it), 3 and 400 s after their
+    ticks; a manual run (no tick), a skip and a run outside the window do not count."""
+    now = timezone.now().replace(microsecond=0)
+    for number, (late, status) in enumerate(
+        [
+            (0.02, "succeeded"),
+            (0.1, "failed"),
+            (3, "succeeded"),
+            (400, "running"),
+            (0.5, "skipped_tick"),
+        ]
+    ):
+        tick = now - timedelta(minutes=10 + number)
+        JobRun.objects.create(
+            job="mon.minutely",
+            host="h",
+            pid=1,
+            status=status,
+            tick=tick,
+            started=tick + timedelta(seconds=late),
+        )
+    JobRun.objects.create(job="mon.minutely", host="h", pid=1, status="succeeded", started=now)
+    old = now - timedelta(days=3)
+    JobRun.objects.create(
+        job="mon.minutely", host="h", pid=1, status="succeeded", tick=old, started=old
+    )
+    with access("open"):
+        samples = scrape(Client())
+    job = (("job", "mon.minutely"),)
+
+    def bucket(le: str) -> float:
+        return samples[("advisory_cron_job_start_lateness_seconds_bucket", (*job, ("le", le)))]
+
+    assert [bucket(le) for le in ("0.05", "0.1", "0.25", "2.5", "5.0", "300.0", "+Inf")] == [
+        1,
+        2,
+        2,
+        2,
+        3,
+        3,
+        4,
+    ]
+    assert samples[("advisory_cron_job_start_lateness_seconds_count", job)] == 4
+    assert samples[("advisory_cron_job_start_lateness_seconds_sum", job)] == pytest.approx(403.12)
+
+
 # -- charts --------------------------------------------------------------------------------------
 
 

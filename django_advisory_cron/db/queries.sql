@@ -798,9 +798,12 @@ SELECT holder.pid, pg_terminate_backend(holder.pid)
 -- success, and its runs per status since %(since)s. The last run walks the (job, started)
 -- index past the skips after it (in its order, so no other index is cheaper); the last
 -- success is one descent of (job, status, started, id), however long ago it was (a job that
--- has failed for weeks included); the counts walk (job, started) over the window.
+-- has failed for weeks included); the counts walk (job, started) over the window, and so does
+-- the lateness of its runs that had a tick (start - tick): per bucket, the number of the
+-- %(late_bounds)s (descending, negated: -x <= -b is x <= b) that each is at or below, and
+-- their sum in seconds.
 SELECT j.job, r.id, r.job, r.tick, r.host, r.pid, r.started, r.finished, r.status, r.error,
-       r.manual, s.started, c.counts
+       r.manual, s.started, c.counts, l.buckets, l.seconds
 FROM unnest(%(jobs)s::text[]) AS j(job)
 LEFT JOIN LATERAL (
     SELECT * FROM "django_advisory_cron_jobrun" AS t
@@ -820,6 +823,18 @@ LEFT JOIN LATERAL (
         GROUP BY t.status
     ) AS g
 ) AS c ON true
+LEFT JOIN LATERAL (
+    SELECT jsonb_object_agg(g.bucket, g.runs)::text AS buckets, sum(g.seconds) AS seconds FROM (
+        SELECT width_bucket(-w.late, %(late_bounds)s::float8[]) AS bucket, count(*) AS runs,
+               sum(w.late) AS seconds
+          FROM (SELECT extract(epoch FROM t.started - t.tick)::float8 AS late
+                  FROM "django_advisory_cron_jobrun" AS t
+                 WHERE %(since)s::timestamptz IS NOT NULL AND t.job = j.job
+                   AND t.started >= %(since)s::timestamptz AND t.tick IS NOT NULL
+                   AND t.status <> ALL(%(skips)s::text[])) AS w
+         GROUP BY 1
+    ) AS g
+) AS l ON true
 ORDER BY j.job
 
 -- name: recent_runs

@@ -566,14 +566,23 @@ RUN_COLUMNS = (
 # fmt: on
 
 
-def job_summaries(jobs: list[str], *, skips: list[str], since: datetime | None) -> Statement:
+def job_summaries(
+    jobs: list[str], *, skips: list[str], since: datetime | None, late_bounds: list[float]
+) -> Statement:
     """For each job in ``jobs``, in one statement: its last run that was not a skip, the
-    start of its last success, and (with ``since``) its runs per status started since then.
-    Each row is the job name, the last run's ``RUN_COLUMNS`` (NULLs when it never ran), the
-    last success and a JSON object of counts as text (NULL without ``since``). The cost
-    follows the number of jobs and the runs inside the window, not the history's size (the
-    indexes it walks: ``queries.sql``)."""
-    params = {"jobs": list(jobs), "skips": list(skips), "since": since}
+    start of its last success, and (with ``since``) its runs per status started since then
+    and how late they started. Each row is the job name, the last run's ``RUN_COLUMNS``
+    (NULLs when it never ran), the last success, a JSON object of counts as text, and the
+    lateness: a JSON object giving, per number of ``late_bounds`` (ascending) a run's
+    lateness is at or below, how many runs, and their lateness in seconds summed (NULLs
+    without ``since``). The cost follows the number of jobs and the runs inside the window,
+    not the history's size (the indexes it walks: ``queries.sql``)."""
+    params = {
+        "jobs": list(jobs),
+        "skips": list(skips),
+        "since": since,
+        "late_bounds": [-bound for bound in reversed(late_bounds)],
+    }
     return QUERIES["job_summaries"], params
 
 

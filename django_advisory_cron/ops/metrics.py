@@ -5,8 +5,8 @@ would each hold a sliver of the truth; the run history holds all of it. Each scr
 it through [job_statuses][django_advisory_cron.ops.status.job_statuses], the function behind
 ``cronstatus --json``: three queries whatever the number of jobs and the size of the
 history (one statement for each job's last run, last success and runs per status in the
-``METRICS_WINDOW``; one for the held locks; one for the jobs' states). The overdue, stuck
-and failing flags are the very ones ``cronstatus`` reports.
+``METRICS_WINDOW`` and how late they started; one for the held locks; one for the jobs'
+states). The overdue, stuck and failing flags are the very ones ``cronstatus`` reports.
 
 Serve it with the ``metrics/`` view (``django_advisory_cron.urls``), or register
 [RunHistoryCollector][django_advisory_cron.ops.metrics.RunHistoryCollector] in a registry of your
@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from ..conf import app_settings
 from ..models import RunStatus
@@ -81,15 +82,25 @@ def _families() -> dict[str, GaugeMetricFamily]:
     }
 
 
+def _lateness() -> HistogramMetricFamily:
+    return HistogramMetricFamily(
+        f"{PREFIX}start_lateness_seconds",
+        "How late the job's runs started after their ticks, those started in the last "
+        f"{app_settings.METRICS_WINDOW:g} seconds (METRICS_WINDOW).",
+        labels=["job"],
+    )
+
+
 class RunHistoryCollector(Collector):
     """A custom collector: every ``collect()`` reads the run history once."""
 
     def describe(self) -> Iterator[Metric]:
         """The metric families without samples, so registering does not query the database."""
         yield from _families().values()
+        yield _lateness()
 
     def collect(self) -> Iterator[Metric]:
-        families = _families()
+        families, lateness = _families(), _lateness()
         for item in job_statuses(window=app_settings.METRICS_WINDOW):
             name = [item.name]
             last = item.last_run
@@ -109,7 +120,12 @@ class RunHistoryCollector(Collector):
             families["overdue"].add_metric(name, int(item.overdue))
             families["stuck"].add_metric(name, int(item.stuck))
             families["failing"].add_metric(name, int(item.failing))
+            late = item.lateness
+            if late is not None:
+                buckets = [(floatToGoString(bound), runs) for bound, runs in late.at_or_below]
+                lateness.add_metric(name, [*buckets, ("+Inf", late.runs)], sum_value=late.seconds)
         yield from families.values()
+        yield lateness
 
 
 def exposition() -> bytes:

@@ -80,6 +80,32 @@ def describe(expression: str) -> str:
     return f"minute {minute}, hour {hour}, weekday {weekday}"
 
 
+#: The bounds (seconds) a run's lateness, from its tick to its start, is counted at or below.
+LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """How late a job's runs with a tick started, within a window: a histogram."""
+
+    #: ``(bound, runs at or below it)`` for each of ``LATENESS_BUCKETS``, cumulative.
+    at_or_below: tuple[tuple[float, int], ...]
+    runs: int
+    seconds: float
+
+    @classmethod
+    def read(cls, buckets: dict[str, int], seconds: float | None) -> Lateness:
+        """From the statement's answer: per number of bounds a run is at or below (the
+        largest bounds first), how many runs."""
+        counts = {int(key): value for key, value in buckets.items()}
+        size = len(LATENESS_BUCKETS)
+        at_or_below = tuple(
+            (bound, sum(n for above, n in counts.items() if above >= size - index))
+            for index, bound in enumerate(LATENESS_BUCKETS)
+        )
+        return cls(at_or_below, sum(counts.values()), float(seconds or 0))
+
+
 @dataclass
 class JobStatus:
     """What is known about one registered job right now."""
@@ -94,6 +120,8 @@ class JobStatus:
     run_counts: dict[str, int] | None = None
     #: What an operator said about the job (paused, run requested), if anything.
     state: JobState | None = None
+    #: How late its runs started within the window ``job_statuses`` was asked for.
+    lateness: Lateness | None = None
 
     @property
     def name(self) -> str:
@@ -278,15 +306,18 @@ def job_statuses(
     if not statuses:
         return []
     since = None if window is None else now - timedelta(seconds=window)
-    rows = fetch_all(alias, sql.job_summaries(list(statuses), skips=list(SKIPS), since=since))
+    statement = sql.job_summaries(
+        list(statuses), skips=list(SKIPS), since=since, late_bounds=list(LATENESS_BUCKETS)
+    )
     width = len(sql.RUN_COLUMNS)
-    for name, *run, last_success, counts in rows:
+    for name, *run, last_success, counts, buckets, seconds in fetch_all(alias, statement):
         item = statuses[name]
         if run[0] is not None:
             item.last_run = JobRun.from_db(alias, list(sql.RUN_COLUMNS), run[:width])
         item.last_success = last_success
         if window is not None:
             item.run_counts = json.loads(counts) if counts else {}
+            item.lateness = Lateness.read(json.loads(buckets) if buckets else {}, seconds)
     for lock in held_locks(alias).filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     for state in JobState.objects.using(alias).filter(job__in=list(statuses)):

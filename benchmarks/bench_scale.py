@@ -20,6 +20,10 @@ Per configuration:
 - rows written per tick: history rows (runs and skips) of the ticks inside the window, per
   tick; runs per tick beside it.
 - backends in use: connections to the database, sampled every 0.2 s (peak).
+- claims' server time per tick: milliseconds the server spent planning and executing the
+  statements that claim ticks (``CLAIMS``: every variant of the claim, and the look a worker
+  takes before claiming the jobs dealt to others) over the window (``pg_stat_statements``,
+  ``total_plan_time + total_exec_time``), per tick, all replicas together.
 - database CPU per tick: CPU seconds of the server's processes per tick.
 """
 
@@ -47,9 +51,24 @@ from benchmarks.workers import (
     start_workers,
     stop_workers,
 )
+from django_advisory_cron.db.queries import QUERIES
 from django_advisory_cron.testing import PostgresServer
 
 RAN = ("succeeded", "failed", "lock_lost", "timed_out")
+
+#: The statements (``db/queries.sql``) whose server time is the claims' time.
+CLAIMS = (
+    "claim_runs",
+    "claim_runs_recording",
+    "claim_runs_census",
+    "claim_runs_census_recording",
+)
+
+
+def opening(name: str) -> str:
+    """How the statement ``name`` starts, up to its first parameter: the server's record of it
+    (``pg_stat_statements``, values replaced by ``$1``, ``$2``, ...) starts so too."""
+    return QUERIES[name].split("%(", 1)[0]
 
 
 def server_cpu(server: PostgresServer | None) -> float | None:
@@ -116,6 +135,8 @@ class Figures:
     #: The statements sent most often over the window: calls per tick per replica, text.
     busiest: list[tuple[float, str]]
     backends: int
+    #: Milliseconds of server time per tick spent on ``CLAIMS``, all replicas together.
+    claims_ms: float | None
     cpu_per_tick: float | None
 
 
@@ -152,6 +173,7 @@ def run_workers(
     cpu_before = server_cpu(server)
     time.sleep(seconds)
     statements, cpu_after = observer.reading()[1], server_cpu(server)
+    claims_ms = observer.server_ms(sorted({opening(name) for name in CLAIMS}))
     backends = sampler.stop()
     top = observer.busiest(busiest)
     window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
@@ -191,6 +213,7 @@ def run_workers(
         other_rows={status: count / tick_count for status, count in statuses},
         busiest=[(calls / window_ticks / workers, query) for calls, query in top],
         backends=max(backends, default=0),
+        claims_ms=None if claims_ms is None else claims_ms / window_ticks,
         cpu_per_tick=None if cpu is None else cpu / window_ticks,
     )
 
@@ -252,6 +275,7 @@ def growth(base: Figures, other: Figures) -> str:
         f"statements/tick/replica {ratio(base.statements, other.statements)}, "
         f"rows/tick {ratio(base.rows_per_tick, other.rows_per_tick)}, "
         f"backends {ratio(base.backends, other.backends)}, "
+        f"claims' server time/tick {ratio(base.claims_ms, other.claims_ms)}, "
         f"db CPU/tick {ratio(base.cpu_per_tick, other.cpu_per_tick)}"
     )
 
@@ -295,16 +319,17 @@ def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) ->
     header = (
         f"{'':24} {'ticks':>5} {'runs/tick/job':>13} {'missed':>6} {'p50 ms':>8} "
         f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'rows/tick':>9} {'runs/tick':>9} "
-        f"{'backends':>8} {'db CPU s/tick':>13}"
+        f"{'backends':>8} {'claims ms/tick':>14} {'db CPU s/tick':>13}"
     )
     print(header)
     for f in figures:
         cpu = "n/a" if f.cpu_per_tick is None else f"{f.cpu_per_tick:.3f}"
         statements = "n/a" if f.statements is None else f"{f.statements:.1f}"
+        claims = "n/a" if f.claims_ms is None else f"{f.claims_ms:.1f}"
         print(
             f"{f.label:24} {f.ticks:>5} {f'{f.runs_min}..{f.runs_max}':>13} {f.missed:>6} "
             f"{f.p50:>8.1f} {f.p99:>8.1f} {statements:>18} {f.rows_per_tick:>9.1f} "
-            f"{f.runs_per_tick:>9.1f} {f.backends:>8} {cpu:>13}"
+            f"{f.runs_per_tick:>9.1f} {f.backends:>8} {claims:>14} {cpu:>13}"
         )
     for f in figures:
         if f.other_rows:

@@ -176,6 +176,21 @@ class Observer:
             return None
         return float(row[0]), float(row[1])
 
+    def server_ms(self, prefixes: list[str]) -> float | None:
+        """Milliseconds the server spent planning and executing the top-level statements whose
+        text starts with one of ``prefixes``, since the last reset (None where it does not
+        time them)."""
+        if not self.server_side:
+            return None
+        row = self.conn.execute(
+            "SELECT coalesce(sum(total_plan_time + total_exec_time), 0) FROM pg_stat_statements "
+            "WHERE dbid = %s AND toplevel "
+            "AND EXISTS (SELECT FROM unnest(%s::text[]) AS p WHERE starts_with(query, p))",
+            (self.dbid, prefixes),
+        ).fetchone()
+        assert row is not None
+        return float(row[0])
+
     def per_call(self, action: Callable[[], Any], calls: int) -> float:
         """Statements per call of ``action``: counted by the server after a reset, or
         client-side (psycopg's ``Cursor.execute``) where the server does not count."""

@@ -62,6 +62,7 @@ CLAIMS = (
     "claim_runs_recording",
     "claim_runs_census",
     "claim_runs_census_recording",
+    "unclaimed_ticks",
 )
 
 

@@ -220,9 +220,7 @@ class ClaimConnection:
         ``DatabaseUnavailable`` when the statement failed; locks it may have taken died with
         the connection."""
         with self._turn:
-            if self._closed.is_set():
-                raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
-            self._fresh_connection()
+            self._ready()
             sent = time.monotonic()
             rows = self._fetch_all(statement)
             answered = time.monotonic()
@@ -233,6 +231,15 @@ class ClaimConnection:
         self._nudge()
         self._start_heartbeat()
         return rows, sent
+
+    def read(self, statement: Statement) -> list[Row]:
+        """Send ``statement``, which takes no lock (a look before a claim), where a claim
+        would go; its rows. Raises ``DatabaseError`` or ``DatabaseUnavailable``."""
+        with self._turn:
+            self._ready()
+            rows = self._fetch_all(statement)
+        self._nudge()
+        return rows
 
     def hold(self, lock: SharedLock, run_id: int, claimed_at: float) -> None:
         """Renew the lease of ``run_id`` (whose lock ``lock`` took at ``claimed_at``, the
@@ -256,6 +263,12 @@ class ClaimConnection:
             answered, now, tuple(sorted(workers or ())), bool(requests), schedules
         )
         return self.sighting
+
+    def _ready(self) -> None:
+        """(With the turn.) A connection to claim on, unless closed for good."""
+        if self._closed.is_set():
+            raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
+        self._fresh_connection()
 
     def _fresh_connection(self) -> None:
         """With nothing held, give up a connection that closed or aged (no round trip). A

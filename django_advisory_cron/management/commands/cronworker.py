@@ -197,7 +197,8 @@ class Command(AppCommand):
         self.stdout.write(
             f"cronworker {worker.identity}: stopped; took up {stats.taken} tick(s) and "
             f"run-now request(s) ({stats.manual} run-now): {stats.ran} ran ({stats.failed} "
-            f"of them failed), {stats.skipped} skipped (another replica had them), "
+            f"of them failed), {stats.skipped} skipped (another replica had them; "
+            f"{stats.seen_claimed} seen claimed before trying), "
             f"{stats.paused} paused, {stats.overlapped} tick(s) skipped because the job's previous "
             f"run was still going, {stats.not_run} not run (stopping, or the database away); "
             f"{stats.batches} claim statement(s) took several jobs' ticks at once{unsaid}"

@@ -3,8 +3,8 @@ together by one statement (the locks and the ticks of several jobs a worker has 
 moment), while the runs go on in their own threads.
 
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
-all of them losers' skips; claimed together they send R (2R with the worker's spread: its
-the jobs dealt to it first, the rest a moment later). The guarantee is the one of a single
+all of them losers' skips; claimed together they send R (2R with the worker's spread: the
+jobs dealt to it first, a moment later those of the rest still unclaimed). The guarantee is the one of a single
 run: the batch's statement is the one claim of every run
 ([claim_runs][django_advisory_cron.db.sql.claim_runs]: pauses, live leases, dead runs, skip
 rows), each lock is a session lock released by its own run's finishing statement (which

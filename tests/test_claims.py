@@ -361,7 +361,7 @@ def test_the_look_before_a_claim_finds_the_ticks_no_run_has_taken() -> None:
     whatever its lease."""
     now = database_now()
     tick = now.replace(microsecond=0)
-    rows = {
+    rows: dict[str, list[tuple[str, datetime | None]]] = {
         "look.none": [],
         "look.live": [(RunStatus.RUNNING, now + timedelta(seconds=30))],
         "look.dead": [(RunStatus.RUNNING, now - timedelta(seconds=5))],

@@ -4,8 +4,8 @@ moment), while the runs go on in their own threads.
 
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
 all of them losers' skips; claimed together they send R (2R with the worker's spread: the
-jobs dealt to it first, a moment later those of the rest still unclaimed). The guarantee is the one of a single
-run: the batch's statement is the one claim of every run
+jobs dealt to it first, a moment later those of the rest still unclaimed). The guarantee is
+the one of a single run: the batch's statement is the one claim of every run
 ([claim_runs][django_advisory_cron.db.sql.claim_runs]: pauses, live leases, dead runs, skip
 rows), each lock is a session lock released by its own run's finishing statement (which
 unlocks that key only: the other runs still hold theirs), and one heartbeat renews every

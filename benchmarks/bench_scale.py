@@ -20,6 +20,11 @@ Per configuration:
 - rows written per tick: history rows (runs and skips) of the ticks inside the window, per
   tick; runs per tick beside it.
 - backends in use: connections to the database, sampled every 0.2 s (peak).
+- claims' server time per tick: milliseconds the server spent planning and executing the
+  statements that claim ticks (``CLAIMS``: every variant of the claim, and the look a worker
+  takes before claiming the jobs dealt to others) over the window (``pg_stat_statements``,
+  ``total_plan_time + total_exec_time``), per tick, all replicas together; printed below the
+  table for each of the two, with their calls per tick.
 - database CPU per tick: CPU seconds of the server's processes per tick.
 """
 
@@ -47,9 +52,28 @@ from benchmarks.workers import (
     start_workers,
     stop_workers,
 )
+from django_advisory_cron.db.queries import QUERIES
 from django_advisory_cron.testing import PostgresServer
 
 RAN = ("succeeded", "failed", "lock_lost", "timed_out")
+
+#: The statements (``db/queries.sql``) whose server time is the claims' time: the claim, in
+#: each of its variants, and the look before a claim.
+CLAIMS = {
+    "claim": (
+        "claim_runs",
+        "claim_runs_recording",
+        "claim_runs_census",
+        "claim_runs_census_recording",
+    ),
+    "look": ("unclaimed_ticks",),
+}
+
+
+def opening(name: str) -> str:
+    """How the statement ``name`` starts, up to its first parameter: the server's record of it
+    (``pg_stat_statements``, values replaced by ``$1``, ``$2``, ...) starts so too."""
+    return QUERIES[name].split("%(", 1)[0]
 
 
 def server_cpu(server: PostgresServer | None) -> float | None:
@@ -116,6 +140,9 @@ class Figures:
     #: The statements sent most often over the window: calls per tick per replica, text.
     busiest: list[tuple[float, str]]
     backends: int
+    #: Per kind of ``CLAIMS``: calls, and milliseconds planning and executing them, per tick,
+    #: all replicas together (empty where the server does not time statements).
+    claims: dict[str, tuple[float, float, float]]
     cpu_per_tick: float | None
 
 
@@ -152,6 +179,10 @@ def run_workers(
     cpu_before = server_cpu(server)
     time.sleep(seconds)
     statements, cpu_after = observer.reading()[1], server_cpu(server)
+    claims = {
+        kind: observer.statement_time(sorted({opening(name) for name in names}))
+        for kind, names in CLAIMS.items()
+    }
     backends = sampler.stop()
     top = observer.busiest(busiest)
     window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
@@ -191,6 +222,12 @@ def run_workers(
         other_rows={status: count / tick_count for status, count in statuses},
         busiest=[(calls / window_ticks / workers, query) for calls, query in top],
         backends=max(backends, default=0),
+        claims={
+            kind: (calls / window_ticks, plan / window_ticks, execution / window_ticks)
+            for kind, timed in claims.items()
+            if timed is not None
+            for calls, plan, execution in [timed]
+        },
         cpu_per_tick=None if cpu is None else cpu / window_ticks,
     )
 
@@ -241,6 +278,13 @@ def race_runlocked(url: str, observer: Observer, racers: int, jobs: int) -> dict
     }
 
 
+def claims_ms(figures: Figures) -> float | None:
+    """The claims' server time per tick, in milliseconds (None where it was not timed)."""
+    if not figures.claims:
+        return None
+    return sum(plan + execution for _calls, plan, execution in figures.claims.values())
+
+
 def growth(base: Figures, other: Figures) -> str:
     def ratio(a: float | None, b: float | None) -> str:
         if a is None or b is None or not a:
@@ -252,6 +296,7 @@ def growth(base: Figures, other: Figures) -> str:
         f"statements/tick/replica {ratio(base.statements, other.statements)}, "
         f"rows/tick {ratio(base.rows_per_tick, other.rows_per_tick)}, "
         f"backends {ratio(base.backends, other.backends)}, "
+        f"claims' server time/tick {ratio(claims_ms(base), claims_ms(other))}, "
         f"db CPU/tick {ratio(base.cpu_per_tick, other.cpu_per_tick)}"
     )
 
@@ -295,21 +340,30 @@ def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) ->
     header = (
         f"{'':24} {'ticks':>5} {'runs/tick/job':>13} {'missed':>6} {'p50 ms':>8} "
         f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'rows/tick':>9} {'runs/tick':>9} "
-        f"{'backends':>8} {'db CPU s/tick':>13}"
+        f"{'backends':>8} {'claims ms/tick':>14} {'db CPU s/tick':>13}"
     )
     print(header)
     for f in figures:
         cpu = "n/a" if f.cpu_per_tick is None else f"{f.cpu_per_tick:.3f}"
         statements = "n/a" if f.statements is None else f"{f.statements:.1f}"
+        timed = claims_ms(f)
+        claims = "n/a" if timed is None else f"{timed:.1f}"
         print(
             f"{f.label:24} {f.ticks:>5} {f'{f.runs_min}..{f.runs_max}':>13} {f.missed:>6} "
             f"{f.p50:>8.1f} {f.p99:>8.1f} {statements:>18} {f.rows_per_tick:>9.1f} "
-            f"{f.runs_per_tick:>9.1f} {f.backends:>8} {cpu:>13}"
+            f"{f.runs_per_tick:>9.1f} {f.backends:>8} {claims:>14} {cpu:>13}"
         )
     for f in figures:
         if f.other_rows:
             others = ", ".join(f"{status} {count:.1f}" for status, count in f.other_rows.items())
             print(f"{f.label}: rows per tick that are not runs: {others}")
+    for f in figures:
+        kinds = "; ".join(
+            f"{kind} {calls:.1f} calls, {plan:.1f} ms planning + {execution:.1f} ms executing"
+            for kind, (calls, plan, execution) in f.claims.items()
+        )
+        if kinds:
+            print(f"{f.label}: claims' server time per tick: {kinds}")
     for f in figures:
         for calls, query in f.busiest:
             print(f"{f.label}: {calls:6.2f} per tick per replica: {query[:110]}")

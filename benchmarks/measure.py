@@ -176,6 +176,22 @@ class Observer:
             return None
         return float(row[0]), float(row[1])
 
+    def statement_time(self, prefixes: list[str]) -> tuple[int, float, float] | None:
+        """Calls, and milliseconds the server spent planning and executing them, of the
+        top-level statements whose text starts with one of ``prefixes``, since the last reset
+        (None where it does not time them)."""
+        if not self.server_side:
+            return None
+        row = self.conn.execute(
+            "SELECT coalesce(sum(calls), 0), coalesce(sum(total_plan_time), 0), "
+            "coalesce(sum(total_exec_time), 0) FROM pg_stat_statements "
+            "WHERE dbid = %s AND toplevel "
+            "AND EXISTS (SELECT FROM unnest(%s::text[]) AS p WHERE starts_with(query, p))",
+            (self.dbid, prefixes),
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), float(row[1]), float(row[2])
+
     def per_call(self, action: Callable[[], Any], calls: int) -> float:
         """Statements per call of ``action``: counted by the server after a reset, or
         client-side (psycopg's ``Cursor.execute``) where the server does not count."""

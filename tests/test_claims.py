@@ -19,6 +19,7 @@ from django.db.models import Count
 
 from django_advisory_cron import exitcodes, locked_task, signals
 from django_advisory_cron.core.keys import job_key
+from django_advisory_cron.db import sql
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.lock.shared import ClaimConnection
@@ -350,6 +351,41 @@ def test_the_jobs_due_together_are_shared_out_evenly_and_alike_by_every_worker()
         for number in range(60)
     )
     assert set(firsts) == set(workers), firsts
+
+
+def test_the_look_before_a_claim_finds_the_ticks_no_run_has_taken() -> None:
+    """The read a worker takes before claiming the others' share answers, in order, the
+    job-ticks that a claim could still take: no row; only rows that do not take a tick (a
+    skip, an interrupted run); a ``running`` row whose lease has expired (the claim marks it
+    dead). A live ``running`` row and a finished run take their tick, a ``lock_lost`` one
+    whatever its lease."""
+    now = database_now()
+    tick = now.replace(microsecond=0)
+    rows: dict[str, list[tuple[str, datetime | None]]] = {
+        "look.none": [],
+        "look.live": [(RunStatus.RUNNING, now + timedelta(seconds=30))],
+        "look.dead": [(RunStatus.RUNNING, now - timedelta(seconds=5))],
+        "look.done": [(RunStatus.SUCCEEDED, None)],
+        "look.skips": [(RunStatus.SKIPPED_LOCKED, None), (RunStatus.INTERRUPTED, None)],
+        "look.lost": [(RunStatus.LOCK_LOST, now - timedelta(seconds=5))],
+    }
+    for job, statuses in rows.items():
+        for status, lease in statuses:
+            JobRun.objects.create(
+                job=job, tick=tick, host="h", pid=1, status=status, started=now, lease_until=lease
+            )
+    due = [(job, tick) for job in rows] + [("look.done", tick + timedelta(seconds=1))]
+    claims = ClaimConnection("default")
+    try:
+        answer = claims.read(sql.unclaimed_ticks(due))
+    finally:
+        claims.close()
+    assert [due[n - 1][0] for (n,) in answer] == [
+        "look.none",
+        "look.dead",
+        "look.skips",
+        "look.done",
+    ]
 
 
 def test_a_job_dealt_to_a_worker_that_does_not_run_it_still_runs_each_tick(

@@ -88,7 +88,8 @@ def test_cronworker_says_what_it_does_on_stdout_whatever_logging_says(
 
 STOPPED = re.compile(
     r"stopped; took up (\d+) tick\(s\) and run-now request\(s\) \((\d+) run-now\): (\d+) ran "
-    r"\((\d+) of them failed\), (\d+) skipped \(another replica had them\), (\d+) paused, "
+    r"\((\d+) of them failed\), (\d+) skipped \(another replica had them; (\d+) seen claimed "
+    r"before trying\), (\d+) paused, "
     r"(\d+) tick\(s\) skipped because the job's previous run was still going, (\d+) not run "
 )
 
@@ -110,8 +111,9 @@ def test_the_stop_line_counts_each_tick_once(
         out, err = worker.communicate(timeout=30)
         assert worker.returncode == exitcodes.SIGTERM, err
         (found,) = STOPPED.findall(out)
-        taken, manual, ran, failed, skips, paused, overlapped, not_run = map(int, found)
+        taken, manual, ran, failed, skips, seen, paused, overlapped, not_run = map(int, found)
         assert taken == ran + skips + paused + overlapped + not_run, out
+        assert seen <= skips, out
         assert ran == Marker.objects.filter(pid=worker.pid).count() > 0, out
         assert paused > 0 and (manual, failed) == (0, 0), out
         skipped += skips

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.usefixtures("transactional_db")
 
 SUMMARY = re.compile(
     r"stopped; took up \d+ tick\(s\) and run-now request\(s\) \(0 run-now\): (\d+) ran \(0 of "
-    r"them failed\), 0 skipped \(another replica had them\), (\d+) paused,"
+    r"them failed\), 0 skipped \(another replica had them; 0 seen claimed before trying\), "
+    r"(\d+) paused,"
 )
 
 

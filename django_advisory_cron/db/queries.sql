@@ -418,6 +418,20 @@ SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classi
           FROM "django_advisory_cron_schedule")
   FROM o ORDER BY o.n
 
+-- name: unclaimed_ticks
+-- Which of the job-ticks a worker is about to claim no run has taken yet: the position of each
+-- (job, tick) without a row that takes the tick (a running row only while its lease holds: a
+-- dead one is the claim's to give back). Reads only, tries no lock: one probe of the partial
+-- unique index on (job, tick) per job-tick. A worker looks before claiming the jobs dealt to
+-- the others, and claims only these.
+SELECT u.n FROM unnest(%(jobs)s::text[], %(ticks)s::timestamptz[]) WITH ORDINALITY AS u(job, tick, n)
+ WHERE NOT EXISTS (
+    SELECT FROM "django_advisory_cron_jobrun" r
+     WHERE r.job = u.job AND r.tick = u.tick
+       AND r.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out')
+       AND (r.status <> 'running' OR r.lease_until >= clock_timestamp()))
+ ORDER BY u.n
+
 -- name: sighting
 -- What a worker's claim reads besides its runs, alone: the server's clock, the live workers
 -- (their application_name starts with %(prefix)s), whether a "run now" request is pending,

@@ -523,6 +523,16 @@ def schedule_rows() -> Statement:
     return QUERIES["schedule_rows"], {}
 
 
+def unclaimed_ticks(due: Sequence[tuple[str, datetime]]) -> Statement:
+    """Which of the ``(job, tick)`` pairs ``due`` no run has taken yet, in one read that tries
+    no lock: a row ``(n,)`` for each, its 1-based position in ``due``, in order. A tick whose
+    ``running`` row's lease has expired counts as untaken (the claim marks it dead)."""
+    return QUERIES["unclaimed_ticks"], {
+        "jobs": [job for job, _tick in due],
+        "ticks": [tick for _job, tick in due],
+    }
+
+
 def sighting(prefix: str) -> Statement:
     """What a worker's claim reads besides its runs (see ``claim_runs``), alone: for a
     worker that has not claimed for a while (the live workers: the sessions whose

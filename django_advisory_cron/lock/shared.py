@@ -3,9 +3,9 @@ together by one statement (the locks and the ticks of several jobs a worker has 
 moment), while the runs go on in their own threads.
 
 Claimed one by one, R replicas with J jobs due at once send R x J acquiring statements, nearly
-all of them losers' skips; claimed together they send R (2R with the worker's spread: its
-the jobs dealt to it first, the rest a moment later). The guarantee is the one of a single
-run: the batch's statement is the one claim of every run
+all of them losers' skips; claimed together they send R (2R with the worker's spread: the
+jobs dealt to it first, a moment later those of the rest still unclaimed). The guarantee is
+the one of a single run: the batch's statement is the one claim of every run
 ([claim_runs][django_advisory_cron.db.sql.claim_runs]: pauses, live leases, dead runs, skip
 rows), each lock is a session lock released by its own run's finishing statement (which
 unlocks that key only: the other runs still hold theirs), and one heartbeat renews every
@@ -221,9 +221,7 @@ class ClaimConnection:
         ``DatabaseUnavailable`` when the statement failed; locks it may have taken died with
         the connection."""
         with self._turn:
-            if self._closed.is_set():
-                raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
-            self._fresh_connection()
+            self._ready()
             sent = time.monotonic()
             rows = self._fetch_all(statement)
             answered = time.monotonic()
@@ -234,6 +232,15 @@ class ClaimConnection:
         self._nudge()
         self._start_heartbeat()
         return rows, sent
+
+    def read(self, statement: Statement) -> list[Row]:
+        """Send ``statement``, which takes no lock (a look before a claim), where a claim
+        would go; its rows. Raises ``DatabaseError`` or ``DatabaseUnavailable``."""
+        with self._turn:
+            self._ready()
+            rows = self._fetch_all(statement)
+        self._nudge()
+        return rows
 
     def hold(self, lock: SharedLock, run_id: int, claimed_at: float) -> None:
         """Renew the lease of ``run_id`` (whose lock ``lock`` took at ``claimed_at``, the
@@ -257,6 +264,12 @@ class ClaimConnection:
             answered, now, tuple(sorted(workers or ())), bool(requests), schedules
         )
         return self.sighting
+
+    def _ready(self) -> None:
+        """(With the turn.) A connection to claim on, unless closed for good."""
+        if self._closed.is_set():
+            raise DatabaseUnavailable(f"the claim connection to {self.alias!r} is closed")
+        self._fresh_connection()
 
     def _fresh_connection(self) -> None:
         """With nothing held, give up a connection that closed or aged (no round trip). A

@@ -252,6 +252,16 @@ def claim_together(
     return runs, skipped
 
 
+def claimed_elsewhere(job: RunnableJob, tick: datetime, using: str) -> RunResult:
+    """The skip of a tick seen claimed by another process before this one tried its lock (a
+    worker's look before claiming the jobs dealt to the others): logged and signalled like a
+    claim that found the tick taken."""
+    run = history.new_run(job.name, RunStatus.SKIPPED_TICK, tick=tick, using=using)
+    logger.info("job %s skipped: tick %s already claimed by another process", job.name, tick)
+    signals.job_skipped.send(sender=job, run=run)
+    return run
+
+
 def claim_waiting(
     job: RunnableJob,
     tick: datetime | None,

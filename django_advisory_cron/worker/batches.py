@@ -1,7 +1,10 @@
 """Jobs due together, claimed together: one statement per database takes their locks and
 claims their ticks (see [claims][django_advisory_cron.lock.shared]), each first by the live
 worker it is dealt to ([share_out][django_advisory_cron.worker.fleet.share_out]), so the wins
-spread across replicas instead of going to the fastest one.
+spread across replicas instead of going to the fastest one. The others look a moment later
+which of those ticks are still unclaimed, with one read that tries no lock, and claim only
+those: a tick costs the database about one claim whatever the number of replicas, and the
+share of a worker that is gone still runs.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from datetime import datetime
 
 from django.db import DatabaseError
 
+from ..conf import app_settings
 from ..core.statuses import RunStatus
+from ..db import sql
 from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
 from ..jobs.job import Job
-from ..run.runner import claim_together
+from ..run.runner import claim_together, claimed_elsewhere
 from .dispatch import Dispatcher
 from .fleet import peers, share_out
 from .narration import DETAILS
@@ -27,8 +32,10 @@ logger = logging.getLogger("django_advisory_cron")
 CLAIM_BATCH = 1000
 
 #: Seconds a worker leaves the jobs dealt to other live workers (see ``share_out``) to them
-#: before claiming them itself.
+#: before it looks which are still unclaimed, and claims those.
 SPREAD_DELAY = 0.1
+
+Due = list[tuple[Job[..., object], datetime]]
 
 
 class Batches:
@@ -51,12 +58,13 @@ class Batches:
         with self.dispatcher.lock:
             return not self.dispatcher.going(job.name)
 
-    def claim(self, due: list[tuple[Job[..., object], datetime]]) -> None:
+    def claim(self, due: Due) -> None:
         """Claim the ticks of ``due`` in as few statements as possible, then start the
         winners. The jobs dealt to this worker (``share_out``, among the live workers) are
-        claimed at once, the others ``SPREAD_DELAY`` seconds later, so the runs are shared
-        between the replicas instead of all going to the fastest one, and a job whose worker
-        is busy, gone or does not run it still runs.
+        claimed at once; ``SPREAD_DELAY`` seconds later, of the others, those whose tick is
+        still unclaimed (``_unclaimed``), so the runs are shared between the replicas instead
+        of all going to the fastest one, each tick is tried by about one replica, and a job
+        whose worker is busy, gone or does not run it still runs.
 
         One statement per database (per ``CLAIM_BATCH`` jobs; a database with one job due
         claims it alone). Winners beyond ``--max-concurrency`` wait for a free slot holding
@@ -67,21 +75,52 @@ class Batches:
             shares = share_out([job.name for job, _tick in due], live, min(t for _j, t in due))
             first = [(job, tick) for job, tick in due if shares[job.name] == self.presence_name]
             later = [(job, tick) for job, tick in due if shares[job.name] != self.presence_name]
-        self._claim_all(first)
+        for alias, jobs in self._by_alias(first).items():
+            self._claim_on(alias, jobs)
         if later and not self._stop.wait(SPREAD_DELAY):
-            self._claim_all(later)
+            for alias, jobs in self._by_alias(later).items():
+                self._claim_on(alias, self._unclaimed(alias, jobs))
 
-    def _claim_all(self, due: list[tuple[Job[..., object], datetime]]) -> None:
-        by_alias: dict[str, list[tuple[Job[..., object], datetime]]] = {}
+    def _by_alias(self, due: Due) -> dict[str, Due]:
+        """``due`` by the database its ticks are claimed on."""
+        by_alias: dict[str, Due] = {}
         for job, tick in due:
             by_alias.setdefault(lock_database(job.using, self.dispatcher.using), []).append(
                 (job, tick)
             )
-        for alias, jobs in by_alias.items():
-            for start in range(0, len(jobs), CLAIM_BATCH):
-                self._claim_together(alias, jobs[start : start + CLAIM_BATCH])
+        return by_alias
 
-    def _claim_together(self, alias: str, batch: list[tuple[Job[..., object], datetime]]) -> None:
+    def _claim_on(self, alias: str, due: Due) -> None:
+        for start in range(0, len(due), CLAIM_BATCH):
+            self._claim_together(alias, due[start : start + CLAIM_BATCH])
+
+    def _unclaimed(self, alias: str, due: Due) -> Due:
+        """Those of ``due`` whose tick no run has taken yet, read in one statement that tries
+        no lock (``unclaimed_ticks``); the others are skipped here, counted and said like a
+        claim's skips. With ``RECORD_SKIPS`` every replica's attempt is recorded, so all of
+        ``due`` are claimed; so they are when the look fails (the claim decides, and says why
+        it could not)."""
+        if app_settings.RECORD_SKIPS:
+            return due
+        try:
+            rows = self.dispatcher.claims_on(alias).read(
+                sql.unclaimed_ticks([(job.name, tick) for job, tick in due])
+            )
+        except (DatabaseError, DatabaseUnavailable):
+            return due
+        positions = {int(n) - 1 for (n,) in rows}
+        taken = [entry for index, entry in enumerate(due) if index not in positions]
+        with self.dispatcher.lock:
+            self.dispatcher.stats.skipped += len(taken)
+            self.dispatcher.stats.seen_claimed += len(taken)
+        for job, tick in taken:
+            claimed_elsewhere(job, tick, alias)
+            self.dispatcher.narrator.say(
+                DETAILS, f"cronworker: {job.name}, tick {tick}: already claimed by another worker"
+            )
+        return [entry for index, entry in enumerate(due) if index in positions]
+
+    def _claim_together(self, alias: str, batch: Due) -> None:
         if len(batch) == 1:
             job, tick = batch[0]
             self.dispatcher.dispatch(job, [tick])

@@ -67,6 +67,9 @@ class WorkerStats:
     failed: int = 0
     #: Ticks another replica had (it holds the job's lock, or already ran the tick).
     skipped: int = 0
+    #: Of ``skipped``: those seen claimed before their locks were tried (the look before
+    #: claiming the jobs dealt to other workers); the others' claims lost.
+    seen_claimed: int = 0
     #: Ticks skipped because the job is paused.
     paused: int = 0
     #: Ticks not started because the job's previous run here was still going.

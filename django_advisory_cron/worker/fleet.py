@@ -118,7 +118,7 @@ def peers(presence: ClaimConnection) -> tuple[str, ...] | None:
     ``presence`` last saw them (in the answer to its latest claim, or to its latest reading
     of the clock, which comes before any claim), or ``None`` when it is alone or cannot tell
     (then it claims everything at once). However old that answer, it only decides who claims
-    which jobs first: a job dealt to a worker that has gone since is claimed by the others a
-    moment later (``SPREAD_DELAY``)."""
+    which jobs first: a job dealt to a worker that has gone since is still unclaimed when the
+    others look a moment later (``SPREAD_DELAY``), and they claim it."""
     names = presence.sighting.workers if presence.sighting is not None else ()
     return names if len(names) > 1 and presence.presence in names else None

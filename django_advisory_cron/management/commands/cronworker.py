@@ -44,8 +44,9 @@ output (stdout, whatever LOGGING says; the log records say the same):
         tick, outcome, duration
   -v 2  also each skipped tick and each schedule change
   The stop line counts each tick and run-now request it took up once: ran (of which
-  failed), skipped (another replica had it), paused, overlapped (the job's previous run
-  was still going), not run (it stopped first, or the database was away).
+  failed), skipped (another replica had it; of those, how many were seen claimed before
+  trying their locks), paused, overlapped (the job's previous run was still going), not
+  run (it stopped first, or the database was away).
 
 exit codes:
   2    usage error: unknown job name, none of the jobs named has a schedule, bad
@@ -197,7 +198,8 @@ class Command(AppCommand):
         self.stdout.write(
             f"cronworker {worker.identity}: stopped; took up {stats.taken} tick(s) and "
             f"run-now request(s) ({stats.manual} run-now): {stats.ran} ran ({stats.failed} "
-            f"of them failed), {stats.skipped} skipped (another replica had them), "
+            f"of them failed), {stats.skipped} skipped (another replica had them; "
+            f"{stats.seen_claimed} seen claimed before trying), "
             f"{stats.paused} paused, {stats.overlapped} tick(s) skipped because the job's previous "
             f"run was still going, {stats.not_run} not run (stopping, or the database away); "
             f"{stats.batches} claim statement(s) took several jobs' ticks at once{unsaid}"

@@ -24,7 +24,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from ..conf import app_settings
 from ..models import RunStatus
@@ -122,7 +121,7 @@ class RunHistoryCollector(Collector):
             families["failing"].add_metric(name, int(item.failing))
             late = item.lateness
             if late is not None:
-                buckets = [(floatToGoString(bound), runs) for bound, runs in late.at_or_below]
+                buckets = [(repr(bound), runs) for bound, runs in late.at_or_below]
                 lateness.add_metric(name, [*buckets, ("+Inf", late.runs)], sum_value=late.seconds)
         yield from families.values()
         yield lateness

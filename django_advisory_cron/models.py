@@ -156,6 +156,14 @@ class JobRun(models.Model):
         return (self.finished - self.started).total_seconds()
 
     @property
+    def lateness(self) -> float | None:
+        """Seconds from its tick to its start (negative: before its tick, a clock ahead), for a
+        run that has a tick."""
+        if self.tick is None:
+            return None
+        return (self.started - self.tick).total_seconds()
+
+    @property
     def earlier_attempts(self) -> list[str]:
         """The errors of the attempts that failed and were retried, a line each: the first
         lines of ``error`` (at most one per attempt)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -15,6 +16,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.jobs.job import Job
@@ -516,6 +518,30 @@ def test_a_run_page_shows_its_times_to_the_second(viewer: Client, fresh_registry
         assert value is not None
         shown = text.split(f"{label}:</label>")[1].split("</div>")[0]
         assert f"{value:%H:%M:%S}" in shown, (label, shown)
+
+
+def test_a_run_with_a_tick_says_how_late_it_started(viewer: Client, fresh_registry: None) -> None:
+    """In the list under its start, and on its page (a manual run, with no tick, says "-")."""
+    tick = timezone.now().replace(microsecond=0) - timedelta(minutes=5)
+    late = JobRun.objects.create(
+        job="admin.late",
+        host="h",
+        pid=1,
+        status="succeeded",
+        tick=tick,
+        started=tick + timedelta(milliseconds=40),
+        finished=tick + timedelta(seconds=1),
+    )
+    manual = JobRun.objects.create(
+        job="admin.late", host="h", pid=1, status="succeeded", started=tick, manual=True
+    )
+    listed = " ".join(viewer.get(RUNS_URL).content.decode().split())
+    local = tick.astimezone(timezone.get_current_timezone())
+    assert f"{local:%H:%M:%S}</span></time>, 40 ms late" in listed, listed
+    for run, said in ((late, "40 ms"), (manual, "-")):
+        page = viewer.get(reverse("admin:django_advisory_cron_jobrun_change", args=[run.pk]))
+        text = " ".join(page.content.decode().split())
+        assert text.split("Late:</label>")[1].split("</div>")[0].strip().endswith(said), text
 
 
 def test_hashtext_keys_are_named_too(

@@ -23,7 +23,7 @@ from ..delivery import targets
 from ..jobs import catalog
 from ..models import JobRun, RunStatus
 from ..ops import charts
-from ..ops.charts import GREY, STATUS_COLOURS, human_duration
+from ..ops.charts import GREY, STATUS_COLOURS, human_duration, human_lateness
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ReadOnlyAdmin, badge
 
@@ -174,6 +174,7 @@ class JobRunAdmin(ReadOnlyAdmin):
         "attempts",
         "tick_time",
         "started_time",
+        "lateness_display",
         "finished_time",
         "duration_display",
         "host",
@@ -183,6 +184,7 @@ class JobRunAdmin(ReadOnlyAdmin):
     readonly_fields = (
         "tick_time",
         "started_time",
+        "lateness_display",
         "finished_time",
         "duration_display",
         "task",
@@ -222,11 +224,22 @@ class JobRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("started / tick"), ordering="started")
     def started_display(self, obj: JobRun) -> str:
-        if obj.tick is None:
+        """When it started; for a run with a tick, the tick and how late after it."""
+        if obj.lateness is None:
             return when(obj.started)
         return format_html(
-            '{}<div class="help">{} {}</div>', when(obj.started), _("tick"), when(obj.tick)
+            '{}<div class="help">{} {}, {} {}</div>',
+            when(obj.started),
+            _("tick"),
+            when(obj.tick),
+            human_lateness(obj.lateness),
+            _("late"),
         )
+
+    @admin.display(description=_("late"))
+    def lateness_display(self, obj: JobRun) -> str:
+        """How long after its tick it started; "-" without a tick."""
+        return "-" if obj.lateness is None else human_lateness(obj.lateness)
 
     # The run's page shows its times to the second, as the list does: the admin's own date
     # format stops at the minute, where a 10-second job's runs would read alike.

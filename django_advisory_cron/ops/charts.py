@@ -82,6 +82,16 @@ def _tick(value: datetime | None, zone: tzinfo) -> str:
     return f"tick {value.astimezone(zone).strftime('%Y-%m-%d %H:%M:%S %Z')}"
 
 
+def human_lateness(seconds: float) -> str:
+    """How long after its tick a run started: ``40 ms``, ``2.5 s``, ``3 min 10 s``; ``-12 ms``
+    before it (a clock ahead of the database's)."""
+    if abs(seconds) < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 0:
+        return f"-{human_duration(-seconds)}"
+    return human_duration(seconds)
+
+
 def human_duration(value: timedelta | float | None) -> str:
     """``3 h 02 min``, ``4 min 05 s``, ``12.3 s``."""
     if value is None:

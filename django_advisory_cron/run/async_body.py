@@ -16,9 +16,8 @@ import asyncio
 import os
 import selectors
 import signal
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -26,6 +25,8 @@ from typing import Any
 import asgiref
 from asgiref.sync import sync_to_async
 from django.db import connections
+
+from . import handlers
 
 #: The event loop's code: a handler landing there (the loop waits, or steps a task) defers.
 _LOOP = (os.path.dirname(asyncio.__file__) + os.sep, selectors.__file__)
@@ -71,29 +72,15 @@ async def _until_done(
         await sync_to_async(connections.close_all)()
 
 
-@contextmanager
-def _deferring_stops(stops: _Stops) -> Iterator[None]:
+def _deferring_stops(stops: _Stops) -> AbstractContextManager[None]:
     """In the main thread, wrap each Python signal handler so that what it raises in the
-    loop's or asgiref's code cancels the job's task; elsewhere (no handler runs there) a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    installed: dict[int, tuple[Any, Any]] = {}
-    for signum in signal.valid_signals():
-        try:
-            handler = signal.getsignal(signum)
-        except (OSError, ValueError):
-            continue
-        if callable(handler):
-            ours = _deferring(handler, stops)
-            signal.signal(signum, ours)
-            installed[signum] = (handler, ours)
-    try:
-        yield
-    finally:
-        for number, (handler, ours) in installed.items():
-            if signal.getsignal(number) is ours:
-                signal.signal(number, handler)
+    loop's or asgiref's code cancels the job's task (see
+    [handlers][django_advisory_cron.run.handlers])."""
+
+    def wrapped(handler: Any) -> Any | None:
+        return _deferring(handler, stops) if callable(handler) else None
+
+    return handlers.swapped(signal.valid_signals(), wrapped)
 
 
 def _deferring(handler: Callable[[int, FrameType | None], Any], stops: _Stops) -> Any:

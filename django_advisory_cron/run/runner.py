@@ -17,8 +17,8 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
@@ -47,7 +47,7 @@ from ..lock.heartbeat import lost_text
 from ..lock.polling import Backoff, take
 from ..lock.shared import ClaimConnection, SharedLock
 from ..models import RunStatus
-from . import attempts, history, output
+from . import attempts, handlers, history, output
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -179,8 +179,7 @@ def _marking(handler: Callable[[int, FrameType | None], Any]) -> Callable[..., A
     return mark_what_it_raises
 
 
-@contextmanager
-def signals_stop_runs() -> Iterator[None]:
+def signals_stop_runs() -> AbstractContextManager[None]:
     """While a job runs in the main thread: whatever a signal handler raises there is a stop
     from outside (the run is ``interrupted``); what the job's code raises is a failure.
 
@@ -189,26 +188,15 @@ def signals_stop_runs() -> Iterator[None]:
     worker's, a server's) runs as before, and what it raises is marked with the signal's name.
     Handlers the job installs itself are left in place. Elsewhere (another thread, which no
     signal handler interrupts) a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    installed: dict[int, tuple[Any, Any]] = {}
-    for signum in STOP_SIGNALS:
-        handler = signal.getsignal(signum)
+
+    def marked(handler: Any) -> Any | None:
         if handler is signal.default_int_handler:
-            ours: Any = raise_sigint
-        elif callable(handler) and handler is not raise_sigint:
-            ours = _marking(handler)
-        else:
-            continue
-        signal.signal(signum, ours)
-        installed[signum] = (handler, ours)
-    try:
-        yield
-    finally:
-        for signum, (handler, ours) in installed.items():
-            if signal.getsignal(signum) is ours:
-                signal.signal(signum, handler)
+            return raise_sigint
+        if callable(handler) and handler is not raise_sigint:
+            return _marking(handler)
+        return None
+
+    return handlers.swapped(STOP_SIGNALS, marked)
 
 
 @dataclass

@@ -60,6 +60,7 @@ def test_a_sender_killed_while_the_broker_says_nothing_leaves_one_failed_run(
         server.wait_for(
             lambda: any(b"may or may not have been sent" in r.body for r in server.requests)
         )
+        silent.close()  # the survivor's send in flight fails at once: its stop waits for none
         [err] = stop([survivor])
     rows = JobRun.objects.filter(job=NAME, tick=sending.tick)
     assert rows.count() == 1

@@ -88,11 +88,13 @@ def test_processes_race_one_job(manage: Any, tmp_path: Path) -> None:
             racing = [
                 pool.submit(manage, "runlocked", "hold_until", str(release)) for _ in range(RACERS)
             ]
-            deadline = time.monotonic() + 60
-            while sum(future.done() for future in racing) < RACERS - 1:
-                assert time.monotonic() < deadline, "losers did not skip in time"
-                time.sleep(0.02)
-            release.touch()
+            try:
+                deadline = time.monotonic() + 60
+                while sum(future.done() for future in racing) < RACERS - 1:
+                    assert time.monotonic() < deadline, "losers did not skip in time"
+                    time.sleep(0.02)
+            finally:  # the winner waits for it, failure or not
+                release.touch()
             outputs = [(done.returncode, done.stdout, done.stderr) for done in map(result, racing)]
             assert [code for code, _, _ in outputs] == [0] * RACERS, outputs
             ran = [out for _, out, _ in outputs if ": ran" in out]

@@ -17,8 +17,9 @@ from .job_names import LEASE_COMPANIONS
 
 #: Seconds a lease body runs: well inside the lease the tests configure, so that a body
 #: whose lock was lost one second in ends before its lease would, and long enough for the
-#: loss and the other worker's skip of a tick to come while it runs.
-BODY_SECONDS = 3.0
+#: loss and the other worker's skip of the next tick to come while it runs (1.5 s after
+#: that tick, for claims late on a loaded machine).
+BODY_SECONDS = 3.5
 #: Seconds the shell body runs: a second ``runlocked``, started once the first body has
 #: started, must be waiting before it ends (a Python start, several seconds when loaded).
 SHELL_SECONDS = 5.0

@@ -73,8 +73,14 @@ class Recorder(ThreadingHTTPServer):
                     found.append(json.loads(item.payload.get_bytes()))
         return found
 
-    def stop(self) -> None:
+    def hang_no_more(self) -> None:
+        """End the ``/hang/`` and ``/slow/`` requests now and later at once, unanswered (the
+        connection closes): a sender stopped once the test has seen what it waits for need
+        not wait its ``PING_TIMEOUT`` out."""
         self.stopping.set()
+
+    def stop(self) -> None:
+        self.hang_no_more()
         self.shutdown()
         self.server_close()
 

@@ -121,6 +121,7 @@ def test_a_cronworker_reports_its_sends_without_waiting_for_a_hanging_monitor(
     worker = spawn("cronworker", "--grace", "5", "--max-concurrency", "1", env=env)
     server.wait_for(lambda: len(server.paths("/hang/every-second")) >= 1, timeout=30)
     wait_for(lambda: JobRun.objects.filter(job="every-second").count() >= 6, timeout=30)
+    server.hang_no_more()  # the worker's stop waits for its pings (up to 10 s each) otherwise
     worker.terminate()
     worker.communicate(timeout=30)
     runs = list(JobRun.objects.filter(job="every-second").order_by("tick"))

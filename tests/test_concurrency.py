@@ -6,8 +6,10 @@ import json
 import os
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import cast
+from subprocess import CompletedProcess
+from typing import Any, cast
 
 import pytest
 from django.db import connection
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("transactional_db")
 
 RACERS = 5
 ROUNDS = 20
-#: Rounds of real processes: each starts five Django processes, so fewer than the threads'
+#: Rounds of real processes: each runs five Django commands, so fewer than the threads'
 #: (which race the lock itself 20 times per scope). Three show the outcome repeat, each round
 #: on a lock the previous round's winner released.
 PROCESS_ROUNDS = 3
@@ -71,27 +73,33 @@ def test_threads_race_one_job(scope: str) -> None:
     assert list(recorded.values_list("status", flat=True)) == [RunStatus.SUCCEEDED] * ROUNDS
 
 
-def test_processes_race_one_job(spawn, tmp_path: Path) -> None:
+def result(future: Future[CompletedProcess[str]]) -> CompletedProcess[str]:
+    return future.result(timeout=60)
+
+
+def test_processes_race_one_job(manage: Any, tmp_path: Path) -> None:
     """5 real ``manage.py runlocked`` processes per round, 3 rounds: one runs, four skip
-    with exit 0 while the winner still holds the lock."""
+    with exit 0 while the winner still holds the lock. The processes are forked from a warm
+    starter (tests/warm_start.py), so they start within milliseconds of each other."""
     started = time.monotonic()
-    for round_number in range(PROCESS_ROUNDS):
-        release = tmp_path / f"release-{round_number}"
-        processes = [spawn("runlocked", "hold_until", str(release)) for _ in range(RACERS)]
-        pending = list(processes)
-        deadline = time.monotonic() + 60
-        while sum(process.poll() is not None for process in processes) < RACERS - 1:
-            assert time.monotonic() < deadline, "losers did not skip in time"
-            time.sleep(0.02)
-        release.touch()
-        outputs = []
-        for process in pending:
-            out, err = process.communicate(timeout=60)
-            outputs.append((process.returncode, out, err))
-        assert [code for code, _, _ in outputs] == [0] * RACERS, outputs
-        ran = [out for _, out, _ in outputs if ": ran" in out]
-        skipped = [out for _, out, _ in outputs if "skipped, locked by another process" in out]
-        assert (len(ran), len(skipped)) == (1, RACERS - 1), outputs
+    with ThreadPoolExecutor(RACERS) as pool:
+        for round_number in range(PROCESS_ROUNDS):
+            release = tmp_path / f"release-{round_number}"
+            racing = [
+                pool.submit(manage, "runlocked", "hold_until", str(release)) for _ in range(RACERS)
+            ]
+            try:
+                deadline = time.monotonic() + 60
+                while sum(future.done() for future in racing) < RACERS - 1:
+                    assert time.monotonic() < deadline, "losers did not skip in time"
+                    time.sleep(0.02)
+            finally:  # the winner waits for it, failure or not
+                release.touch()
+            outputs = [(done.returncode, done.stdout, done.stderr) for done in map(result, racing)]
+            assert [code for code, _, _ in outputs] == [0] * RACERS, outputs
+            ran = [out for _, out, _ in outputs if ": ran" in out]
+            skipped = [out for _, out, _ in outputs if "skipped, locked by another process" in out]
+            assert (len(ran), len(skipped)) == (1, RACERS - 1), outputs
     elapsed = time.monotonic() - started
     assert Marker.objects.filter(job="hold_until").count() == PROCESS_ROUNDS
     runs = JobRun.objects.filter(job="hold_until")

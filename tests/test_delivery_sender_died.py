@@ -30,7 +30,7 @@ __all__ = ["ledger", "server"]  # fixtures
 pytestmark = needs_redis
 
 
-@pytest.mark.slow  # the send's lease (a few seconds) has to run out
+@pytest.mark.slow  # the send's lease (6.5 s) has to run out
 @pytest.mark.usefixtures("transactional_db")
 def test_a_sender_killed_while_the_broker_says_nothing_leaves_one_failed_run(
     ledger: Path, spawn: Any, server: Recorder
@@ -40,7 +40,10 @@ def test_a_sender_killed_while_the_broker_says_nothing_leaves_one_failed_run(
         silent.listen(128)
         broker = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
         every_second()
-        workers = cronworkers(spawn, broker, ledger, 2, PING_URL=f"{server.url}/ok/{{job}}")
+        # Half a second per wait on the silent broker: the sender is killed within its three
+        # attempts (2.5 s), and the survivor waits out the send's lease (6.5 s, not 11 s).
+        ping = f"{server.url}/ok/{{job}}"
+        workers = cronworkers(spawn, broker, ledger, 2, PING_URL=ping, CELERY_SEND_TIMEOUT=0.5)
         sending = wait_for(
             lambda: EnqueuedTick.objects.filter(job=NAME, task_id="").first(), timeout=30
         )
@@ -57,6 +60,7 @@ def test_a_sender_killed_while_the_broker_says_nothing_leaves_one_failed_run(
         server.wait_for(
             lambda: any(b"may or may not have been sent" in r.body for r in server.requests)
         )
+        silent.close()  # the survivor's send in flight fails at once: its stop waits for none
         [err] = stop([survivor])
     rows = JobRun.objects.filter(job=NAME, tick=sending.tick)
     assert rows.count() == 1

@@ -31,6 +31,7 @@ from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing.processes import descendants
 from tests.conftest import MANAGE, ROOT, manage_env
 from tests.jobsapp.models import Marker
+from tests.warm_start import run_manage
 
 Q2 = "tests.settings_q2"
 TICK_JOB = "q2_every_minute"
@@ -48,14 +49,9 @@ _migrated: set[str] = set()
 def _manage(
     url: str, *args: str, timeout: float = 120, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(MANAGE), *args, "--settings", Q2],
-        env=manage_env(url, **env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    """``manage.py ARGS --settings tests.settings_q2`` run to completion, forked from a warm
+    starter for that environment (tests/warm_start.py) where one can serve."""
+    return run_manage(*args, "--settings", Q2, env=manage_env(url, **env), timeout=timeout)
 
 
 @pytest.fixture

@@ -317,6 +317,7 @@ def test_three_workers_send_one_notice_and_one_recovery(
         )
         server.wait_for(lambda: len(posted(server, path)) >= 2, timeout=15)
     finally:
+        server.hang_no_more()  # a stopping worker waits for a notice the receiver holds
         for worker in workers:
             worker.terminate()
         errors = [worker.communicate(timeout=30)[1] for worker in workers]

@@ -28,7 +28,7 @@ from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
-#: Long enough for a lease body (5 s) that lost its lock at once to end within it.
+#: Long enough for a lease body (3.5 s) that lost its lock at once to end within it.
 LEASE = 10.0
 SETTINGS = {"JOBS_MODULE": "lease_tasks", "MAX_SKEW": 1, "HEARTBEAT": 1, "LEASE": LEASE}
 COMPANION_NAMES = [f"lease_companion_{number}" for number in range(COMPANIONS)]
@@ -100,7 +100,7 @@ def stop(*processes: subprocess.Popen[str]) -> list[str]:
 def test_cronworker_waits_for_the_lease_of_a_run_whose_lock_was_lost(
     log: Path, spawn: Any, raw_connect: Any, names: list[str]
 ) -> None:
-    """Two workers, a three-second job whose body runs five seconds of pure Python; its lock
+    """Two workers, a two-second job whose body runs 3.5 seconds of pure Python; its lock
     connection is terminated as it starts. The other worker skips the ticks while the lost
     run's lease lasts, and runs the job again only once that body has ended. ``alone``: the
     job is claimed as a batch of one on the worker's connection (terminating it ends the

@@ -25,10 +25,11 @@ TICK = "2026-01-01T00:00:00+00:00"
 
 
 @pytest.fixture(autouse=True)
-def retry_jobs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def retry_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same environment for every test's commands, so that one warm starter serves them
+    all (tests/warm_start.py: one starter per environment)."""
     settings = {"JOBS_MODULE": "retry_tasks", "MAX_SKEW": 0.5}
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
-    monkeypatch.setenv("FLAKY_DIR", str(tmp_path))
 
 
 def gaps(job: str) -> list[float]:
@@ -112,8 +113,9 @@ def test_no_retry_starts_after_the_next_tick(manage: Any) -> None:
 
 @pytest.mark.slow
 def test_three_workers_one_replica_runs_every_attempt_of_a_tick(
-    spawn: Any, raw_connect: Any
+    spawn: Any, raw_connect: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.setenv("FLAKY_DIR", str(tmp_path))  # each worker counts its attempts there
     workers = [spawn("cronworker", "flaky_every", "--grace", "5") for _ in range(3)]
     wait_for_workers(raw_connect(), workers)
     wait_for(

@@ -114,14 +114,16 @@ def test_an_added_schedule_runs_once_per_tick_from_its_next_tick(
 
 
 def test_an_edit_mid_run_runs_no_tick_twice_and_invents_none(fleet: list[Any]) -> None:
-    """From every 10 s to every 2 s while a run is going, with ``catch_up="all"``: the
+    """From every 6 s to every 2 s while a run is going, with ``catch_up="all"``: the
     old schedule's ticks before the edit, then only the new one's ticks after it; none of the
-    new schedule's ticks between the last old tick and the edit is made up as missed."""
+    new schedule's ticks between the last old tick and the edit is made up as missed. (6 s:
+    the edit, early in the first 3-second run, comes well before the old schedule's next
+    tick.)"""
     edited_one = Schedule.objects.create(
         name="edited",
         job="mark",
         kwargs={"label": "edited", "seconds": 3},
-        every=10,
+        every=6,
         catch_up="all",
     )
     first = wait_for(lambda: JobRun.objects.filter(job="edited").first(), timeout=30)

@@ -184,7 +184,7 @@ def test_cronworker_waits_for_the_standby_to_be_promoted() -> None:
             lines = Lines(worker)
             wait_for(lambda: lines.times("scheduled job(s)"))  # scheduling, on the primary
             standby.stop_primary("immediate")
-            said = wait_for(lambda: [line for _, line in lines.seen if "standby" in line][2:])
+            said = wait_for(lambda: [line for _, line in lines.seen if "standby" in line][1:])
             before_promotion = standby.logfile.read_text()
             standby.promote()
             promoted = time.monotonic()

@@ -16,10 +16,16 @@ from django_advisory_cron import locked_task
 from .job_names import LEASE_COMPANIONS
 
 #: Seconds a lease body runs: well inside the lease the tests configure, so that a body
-#: whose lock was lost one second in ends before its lease would.
-BODY_SECONDS = 5.0
-#: The interval of the scheduled lease jobs.
-EVERY = timedelta(seconds=3)
+#: whose lock was lost one second in ends before its lease would, and long enough for the
+#: loss and the other worker's skip of the next tick to come while it runs (1.5 s after
+#: that tick, for claims late on a loaded machine).
+BODY_SECONDS = 3.5
+#: Seconds the shell body runs: a second ``runlocked``, started once the first body has
+#: started, must be waiting before it ends (a Python start, several seconds when loaded).
+SHELL_SECONDS = 5.0
+#: The interval of the scheduled lease jobs: a tick comes while a body runs, and the tick
+#: after a second body's start comes after that body's end (the test stops the workers then).
+EVERY = timedelta(seconds=2)
 #: Jobs due with ``lease_body`` at each of its ticks (claimed together with it).
 COMPANIONS = LEASE_COMPANIONS
 
@@ -60,7 +66,7 @@ def lease_shell() -> None:
     path = os.environ["LEASE_TASKS_LOG"]
     os.system(
         f"echo start lease_shell {os.getpid()} $(date +%s.%N) >> '{path}'; "
-        f"sleep {BODY_SECONDS:g}; echo end lease_shell {os.getpid()} $(date +%s.%N) >> '{path}'"
+        f"sleep {SHELL_SECONDS:g}; echo end lease_shell {os.getpid()} $(date +%s.%N) >> '{path}'"
     )
 
 

@@ -438,7 +438,7 @@ def test_jobs_page(
     assert response.status_code == 200
     page = response.content.decode()
     assert "admin.probe" in page and "admin.slow" in page
-    assert "every 5 minutes" in page
+    assert "Every 5 minutes" in page
     assert str(probe_job.key) in page
     assert f"backend pid {pid}" in page
     assert str(RunStatus.SUCCEEDED.label) in page

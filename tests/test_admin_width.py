@@ -212,7 +212,7 @@ def test_jobs_and_runs_fit_the_window_show_seconds_and_the_first_run(
     expect(ping).to_contain_text("every 10s")
     assert ping.inner_text().count("every 10s") == 1
     every_minute = page.locator("tr.job-row[data-job='sessions.clear_expired_sessions']")
-    expect(every_minute).to_contain_text("every minute (UTC)")
+    expect(every_minute).to_contain_text("Every minute (UTC)")
     nightly = page.locator(
         "tr.job-row[data-job='billing.reconcile_invoices_for_all_regions_nightly']"
     )

@@ -232,7 +232,7 @@ def test_held_lock_stale_terminate_and_runs(
     job_row = page.locator("tr.job-row[data-job='browser.broken']")
     expect(job_row.locator("td.health")).to_contain_text("FAILING")
     report_row = page.locator("tr.job-row[data-job='browser.report']")
-    expect(report_row).to_contain_text("every 10 minutes")
+    expect(report_row).to_contain_text("Every 10 minutes")
     shoot("jobs")
 
     page.goto(f"{base}/admin/django_advisory_cron/")

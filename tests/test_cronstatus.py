@@ -41,7 +41,7 @@ def test_healthy_when_nothing_ran_yet(manage: Manage) -> None:
     assert {"quick_scheduled", "failing", "sleepy"} <= names
     quick = next(job for job in document["jobs"] if job["job"] == "quick_scheduled")
     assert quick["never_ran"] is True and quick["next_tick"] is not None
-    assert quick["schedule_description"].startswith("every 5 minutes")
+    assert quick["schedule_description"].startswith("Every 5 minutes")
 
 
 def test_failing_job_is_unhealthy(manage: Manage) -> None:

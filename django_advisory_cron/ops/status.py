@@ -39,46 +39,10 @@ from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
 from ..run import control
 from ..worker.fleet import LiveWorker, live_workers
+from .describe import describe
 from .heldlocks import held_locks
 
 PROBLEMS = ("overdue", "stuck", "failing")
-
-_WEEKDAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
-_ALIASES = {
-    "@yearly": "every year on 1 January at 00:00",
-    "@annually": "every year on 1 January at 00:00",
-    "@monthly": "on day 1 of every month at 00:00",
-    "@weekly": "every Sunday at 00:00",
-    "@daily": "every day at 00:00",
-    "@midnight": "every day at 00:00",
-    "@hourly": "every hour at minute 0",
-}
-
-
-def describe(expression: str) -> str:
-    """A short English description of the common cron forms; the raw fields otherwise."""
-    if expression in _ALIASES:
-        return _ALIASES[expression]
-    fields = expression.split()
-    if len(fields) != 5:
-        return expression
-    # "*/1" is "*": one step is every value ("every 1 minutes" reads badly).
-    minute, hour, day, month, weekday = ("*" if f == "*/1" else f for f in fields)
-    if (day, month) != ("*", "*") or (weekday != "*" and not weekday.isdigit()):
-        return f"minute {minute}, hour {hour}, day {day}, month {month}, weekday {weekday}"
-    on = f"every {_WEEKDAYS[int(weekday) % 7]}" if weekday.isdigit() else "every day"
-    if hour == "*" and minute == "*":
-        return "every minute" if weekday == "*" else f"{on}, every minute"
-    if hour == "*" and minute.startswith("*/") and weekday == "*":
-        return f"every {minute[2:]} minutes"
-    if hour == "*" and minute.isdigit() and weekday == "*":
-        return f"every hour at minute {int(minute)}"
-    if hour.startswith("*/") and minute.isdigit() and weekday == "*":
-        return f"every {hour[2:]} hours at minute {int(minute)}"
-    if hour.isdigit() and minute.isdigit():
-        return f"{on} at {int(hour):02d}:{int(minute):02d}"
-    return f"minute {minute}, hour {hour}, weekday {weekday}"
-
 
 #: The bounds (seconds) a run's lateness, from its tick to its start, is counted at or below.
 LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)

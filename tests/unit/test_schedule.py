@@ -273,11 +273,11 @@ def test_status_computes_ticks_in_the_jobs_zone_and_names_it() -> None:
     job = new_york(lambda: None)
     status = JobStatus(job, now=utc("11-01", "04:00"))
     assert in_utc(status.next_tick) == utc("11-01", "05:30")
-    assert status.schedule_description == "every day at 01:30 (America/New_York)"
+    assert status.schedule_description == "At 01:30 (America/New_York)"
     assert status.zone == "America/New_York"
     plain = locked_task(name="berlin", schedule="30 1 * * *")(lambda: None)
     berlin = JobStatus(plain, now=utc("11-01", "04:00"))
-    assert berlin.schedule_description == "every day at 01:30 (Europe/Berlin)"
+    assert berlin.schedule_description == "At 01:30 (Europe/Berlin)"
     assert berlin.as_dict()["timezone"] == "Europe/Berlin"
 
 

@@ -346,3 +346,36 @@ def test_a_saved_schedule_lists_its_next_ticks_in_its_zone_with_a_pause_marked(
     assert len(hourly) == 5 and all(":00:00 UTC+00:00" in tick for tick in hourly)
     Schedule.objects.filter(pk=row.pk).update(enabled=False)
     assert "none: it is disabled" in editor.get(change_url(row)).content.decode()
+
+
+PREVIEW_URL = reverse("admin:django_advisory_cron_schedule_preview")
+
+
+def test_the_form_previews_the_next_ticks_of_what_is_typed(
+    editor: Client, django_user_model: Any
+) -> None:
+    """The add form's script asks preview/ as people type: five ticks in the zone typed, or
+    the problems the form would show; only for those who may add or change a schedule."""
+    paris = editor.get(PREVIEW_URL, {"cron": "30 2 * * *", "timezone": "Europe/Paris"}).json()
+    assert paris["zone"] == "Europe/Paris" and paris["problems"] == []
+    assert len(paris["ticks"]) == 5
+    assert all(
+        t["when"].endswith(" 02:30:00") and t["offset"] in ("UTC+01:00", "UTC+02:00")
+        for t in paris["ticks"]
+    )
+    every = editor.get(PREVIEW_URL, {"every": "90"}).json()["ticks"]
+    assert len(every) == 5 and every[0]["offset"] == "UTC+00:00"
+    bad = editor.get(PREVIEW_URL, {"cron": "61 * * * *"}).json()
+    assert bad["ticks"] == [] and bad["problems"][0].startswith("bad cron expression"), bad
+    both = editor.get(PREVIEW_URL, {"cron": "* * * * *", "every": "5"}).json()["problems"]
+    assert "not both" in both[0]
+    zone = editor.get(PREVIEW_URL, {"cron": "* * * * *", "timezone": "Mars/Olympus"}).json()
+    assert zone["ticks"] == [] and "Mars/Olympus" in zone["problems"][0]
+    JobState.objects.create(job="code_yearly", paused=True)
+    paused = editor.get(PREVIEW_URL, {"name": "code_yearly", "cron": "0 3 * * *"}).json()
+    assert {t["note"] for t in paused["ticks"]} == {"skipped: paused"}
+    viewer = logged_in(django_user_model, "viewer", ["view_schedule"])
+    assert viewer.get(PREVIEW_URL, {"cron": "* * * * *"}).status_code == 403
+    add_page = editor.get(ADD_URL).content.decode()
+    assert f'data-preview="{PREVIEW_URL}"' in add_page
+    assert "django_advisory_cron/schedule_preview.js" in add_page

@@ -23,23 +23,23 @@ from django.http import (
     QueryDict,
 )
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..conf import app_settings
 from ..core.moments import EARLIEST, LATEST
-from ..db.execute import database_now
 from ..delivery.targets import by_name
 from ..jobs import catalog
-from ..jobs.definitions import Definition, overridden, to_job
+from ..jobs.definitions import Definition, to_job
 from ..jobs.job import Job, registry
 from ..jobs.options import OPTIONS, Group, Widget
-from ..models import JobState, Schedule
-from ..ops import upcoming
+from ..models import Schedule
 from ..templatetags.advisory_cron_admin import breakable, when
+from . import schedule_preview
 from .common import ChoiceFilter
 from .jobs import jobs_page
+from .schedule_preview import saved_ticks
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -121,10 +121,9 @@ GROUPS = {
 }
 
 
-#: What a saved schedule's page shows after a group's fields, as it was saved.
+#: What a schedule's page shows after a group's fields: its next ticks (on the form too, for
+#: what is typed), and what applies around its body as it was saved.
 SHOWN_AFTER = {"when": ("next_ticks_display",), "around": ("around_display",)}
-#: How many ticks a schedule's page lists (``cronjob next`` lists more).
-NEXT_TICKS = 5
 
 
 def choices(names: Iterable[str], current: str) -> list[tuple[str, str]]:
@@ -239,6 +238,7 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     class Media:
         css = {"all": ["django_advisory_cron/admin.css"]}
+        js = ["django_advisory_cron/schedule_preview.js"]
 
     form = ScheduleForm
     list_display = (
@@ -259,14 +259,13 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     ] + [(_("Changes"), {"fields": ("created", "changed", "changed_by")})]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        """What applies around its body, its next ticks and who changed it when, once it
-        exists."""
+        """What applies around its body and who changed it when, once it exists (its next
+        ticks show on the add form too, for what is typed)."""
         fieldsets = super().get_fieldsets(request, obj)
         if obj is not None:
             return fieldsets
-        shown = {name for names in SHOWN_AFTER.values() for name in names}
         return [
-            (name, {**options, "fields": [f for f in options["fields"] if f not in shown]})
+            (name, {**options, "fields": [f for f in options["fields"] if f != "around_display"]})
             for name, options in fieldsets[:-1]
         ]
 
@@ -313,11 +312,19 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         info = self.opts.app_label, self.opts.model_name
         named = self.admin_site.admin_view(self.named_view)
         reset = self.admin_site.admin_view(self.reset_view)
+        preview = self.admin_site.admin_view(self.preview_view)
         return [
             path("named/<path:name>/", named, name="{}_{}_named".format(*info)),
             path("reset/", reset, name="{}_{}_reset".format(*info)),
+            path("preview/", preview, name="{}_{}_preview".format(*info)),
             *super().get_urls(),
         ]
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The next ticks of what the form holds, for those who may add or change one."""
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        return schedule_preview.preview(request)
 
     def named_view(self, request: HttpRequest, name: str) -> HttpResponse:
         """The page of the schedule named ``name``: the Jobs page links jobs by name."""
@@ -404,28 +411,10 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description=_("next ticks"))
     def next_ticks_display(self, obj: Schedule) -> str:
-        """Its next ticks as saved, in its zone, marked as ``cronjob next`` marks them; or
-        why it has none."""
-        definition = definition_of(obj)
-        if definition.problems():
-            return "-"
-        if not definition.enabled:
-            return str(_("none: it is disabled"))
-        if definition.override:
-            job = overridden(registry.get(obj.name), definition)
-        else:
-            job = to_job(definition)
-        schedule = job.schedule
-        if schedule is None:
-            return str(_("none: it runs when called"))
-        using = app_settings.lock_database
-        state = JobState.objects.using(using).filter(job=obj.name).first()
-        ticks = upcoming.next_ticks(schedule, database_now(using), NEXT_TICKS, state)
-        return format_html_join(
-            "",
-            '<div class="next-tick">{} {} <span class="help">{}</span></div>',
-            ((tick.when, tick.offset, tick.note) for tick in ticks),
-        )
+        """Its next ticks as saved; on the form, those of what is typed (see
+        [schedule_preview][django_advisory_cron.admin.schedule_preview])."""
+        url = reverse("admin:django_advisory_cron_schedule_preview")
+        return schedule_preview.box(url, saved_ticks(obj, definition_of(obj)) if obj.pk else "")
 
     @admin.display(description=_("schedule"), ordering="cron")
     def schedule_display(self, obj: Schedule) -> str:

@@ -119,7 +119,7 @@ def test_dead_running_row_is_marked_interrupted_and_its_tick_rerun() -> None:
     assert result.interrupted_runs == 1
     assert result.status == RunStatus.SUCCEEDED
     dead = JobRun.objects.get(host="gone")
-    assert dead.status == RunStatus.INTERRUPTED and "died" in dead.error
+    assert dead.status == RunStatus.INTERRUPTED and "ended without recording its end" in dead.error
 
 
 @override_settings(ADVISORY_CRON={"RECORD_SKIPS": True})

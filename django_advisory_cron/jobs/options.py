@@ -32,8 +32,9 @@ Group = Literal["", "calls", "when", "options", "around"]
 #: no or empty for "as its job does".
 Widget = Literal["", "area", "inherit"]
 
-#: The longest of a schedule's durations (interval, timeout, max lateness, retry back-off): a
-#: year's, so that every tick, deadline and timer the job computes from it is in range.
+#: The longest of a schedule's durations (interval, timeout, max lateness, lateness target,
+#: retry back-off): a year's, so that every tick, deadline and timer the job computes from it
+#: is in range.
 MAX_DURATION = timedelta(days=366)
 #: The first and last times a schedule may start or end at (its ticks are counted from them,
 #: and a time near the years 1 or 9999 leaves no room to count); every reader holds them: a
@@ -118,6 +119,21 @@ def as_seconds(name: str, value: object) -> float | None:
     """``duration``, as the float seconds a job holds (``None``: not set)."""
     made = optional_duration(name, value)
     return None if made is None else made.total_seconds()
+
+
+def code_seconds(name: str, value: object) -> float | None:
+    """``as_seconds``, for a value code gives: a number of seconds or a ``timedelta``."""
+    return as_seconds(name, value.total_seconds() if isinstance(value, timedelta) else value)
+
+
+def code_seconds_problem(name: str, value: object) -> str | None:
+    """Why ``code_seconds`` refuses ``value``, or ``None``: what the system checks say of a
+    job registered without ``@locked_task``."""
+    try:
+        code_seconds(name, value)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def catch_up_policy(value: str) -> CatchUp | None:
@@ -265,6 +281,19 @@ OPTIONS = (
         "max_lateness", "max lateness", "max_lateness", "--max-lateness", "SECONDS",
         "a tick later than this is skipped", "options", least=timedelta(microseconds=1),
         build=lambda value: as_seconds("max_lateness", value), problems="the max lateness ",
+    ),
+    Option(
+        "late_after", "lateness target", "late_after", "--late-after", "SECONDS",
+        "the job is late (cronstatus, health/) once a run starts more than this after its tick; "
+        "nothing is skipped (unlike --max-lateness)",
+        "options",
+        _(
+            "Seconds: a run that starts more than this after its tick makes the job late in "
+            "cronstatus, health/ and the Jobs page, before it is overdue. Nothing is skipped "
+            "(max lateness skips a tick instead)."
+        ),
+        least=timedelta(microseconds=1),
+        build=lambda value: as_seconds("late_after", value), problems="the lateness target ",
     ),
     Option(
         "timeout", "timeout", "timeout", "--timeout", "SECONDS", "stop a run that takes longer",

@@ -12,6 +12,11 @@ job that has never run is reported as such but not as overdue: a fresh deploymen
 *Failing*: its last run failed or lost its lock. *Stuck*: its lock is held longer than its
 ``max_runtime`` (or ``STALE_AFTER``). A paused job is never overdue.
 
+A job with a lateness target (``late_after``) is *late*, before it is overdue, when its last
+run that had a tick started more than the target after it, or when a tick more than the
+target ago has no run yet. A job that never ran on a tick, a paused or disabled job and an
+overdue one are not late: the first is a fresh deployment, the others say more.
+
 A project that runs its schedules with ``cronworker`` says how many workers it expects
 (``EXPECT_WORKERS``): with scheduled jobs and fewer live workers than that, nothing would run
 them, and the project is unhealthy whatever each job's own history says.
@@ -41,7 +46,7 @@ from ..run import control
 from ..worker.fleet import LiveWorker, live_workers
 from .heldlocks import held_locks
 
-PROBLEMS = ("overdue", "stuck", "failing")
+PROBLEMS = ("overdue", "late", "stuck", "failing")
 
 _WEEKDAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 _ALIASES = {
@@ -122,6 +127,9 @@ class JobStatus:
     state: JobState | None = None
     #: How late its runs started within the window ``job_statuses`` was asked for.
     lateness: Lateness | None = None
+    #: The tick and the start of its last run that had a tick (read for a job with a
+    #: lateness target only).
+    last_ticked: tuple[datetime, datetime] | None = None
 
     @property
     def name(self) -> str:
@@ -209,6 +217,51 @@ class JobStatus:
         return self.last_success < expected - timedelta(seconds=app_settings.MAX_SKEW)
 
     @property
+    def started_after_tick(self) -> float | None:
+        """Seconds its last run that had a tick started after it (``None``: not read)."""
+        if self.last_ticked is None:
+            return None
+        tick, started = self.last_ticked
+        return (started - tick).total_seconds()
+
+    @cached_property
+    def waiting_tick(self) -> datetime | None:
+        """Its first tick after its last run that had one, when that tick is more than its
+        lateness target ago; else ``None``. Ticks up to its schedule's last change, the end of
+        its last pause or its last reset were decided, not missed (as the catch-up counts
+        them), and there is none before its start or after its end."""
+        job, schedule, state = self.job, self.schedule, self.state
+        if job.late_after is None or schedule is None or self.last_ticked is None:
+            return None
+        since = [self.last_ticked[0], job.edited]
+        if state is not None:
+            since += [state.paused_until if state.paused_at else None, state.schedule_reset]
+        if job.starts is not None:
+            since.append(job.starts - timedelta(microseconds=1))
+        tick = schedule.next_tick(max(moment for moment in since if moment is not None))
+        if job.ends is not None and tick > job.ends:
+            return None
+        return tick if tick < self.now - timedelta(seconds=job.late_after) else None
+
+    @property
+    def late(self) -> bool:
+        target = self.job.late_after
+        lateness = self.started_after_tick
+        if target is None or lateness is None or not self.job.enabled or self.paused:
+            return False
+        return (lateness > target or self.waiting_tick is not None) and not self.overdue
+
+    @property
+    def lateness_note(self) -> str:
+        """Why the job is late, in words, else ``""``."""
+        if not self.late:
+            return ""
+        waiting = self.waiting_tick
+        if waiting is not None:
+            return f"tick {waiting.isoformat(timespec='seconds')} has no run yet"
+        return f"its last run started {self.started_after_tick:.3g}s after its tick"
+
+    @property
     def failing(self) -> bool:
         return self.last_run is not None and self.last_run.status in FAILING
 
@@ -236,6 +289,8 @@ class JobStatus:
             details.append(f"held by {self.held_by}")
         if self.paused:
             details.append(self.paused)
+        if self.late:
+            details.append(f"{self.lateness_note}; late_after={self.job.late_after:g}s")
         problems = ", ".join(self.problems).upper() or ("never ran" if self.never_ran else "ok")
         return f"{self.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
 
@@ -278,7 +333,10 @@ class JobStatus:
             "paused": self.paused or None,
             "run_requested": iso(self.run_requested),
             "never_ran": self.never_ran,
+            "late_after": self.job.late_after,
+            "started_after_tick": self.started_after_tick,
             "overdue": self.overdue,
+            "late": self.late,
             "stuck": self.stuck,
             "failing": self.failing,
             "problems": self.problems,
@@ -307,10 +365,15 @@ def job_statuses(
         return []
     since = None if window is None else now - timedelta(seconds=window)
     statement = sql.job_summaries(
-        list(statuses), skips=list(SKIPS), since=since, late_bounds=list(LATENESS_BUCKETS)
+        list(statuses),
+        skips=list(SKIPS),
+        since=since,
+        late_bounds=list(LATENESS_BUCKETS),
+        targets=[job.name for job in jobs if job.late_after is not None],
     )
     width = len(sql.RUN_COLUMNS)
-    for name, *run, last_success, counts, buckets, seconds in fetch_all(alias, statement):
+    rows = fetch_all(alias, statement)
+    for name, *run, last_success, counts, buckets, seconds, tick, started in rows:
         item = statuses[name]
         if run[0] is not None:
             item.last_run = JobRun.from_db(alias, list(sql.RUN_COLUMNS), run[:width])
@@ -318,6 +381,8 @@ def job_statuses(
         if window is not None:
             item.run_counts = json.loads(counts) if counts else {}
             item.lateness = Lateness.read(json.loads(buckets) if buckets else {}, seconds)
+        if tick is not None:
+            item.last_ticked = (tick, started)
     for lock in held_locks(alias).filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     for state in JobState.objects.using(alias).filter(job__in=list(statuses)):

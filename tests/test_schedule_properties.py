@@ -1,8 +1,9 @@
 """What the definition rules accept is a job (issue 33): for generated definitions (names,
 what they call and with which arguments, crons, intervals, time zones, timeouts, lateness,
-lateness targets, retries, times), every one without problems makes a job whose schedule ticks, is stored as a
-row of the real PostgreSQL, and is read back through the catalog as the same schedule, a job
-and not a schedule that cannot run."""
+lateness targets, retries, times), every one without problems makes a job whose schedule
+ticks and whose lateness target is judged, is stored as a row of the real PostgreSQL, and is
+read back through the catalog as the same schedule, a job and not a schedule that cannot
+run."""
 
 from __future__ import annotations
 

@@ -226,7 +226,6 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 if item.job.max_runtime
                 else "—",
                 "last_duration": human_duration(item.last_run.duration) if item.last_run else "—",
-                "late_after": human_duration(item.job.late_after) if item.job.late_after else "",
                 # Plain values only: a Job is callable, and templates call callables.
                 "key": str(item.job.key),
                 "cron": item.job.schedule_text or "",

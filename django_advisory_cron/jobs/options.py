@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from django.utils.translation import gettext_lazy as _
 
@@ -24,7 +24,7 @@ from ..delivery import targets
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-    from .job import Job
+    from ..core.retries import RetryPolicy
 
 #: Where an option shows on the admin's form: the heading it is under (the admin names them).
 Group = Literal["", "calls", "when", "options", "around"]
@@ -41,6 +41,20 @@ MAX_DURATION = timedelta(days=366)
 #: date-time in any zone, ``timestamptz``, ISO 8601 text.
 EARLIEST = EPOCH
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+class Shown(Protocol):
+    """What ``cronjob list --json`` shows of a job, read by the options' ``shown`` (a job has
+    it: this module is imported by the job's, not the other way round)."""
+
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def deliver(self) -> str | None: ...
+    @property
+    def capture(self) -> tuple[str, ...] | None: ...
+    @property
+    def retry(self) -> RetryPolicy | None: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ class Option:
     text: bool = False
     #: How ``cronjob list --json`` shows it, of the job as it runs (``None``: not there, or
     #: among the status's facts).
-    shown: Callable[[Job[..., Any]], Any] | None = None
+    shown: Callable[[Shown], Any] | None = None
     #: What the job's field of its name holds for the definition's value, the one conversion
     #: that checks it too: it raises ``ValueError``, in one line, for what the rules refuse
     #: (``None``: the job is built from it otherwise).
@@ -183,11 +197,11 @@ def _deliver_help() -> str:
     return f"hand its ticks to a queue (deliver=): {schemes}{named}"
 
 
-def _retries(job: Job[..., Any]) -> int:
+def _retries(job: Shown) -> int:
     return 0 if job.retry is None else job.retry.retries
 
 
-def _backoff(job: Job[..., Any]) -> float | None:
+def _backoff(job: Shown) -> float | None:
     return None if job.retry is None else job.retry.backoff
 
 
@@ -283,7 +297,7 @@ OPTIONS = (
         build=lambda value: as_seconds("max_lateness", value), problems="the max lateness ",
     ),
     Option(
-        "late_after", "lateness target", "late_after", "--late-after", "SECONDS",
+        "late_after", "lateness target (late_after)", "late_after", "--late-after", "SECONDS",
         "the job is late (cronstatus, health/) once a run starts more than this after its tick; "
         "nothing is skipped (unlike --max-lateness)",
         "options",

@@ -44,6 +44,7 @@ from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
 from ..run import control
 from ..worker.fleet import LiveWorker, live_workers
+from .charts import human_duration
 from .heldlocks import held_locks
 
 PROBLEMS = ("overdue", "late", "stuck", "failing")
@@ -253,13 +254,15 @@ class JobStatus:
 
     @property
     def lateness_note(self) -> str:
-        """Why the job is late, in words, else ``""``."""
+        """Why the job is late, and its target, in words; else ``""``."""
         if not self.late:
             return ""
-        waiting = self.waiting_tick
+        waiting, target = self.waiting_tick, human_duration(self.job.late_after)
         if waiting is not None:
-            return f"tick {waiting.isoformat(timespec='seconds')} has no run yet"
-        return f"its last run started {self.started_after_tick:.3g}s after its tick"
+            when = waiting.isoformat(timespec="seconds")
+            return f"tick {when} has no run yet (late after {target})"
+        started = human_duration(self.started_after_tick)
+        return f"its last run started {started} after its tick (late after {target})"
 
     @property
     def failing(self) -> bool:
@@ -290,7 +293,7 @@ class JobStatus:
         if self.paused:
             details.append(self.paused)
         if self.late:
-            details.append(f"{self.lateness_note}; late_after={self.job.late_after:g}s")
+            details.append(self.lateness_note)
         problems = ", ".join(self.problems).upper() or ("never ran" if self.never_ran else "ok")
         return f"{self.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
 

@@ -816,8 +816,9 @@ SELECT holder.pid, pg_terminate_backend(holder.pid)
 -- the lateness of its runs that had a tick (start - tick): per bucket, the number of the
 -- %(late_bounds)s (descending, negated: -x <= -b is x <= b) that each is at or below, and
 -- their sum in seconds. For the jobs in %(targets)s (those with a lateness target) only, the
--- tick and start of the last run that had a tick: on the (job, started) index too, the last
--- run's row when it had one, else past the manual runs after it.
+-- tick and start of the last run that had a tick: the last run's when it had one (no second
+-- walk: the other branch's filter is false once per row), else the walk of the (job, started)
+-- index goes on past the manual runs after it.
 SELECT j.job, r.id, r.job, r.tick, r.host, r.pid, r.started, r.finished, r.status, r.error,
        r.manual, s.started, c.counts, l.buckets, l.seconds, k.tick, k.started
 FROM unnest(%(jobs)s::text[]) AS j(job)
@@ -827,10 +828,13 @@ LEFT JOIN LATERAL (
      ORDER BY t.started DESC LIMIT 1
 ) AS r ON true
 LEFT JOIN LATERAL (
-    SELECT t.tick, t.started FROM "django_advisory_cron_jobrun" AS t
-     WHERE j.job = ANY(%(targets)s::text[])
-       AND t.job = j.job AND t.tick IS NOT NULL AND t.status <> ALL(%(skips)s::text[])
-     ORDER BY t.started DESC LIMIT 1
+    SELECT r.tick, r.started WHERE r.tick IS NOT NULL AND j.job = ANY(%(targets)s::text[])
+    UNION ALL
+    (SELECT t.tick, t.started FROM "django_advisory_cron_jobrun" AS t
+      WHERE r.id IS NOT NULL AND r.tick IS NULL AND j.job = ANY(%(targets)s::text[])
+        AND t.job = j.job AND t.tick IS NOT NULL AND t.status <> ALL(%(skips)s::text[])
+      ORDER BY t.started DESC LIMIT 1)
+    LIMIT 1
 ) AS k ON true
 LEFT JOIN LATERAL (
     SELECT t.started FROM "django_advisory_cron_jobrun" AS t

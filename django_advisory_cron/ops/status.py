@@ -246,6 +246,7 @@ class JobStatus:
 
     @property
     def late(self) -> bool:
+        """Past its lateness target and not yet overdue (the module's docstring says when)."""
         target = self.job.late_after
         lateness = self.started_after_tick
         if target is None or lateness is None or not self.job.enabled or self.paused:

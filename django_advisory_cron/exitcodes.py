@@ -11,7 +11,7 @@ SIGINT = 130  # interrupted by SIGINT (run recorded as interrupted, lock release
 SIGTERM = 143  # interrupted by SIGTERM (run recorded as interrupted, lock released)
 
 # ``manage.py cronstatus`` (also 0 = healthy, 2 = usage, 69 = database unavailable):
-UNHEALTHY = 3  # at least one job is overdue, stuck (stale lock) or failing
+UNHEALTHY = 3  # at least one job is overdue, late, stuck (stale lock) or failing
 
 # ``manage.py cronjob trigger`` (also 0, 2, 69, 78; with --here, the codes of runlocked):
 NO_WORKER = 4  # no cronworker is connected to pick the request up; nothing was recorded

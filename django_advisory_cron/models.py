@@ -396,6 +396,8 @@ class Schedule(models.Model):
         choices=[("latest", "latest"), ("all", "all"), ("none", "none")],
     )
     max_lateness = models.FloatField(_("max lateness (seconds)"), null=True, blank=True)
+    #: A run starting more than this after its tick makes the job late (not skipped).
+    late_after = models.FloatField(_("late after (seconds)"), null=True, blank=True)
     timeout = models.FloatField(_("timeout (seconds)"), null=True, blank=True)
     deliver = models.CharField(_("deliver to"), max_length=200, blank=True, default="")
     description = models.CharField(_("description"), max_length=500, blank=True, default="")

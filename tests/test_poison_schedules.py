@@ -97,6 +97,7 @@ POISON: dict[str, dict[str, Any]] = {
     "infinite": {"every": float("inf")},
     "timeout": {"timeout": 1e300},
     "lateness": {"max_lateness": float("inf")},
+    "target": {"late_after": -1.0},
     "backoff": {"retries": 2147483647, "retry_backoff": 1e300},
     "forever": {"starts": "-infinity", "ends": "infinity"},
     "far": {"starts": "294276-01-01 00:00:00+00"},

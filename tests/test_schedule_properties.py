@@ -1,8 +1,9 @@
 """What the definition rules accept is a job (issue 33): for generated definitions (names,
 what they call and with which arguments, crons, intervals, time zones, timeouts, lateness,
-retries, times), every one without problems makes a job whose schedule ticks, is stored as a
-row of the real PostgreSQL, and is read back through the catalog as the same schedule, a job
-and not a schedule that cannot run."""
+lateness targets, retries, times), every one without problems makes a job whose schedule
+ticks and whose lateness target is judged, is stored as a row of the real PostgreSQL, and is
+read back through the catalog as the same schedule, a job and not a schedule that cannot
+run."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from django_advisory_cron.jobs import catalog
 from django_advisory_cron.jobs.definitions import Definition, to_job
 from django_advisory_cron.management.schedule_options import row
 from django_advisory_cron.models import Schedule
+from django_advisory_cron.ops.status import JobStatus
 
 NOW = datetime(2026, 12, 5, 8, 0, tzinfo=timezone.utc)
 
@@ -68,6 +70,7 @@ usual = st.builds(
     ),
     timeout=usual_seconds,
     max_lateness=usual_seconds,
+    late_after=usual_seconds,
     retries=st.one_of(st.none(), st.integers(0, 100)),
     catch_up=st.sampled_from(["", "all", "latest", "none"]),
     description=st.text(max_size=500),
@@ -88,6 +91,7 @@ EXTREMES: dict[str, st.SearchStrategy[Any]] = {
     "timezone": st.one_of(texts, st.sampled_from(["Mars/Olympus", "../../etc/passwd"])),
     "timeout": any_seconds,
     "max_lateness": any_seconds,
+    "late_after": any_seconds,
     "retries": st.integers(-1, 10**10),
     "retry_backoff": any_seconds,
     "catch_up": texts,
@@ -129,8 +133,11 @@ def test_accepted_by_the_rules_builds_a_job_and_stores(definition: Definition) -
     job = to_job(definition)
     assert job.schedule is not None
     assert job.schedule.next_tick(NOW) > NOW
-    for limit in (job.timeout, job.max_lateness, job.retry and job.retry.backoff):
+    for limit in (job.timeout, job.max_lateness, job.late_after, job.retry and job.retry.backoff):
         assert not limit or NOW + timedelta(seconds=limit) > NOW  # deadlines are times
+    # Its lateness target is judged against its ticks, a year back (a run 400 days late).
+    judged = JobStatus(job, NOW, last_ticked=(NOW - timedelta(days=400), NOW))
+    assert judged.late == (job.late_after is not None and job.enabled)
     assert definition.schedule_text()
     with transaction.atomic():
         Schedule.objects.create(**row(definition), changed_by="hypothesis")

@@ -27,6 +27,7 @@ from ..jobs.job import (
     registry,
     timezone_problem,
 )
+from ..jobs.options import code_seconds_problem
 from ..ops import monitoring
 from . import pooling as pooler_checks
 from .capture import check_captured_loggers
@@ -202,7 +203,7 @@ def check_schedules(
 
 
 def _option_errors() -> list[checks.CheckMessage]:
-    """E020-E023: job options that ``@locked_task`` refuses, on jobs registered without it
+    """E020-E024: job options that ``@locked_task`` refuses, on jobs registered without it
     (or changed since)."""
     errors: list[checks.CheckMessage] = []
     for job in registry.all():
@@ -217,6 +218,11 @@ def _option_errors() -> list[checks.CheckMessage]:
                 "E022",
                 max_lateness_problem(job.max_lateness),
                 "Give a positive number of seconds, or remove max_lateness=.",
+            ),
+            (
+                "E024",
+                code_seconds_problem("late_after", job.late_after),
+                "Give a number of seconds or a timedelta, or remove late_after=.",
             ),
             (
                 "E023",

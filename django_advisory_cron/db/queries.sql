@@ -760,7 +760,7 @@ LISTEN django_advisory_cron_schedules
 -- delete changes it). Python holds a day inside its years 1 to 9999, for any zone: the
 -- database takes more ('infinity', the year 200000), which the driver cannot read.
 SELECT s.name, s.override, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone,
-       s.enabled, s.catch_up, s.max_lateness, s.timeout, s.deliver, s.description,
+       s.enabled, s.catch_up, s.max_lateness, s.late_after, s.timeout, s.deliver, s.description,
        CASE WHEN s.starts BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.starts END,
        CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
@@ -815,15 +815,27 @@ SELECT holder.pid, pg_terminate_backend(holder.pid)
 -- has failed for weeks included); the counts walk (job, started) over the window, and so does
 -- the lateness of its runs that had a tick (start - tick): per bucket, the number of the
 -- %(late_bounds)s (descending, negated: -x <= -b is x <= b) that each is at or below, and
--- their sum in seconds.
+-- their sum in seconds. For the jobs in %(targets)s (those with a lateness target) only, the
+-- tick and start of the last run that had a tick: the last run's when it had one (no second
+-- walk: the other branch's filter is false once per row), else the walk of the (job, started)
+-- index goes on past the manual runs after it.
 SELECT j.job, r.id, r.job, r.tick, r.host, r.pid, r.started, r.finished, r.status, r.error,
-       r.manual, s.started, c.counts, l.buckets, l.seconds
+       r.manual, s.started, c.counts, l.buckets, l.seconds, k.tick, k.started
 FROM unnest(%(jobs)s::text[]) AS j(job)
 LEFT JOIN LATERAL (
     SELECT * FROM "django_advisory_cron_jobrun" AS t
      WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
      ORDER BY t.started DESC LIMIT 1
 ) AS r ON true
+LEFT JOIN LATERAL (
+    SELECT r.tick, r.started WHERE r.tick IS NOT NULL AND j.job = ANY(%(targets)s::text[])
+    UNION ALL
+    (SELECT t.tick, t.started FROM "django_advisory_cron_jobrun" AS t
+      WHERE r.id IS NOT NULL AND r.tick IS NULL AND j.job = ANY(%(targets)s::text[])
+        AND t.job = j.job AND t.tick IS NOT NULL AND t.status <> ALL(%(skips)s::text[])
+      ORDER BY t.started DESC LIMIT 1)
+    LIMIT 1
+) AS k ON true
 LEFT JOIN LATERAL (
     SELECT t.started FROM "django_advisory_cron_jobrun" AS t
      WHERE t.job = j.job AND t.status = 'succeeded'

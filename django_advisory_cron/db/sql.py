@@ -509,8 +509,8 @@ def listen() -> list[Statement]:
 # fmt: off
 SCHEDULE_COLUMNS = (
     "name", "override", "job", "command", "args", "kwargs", "cron", "every", "timezone",
-    "enabled", "catch_up", "max_lateness", "timeout", "deliver", "description", "starts", "ends",
-    "retries", "retry_backoff", "at_most_once", "capture", "changed",
+    "enabled", "catch_up", "max_lateness", "late_after", "timeout", "deliver", "description",
+    "starts", "ends", "retries", "retry_backoff", "at_most_once", "capture", "changed",
 )
 # fmt: on
 
@@ -577,21 +577,28 @@ RUN_COLUMNS = (
 
 
 def job_summaries(
-    jobs: list[str], *, skips: list[str], since: datetime | None, late_bounds: list[float]
+    jobs: list[str],
+    *,
+    skips: list[str],
+    since: datetime | None,
+    late_bounds: list[float],
+    targets: Sequence[str],
 ) -> Statement:
     """For each job in ``jobs``, in one statement: its last run that was not a skip, the
     start of its last success, and (with ``since``) its runs per status started since then
     and how late they started. Each row is the job name, the last run's ``RUN_COLUMNS``
-    (NULLs when it never ran), the last success, a JSON object of counts as text, and the
+    (NULLs when it never ran), the last success, a JSON object of counts as text, the
     lateness: a JSON object giving, per number of ``late_bounds`` (ascending) a run's
     lateness is at or below, how many runs, and their lateness in seconds summed (NULLs
-    without ``since``). The cost follows the number of jobs and the runs inside the window,
-    not the history's size (the indexes it walks: ``queries.sql``)."""
+    without ``since``), and, for the jobs among ``targets`` (the others' are NULLs), the tick
+    and start of the last run that had a tick. The cost follows the number of jobs and the
+    runs inside the window, not the history's size (the indexes it walks: ``queries.sql``)."""
     params = {
         "jobs": list(jobs),
         "skips": list(skips),
         "since": since,
         "late_bounds": [-bound for bound in reversed(late_bounds)],
+        "targets": list(targets),
     }
     return QUERIES["job_summaries"], params
 

@@ -83,6 +83,8 @@ class Definition:
     override: bool = False
     catch_up: str = ""
     max_lateness: float | None = None
+    #: Seconds after its tick a run may start before the job is late (``None``: never late).
+    late_after: float | None = None
     timeout: float | None = None
     deliver: str = ""
     description: str = ""

@@ -23,6 +23,7 @@ from ..core.schedule import (
 from ..core.scopes import Scope, check_scope
 from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
+from .options import code_seconds, code_seconds_problem
 
 if TYPE_CHECKING:
     from ..run.runner import RunResult
@@ -78,6 +79,9 @@ class Job(Generic[P, R]):
     catch_up: CatchUp | None = None
     #: Seconds: a tick more than this late is passed over instead of run (``None``: no limit).
     max_lateness: float | None = None
+    #: Seconds after its tick a run may start before the job is *late* in ``cronstatus``,
+    #: ``health/`` and the Jobs page (``None``: no target); nothing is skipped for it.
+    late_after: float | None = None
     #: The IANA time zone the cron expression is evaluated in (``None``: ``TIME_ZONE``).
     timezone: str | None = None
     #: Hard limit in seconds: a run still going after it is stopped, recorded ``timed_out``
@@ -314,6 +318,7 @@ def locked_task(
     using: str | None = None,
     catch_up: CatchUp | None = None,
     max_lateness: float | timedelta | None = None,
+    late_after: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -341,6 +346,7 @@ def locked_task(
     using: str | None = None,
     catch_up: CatchUp | None = None,
     max_lateness: float | timedelta | None = None,
+    late_after: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -378,7 +384,10 @@ def locked_task(
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
     are run, and ``max_lateness`` (seconds or a ``timedelta``) passes over any tick more than
-    that late. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
+    that late. ``late_after`` (seconds or a ``timedelta``) is a target, not a limit: a job whose
+    last run started more than that after its tick (or whose due tick has waited longer) is
+    *late* in ``cronstatus``, ``health/`` and the Jobs page, before it is overdue; nothing is
+    skipped for it. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
     ``schedule`` is evaluated in. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
@@ -431,6 +440,7 @@ def locked_task(
         for problem in (
             catch_up_problem(catch_up),
             max_lateness_problem(max_lateness),
+            code_seconds_problem("late_after", late_after),
             timezone_problem(timezone, cron=schedule, every=every),
             None if timezone is None else zone_problem(timezone),
         ):
@@ -453,6 +463,7 @@ def locked_task(
                 if isinstance(max_lateness, timedelta)
                 else max_lateness
             ),
+            late_after=code_seconds("late_after", late_after),
             timezone=timezone,
             timeout=timeout,
             deliver=deliver,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from django.utils.translation import gettext_lazy as _
 
@@ -24,7 +24,7 @@ from ..delivery import targets
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-    from .job import Job
+    from ..core.retries import RetryPolicy
 
 #: Where an option shows on the admin's form: the heading it is under (the admin names them).
 Group = Literal["", "calls", "when", "options", "around"]
@@ -32,14 +32,29 @@ Group = Literal["", "calls", "when", "options", "around"]
 #: no or empty for "as its job does".
 Widget = Literal["", "area", "inherit"]
 
-#: The longest of a schedule's durations (interval, timeout, max lateness, retry back-off): a
-#: year's, so that every tick, deadline and timer the job computes from it is in range.
+#: The longest of a schedule's durations (interval, timeout, max lateness, lateness target,
+#: retry back-off): a year's, so that every tick, deadline and timer the job computes from it
+#: is in range.
 MAX_DURATION = timedelta(days=366)
 #: The first and last times a schedule may start or end at (its ticks are counted from them,
 #: and a time near the years 1 or 9999 leaves no room to count); every reader holds them: a
 #: date-time in any zone, ``timestamptz``, ISO 8601 text.
 EARLIEST = EPOCH
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+class Shown(Protocol):
+    """What ``cronjob list --json`` shows of a job, read by the options' ``shown`` (a job has
+    it: this module is imported by the job's, not the other way round)."""
+
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def deliver(self) -> str | None: ...
+    @property
+    def capture(self) -> tuple[str, ...] | None: ...
+    @property
+    def retry(self) -> RetryPolicy | None: ...
 
 
 @dataclass(frozen=True)
@@ -73,7 +88,7 @@ class Option:
     text: bool = False
     #: How ``cronjob list --json`` shows it, of the job as it runs (``None``: not there, or
     #: among the status's facts).
-    shown: Callable[[Job[..., Any]], Any] | None = None
+    shown: Callable[[Shown], Any] | None = None
     #: What the job's field of its name holds for the definition's value, the one conversion
     #: that checks it too: it raises ``ValueError``, in one line, for what the rules refuse
     #: (``None``: the job is built from it otherwise).
@@ -118,6 +133,21 @@ def as_seconds(name: str, value: object) -> float | None:
     """``duration``, as the float seconds a job holds (``None``: not set)."""
     made = optional_duration(name, value)
     return None if made is None else made.total_seconds()
+
+
+def code_seconds(name: str, value: object) -> float | None:
+    """``as_seconds``, for a value code gives: a number of seconds or a ``timedelta``."""
+    return as_seconds(name, value.total_seconds() if isinstance(value, timedelta) else value)
+
+
+def code_seconds_problem(name: str, value: object) -> str | None:
+    """Why ``code_seconds`` refuses ``value``, or ``None``: what the system checks say of a
+    job registered without ``@locked_task``."""
+    try:
+        code_seconds(name, value)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def catch_up_policy(value: str) -> CatchUp | None:
@@ -167,11 +197,11 @@ def _deliver_help() -> str:
     return f"hand its ticks to a queue (deliver=): {schemes}{named}"
 
 
-def _retries(job: Job[..., Any]) -> int:
+def _retries(job: Shown) -> int:
     return 0 if job.retry is None else job.retry.retries
 
 
-def _backoff(job: Job[..., Any]) -> float | None:
+def _backoff(job: Shown) -> float | None:
     return None if job.retry is None else job.retry.backoff
 
 
@@ -265,6 +295,19 @@ OPTIONS = (
         "max_lateness", "max lateness", "max_lateness", "--max-lateness", "SECONDS",
         "a tick later than this is skipped", "options", least=timedelta(microseconds=1),
         build=lambda value: as_seconds("max_lateness", value), problems="the max lateness ",
+    ),
+    Option(
+        "late_after", "lateness target (late_after)", "late_after", "--late-after", "SECONDS",
+        "the job is late (cronstatus, health/) once a run starts more than this after its tick; "
+        "nothing is skipped (unlike --max-lateness)",
+        "options",
+        _(
+            "Seconds: a run that starts more than this after its tick makes the job late in "
+            "cronstatus, health/ and the Jobs page, before it is overdue. Nothing is skipped "
+            "(max lateness skips a tick instead)."
+        ),
+        least=timedelta(microseconds=1),
+        build=lambda value: as_seconds("late_after", value), problems="the lateness target ",
     ),
     Option(
         "timeout", "timeout", "timeout", "--timeout", "SECONDS", "stop a run that takes longer",

@@ -165,6 +165,8 @@ def _listed(status: JobStatus, found: Catalog) -> list[str]:
     if requested is not None:
         by = status.state.run_requested_by if status.state is not None else ""
         said.append(f"run requested{f' by {by}' if by else ''} at {_time(requested)}")
+    if status.late:
+        said.append(f"LATE: {status.lateness_note}")
     last = status.last_run
     return [
         status.name,

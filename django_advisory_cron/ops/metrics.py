@@ -6,7 +6,7 @@ it through [job_statuses][django_advisory_cron.ops.status.job_statuses], the fun
 ``cronstatus --json``: three queries whatever the number of jobs and the size of the
 history (one statement for each job's last run, last success and runs per status in the
 ``METRICS_WINDOW`` and how late they started; one for the held locks; one for the jobs'
-states). The overdue, stuck and failing flags are the very ones ``cronstatus`` reports.
+states). The overdue, late, stuck and failing flags are the very ones ``cronstatus`` reports.
 
 Serve it with the ``metrics/`` view (``django_advisory_cron.urls``), or register
 [RunHistoryCollector][django_advisory_cron.ops.metrics.RunHistoryCollector] in a registry of your
@@ -70,6 +70,12 @@ def _families() -> dict[str, GaugeMetricFamily]:
             "1 when the job's latest due tick has no successful run (as cronstatus says).",
             labels=job,
         ),
+        "late": GaugeMetricFamily(
+            f"{PREFIX}late",
+            "1 when the job's runs start later after their ticks than its late_after target "
+            "(as cronstatus says).",
+            labels=job,
+        ),
         "stuck": GaugeMetricFamily(
             f"{PREFIX}stuck",
             "1 when the job's lock is held longer than its max_runtime (or STALE_AFTER).",
@@ -117,6 +123,7 @@ class RunHistoryCollector(Collector):
                 families["next_tick"].add_metric(name, next_tick.timestamp())
             families["held"].add_metric(name, int(item.holder is not None))
             families["overdue"].add_metric(name, int(item.overdue))
+            families["late"].add_metric(name, int(item.late))
             families["stuck"].add_metric(name, int(item.stuck))
             families["failing"].add_metric(name, int(item.failing))
             late = item.lateness

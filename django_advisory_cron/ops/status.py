@@ -12,6 +12,11 @@ job that has never run is reported as such but not as overdue: a fresh deploymen
 *Failing*: its last run failed or lost its lock. *Stuck*: its lock is held longer than its
 ``max_runtime`` (or ``STALE_AFTER``). A paused job is never overdue.
 
+A job with a lateness target (``late_after``) is *late*, before it is overdue, when its last
+run that had a tick started more than the target after it, or when a tick more than the
+target ago has no run yet. A job that never ran on a tick, a paused or disabled job and an
+overdue one are not late: the first is a fresh deployment, the others say more.
+
 A project that runs its schedules with ``cronworker`` says how many workers it expects
 (``EXPECT_WORKERS``): with scheduled jobs and fewer live workers than that, nothing would run
 them, and the project is unhealthy whatever each job's own history says.
@@ -39,10 +44,11 @@ from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
 from ..run import control
 from ..worker.fleet import LiveWorker, live_workers
+from .charts import human_duration
 from .describe import describe
 from .heldlocks import held_locks
 
-PROBLEMS = ("overdue", "stuck", "failing")
+PROBLEMS = ("overdue", "late", "stuck", "failing")
 
 #: The bounds (seconds) a run's lateness, from its tick to its start, is counted at or below.
 LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -86,6 +92,9 @@ class JobStatus:
     state: JobState | None = None
     #: How late its runs started within the window ``job_statuses`` was asked for.
     lateness: Lateness | None = None
+    #: The tick and the start of its last run that had a tick (read for a job with a
+    #: lateness target only).
+    last_ticked: tuple[datetime, datetime] | None = None
 
     @property
     def name(self) -> str:
@@ -173,6 +182,54 @@ class JobStatus:
         return self.last_success < expected - timedelta(seconds=app_settings.MAX_SKEW)
 
     @property
+    def started_after_tick(self) -> float | None:
+        """Seconds its last run that had a tick started after it (``None``: not read)."""
+        if self.last_ticked is None:
+            return None
+        tick, started = self.last_ticked
+        return (started - tick).total_seconds()
+
+    @cached_property
+    def waiting_tick(self) -> datetime | None:
+        """Its first tick after its last run that had one, when that tick is more than its
+        lateness target ago; else ``None``. Ticks up to its schedule's last change, the end of
+        its last pause or its last reset were decided, not missed (as the catch-up counts
+        them), and there is none before its start or after its end."""
+        job, schedule, state = self.job, self.schedule, self.state
+        if job.late_after is None or schedule is None or self.last_ticked is None:
+            return None
+        since = [self.last_ticked[0], job.edited]
+        if state is not None:
+            since += [state.paused_until if state.paused_at else None, state.schedule_reset]
+        if job.starts is not None:
+            since.append(job.starts - timedelta(microseconds=1))
+        tick = schedule.next_tick(max(moment for moment in since if moment is not None))
+        if job.ends is not None and tick > job.ends:
+            return None
+        return tick if tick < self.now - timedelta(seconds=job.late_after) else None
+
+    @property
+    def late(self) -> bool:
+        """Past its lateness target and not yet overdue (the module's docstring says when)."""
+        target = self.job.late_after
+        lateness = self.started_after_tick
+        if target is None or lateness is None or not self.job.enabled or self.paused:
+            return False
+        return (lateness > target or self.waiting_tick is not None) and not self.overdue
+
+    @property
+    def lateness_note(self) -> str:
+        """Why the job is late, and its target, in words; else ``""``."""
+        if not self.late:
+            return ""
+        waiting, target = self.waiting_tick, human_duration(self.job.late_after)
+        if waiting is not None:
+            when = waiting.isoformat(timespec="seconds")
+            return f"tick {when} has no run yet (late after {target})"
+        started = human_duration(self.started_after_tick)
+        return f"its last run started {started} after its tick (late after {target})"
+
+    @property
     def failing(self) -> bool:
         return self.last_run is not None and self.last_run.status in FAILING
 
@@ -200,6 +257,8 @@ class JobStatus:
             details.append(f"held by {self.held_by}")
         if self.paused:
             details.append(self.paused)
+        if self.late:
+            details.append(self.lateness_note)
         problems = ", ".join(self.problems).upper() or ("never ran" if self.never_ran else "ok")
         return f"{self.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
 
@@ -242,7 +301,10 @@ class JobStatus:
             "paused": self.paused or None,
             "run_requested": iso(self.run_requested),
             "never_ran": self.never_ran,
+            "late_after": self.job.late_after,
+            "started_after_tick": self.started_after_tick,
             "overdue": self.overdue,
+            "late": self.late,
             "stuck": self.stuck,
             "failing": self.failing,
             "problems": self.problems,
@@ -271,10 +333,15 @@ def job_statuses(
         return []
     since = None if window is None else now - timedelta(seconds=window)
     statement = sql.job_summaries(
-        list(statuses), skips=list(SKIPS), since=since, late_bounds=list(LATENESS_BUCKETS)
+        list(statuses),
+        skips=list(SKIPS),
+        since=since,
+        late_bounds=list(LATENESS_BUCKETS),
+        targets=[job.name for job in jobs if job.late_after is not None],
     )
     width = len(sql.RUN_COLUMNS)
-    for name, *run, last_success, counts, buckets, seconds in fetch_all(alias, statement):
+    rows = fetch_all(alias, statement)
+    for name, *run, last_success, counts, buckets, seconds, tick, started in rows:
         item = statuses[name]
         if run[0] is not None:
             item.last_run = JobRun.from_db(alias, list(sql.RUN_COLUMNS), run[:width])
@@ -282,6 +349,8 @@ def job_statuses(
         if window is not None:
             item.run_counts = json.loads(counts) if counts else {}
             item.lateness = Lateness.read(json.loads(buckets) if buckets else {}, seconds)
+        if tick is not None:
+            item.last_ticked = (tick, started)
     for lock in held_locks(alias).filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     for state in JobState.objects.using(alias).filter(job__in=list(statuses)):

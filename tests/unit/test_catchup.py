@@ -34,6 +34,10 @@ def nothing() -> None:
         ({"max_lateness": timedelta(0)}, "max_lateness must be positive"),
         ({"max_lateness": "60"}, "max_lateness must be seconds or a timedelta"),
         ({"max_lateness": True}, "max_lateness must be seconds or a timedelta"),
+        ({"late_after": 0}, "the lateness target (late_after) must be a number of seconds from "),
+        ({"late_after": timedelta(days=400)}, "to 31622400 (366 days), not 3.456e+07"),
+        ({"late_after": "60"}, "the lateness target (late_after) must be a number of seconds, "),
+        ({"late_after": True}, "must be a number of seconds, not bool"),
     ],
 )
 def test_bad_catch_up_options_are_refused_when_the_job_is_declared(
@@ -54,11 +58,21 @@ def test_max_lateness_takes_seconds_or_a_timedelta() -> None:
 
 
 @pytest.mark.usefixtures("fresh_registry")
+def test_late_after_takes_seconds_or_a_timedelta_and_skips_nothing() -> None:
+    minutes = locked_task(name="a", schedule="0 2 * * *", late_after=timedelta(minutes=5))
+    assert (minutes(nothing).late_after, minutes(nothing).max_lateness) == (300, None)
+    assert locked_task(name="b", every=10, late_after=0.5)(nothing).late_after == 0.5
+    assert locked_task(name="c", every=10)(nothing).late_after is None
+
+
+@pytest.mark.usefixtures("fresh_registry")
 @pytest.mark.parametrize(
     ("options", "check_id"),
     [
         ({"catch_up": "sometimes"}, "E021"),
         ({"max_lateness": -1.0}, "E022"),
+        ({"late_after": -1.0}, "E024"),
+        ({"late_after": "soon"}, "E024"),
         ({"max_lateness": None, "catch_up": None}, None),
     ],
 )

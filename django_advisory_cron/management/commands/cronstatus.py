@@ -31,10 +31,12 @@ from ..base import AppCommand, no_job_named
 
 EPILOG = """\
 exit codes:
-  0    healthy: no job is overdue, stuck or failing (or all such problems are --ignore'd)
+  0    healthy: no job is overdue, late, stuck or failing (or all such problems are
+       --ignore'd)
   1    the command itself failed (the database refused its query)
   2    usage error (unknown --job)
-  3    unhealthy: at least one job is overdue, stuck (stale lock) or failing, or fewer
+  3    unhealthy: at least one job is overdue, late (past its late_after target), stuck
+       (stale lock) or failing, or fewer
        cronworker processes are alive than --expect-workers (EXPECT_WORKERS) asks for
   69   the lock database cannot be reached
   78   configuration error: the app's tables are missing (run migrate), or a system check
@@ -49,7 +51,10 @@ class CronStatusError(CommandFailed):
 
 class Command(AppCommand):
     epilog = EPILOG
-    help = "Report jobs that are overdue, stuck (stale lock) or failing; exit non-zero if any."
+    help = (
+        "Report jobs that are overdue, late (past their late_after target), stuck (stale lock) "
+        "or failing; exit non-zero if any."
+    )
     # A probe runs every few seconds and must answer about jobs, not about the whole project.
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -27,6 +27,7 @@ from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ..conf import app_settings
+from ..core.jitter import jitter_problem
 from ..core.keys import job_key
 from ..core.names import did_you_mean
 from ..core.retries import RetryPolicy, policy_problem
@@ -83,6 +84,8 @@ class Definition:
     override: bool = False
     catch_up: str = ""
     max_lateness: float | None = None
+    #: Seconds each tick may start after it (``None``: at its tick).
+    jitter: float | None = None
     timeout: float | None = None
     deliver: str = ""
     description: str = ""
@@ -262,7 +265,27 @@ class Definition:
                 problems.append(str(error))
         if self.starts and self.ends and self.ends <= self.starts:
             problems.append("the schedule ends before it starts")
+        if not problems and self.jitter:
+            problems += self._jitter_problems()
         return problems + self._storable_problems() + self._around_problems()
+
+    def _jitter_problems(self) -> list[str]:
+        """A jitter as long as the shortest interval between its ticks, or longer (a schedule
+        that is itself refused is said so by its own problems)."""
+        from ..core.schedule import Every, Schedule
+
+        try:
+            schedule = (
+                Every(duration("every", self.every))
+                if self.every is not None
+                else Schedule(self.cron, zone=self.timezone or None)
+                if self.cron
+                else None
+            )
+        except (InvalidSchedule, ValueError):
+            return []
+        problem = jitter_problem(self.jitter, schedule)
+        return [problem] if problem else []
 
     def _storable_problems(self) -> list[str]:
         """What the database's schedules table cannot hold: text longer than its column,

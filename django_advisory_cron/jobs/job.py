@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core.jitter import jitter_problem
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
@@ -78,6 +79,9 @@ class Job(Generic[P, R]):
     catch_up: CatchUp | None = None
     #: Seconds: a tick more than this late is passed over instead of run (``None``: no limit).
     max_lateness: float | None = None
+    #: Seconds: each tick starts up to this much after it, at an offset every replica computes
+    #: alike (see [jitter][django_advisory_cron.core.jitter]); ``None``: at its tick.
+    jitter: float | None = None
     #: The IANA time zone the cron expression is evaluated in (``None``: ``TIME_ZONE``).
     timezone: str | None = None
     #: Hard limit in seconds: a run still going after it is stopped, recorded ``timed_out``
@@ -223,6 +227,26 @@ def max_lateness_problem(max_lateness: object) -> str | None:
     return None
 
 
+def jitter_seconds(jitter: object, schedule: Schedule | None) -> float | None:
+    """``jitter`` (seconds or a ``timedelta``) as the seconds a job holds. Raises
+    ``ValueError``, in one line, for what is no duration from 0 up to below the shortest
+    interval between the ticks of ``schedule``."""
+    if jitter is None:
+        return None
+    if isinstance(jitter, timedelta):
+        seconds = jitter.total_seconds()
+    elif isinstance(jitter, (int, float)) and not isinstance(jitter, bool):
+        seconds = float(jitter)
+    else:
+        raise ValueError(f"jitter must be seconds or a timedelta, not {jitter!r}")
+    if not 0 <= seconds < math.inf:  # also refuses NaN
+        raise ValueError(f"jitter must be a finite number of seconds from 0, not {jitter!r}")
+    problem = jitter_problem(seconds, schedule)
+    if problem:
+        raise ValueError(problem)
+    return seconds or None
+
+
 def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | None:
     """Why a job with this schedule can have no ``timezone``, or ``None`` (the zone's name is
     [zone_problem][django_advisory_cron.core.schedule.zone_problem]'s business)."""
@@ -314,6 +338,7 @@ def locked_task(
     using: str | None = None,
     catch_up: CatchUp | None = None,
     max_lateness: float | timedelta | None = None,
+    jitter: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -341,6 +366,7 @@ def locked_task(
     using: str | None = None,
     catch_up: CatchUp | None = None,
     max_lateness: float | timedelta | None = None,
+    jitter: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -378,7 +404,9 @@ def locked_task(
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
     are run, and ``max_lateness`` (seconds or a ``timedelta``) passes over any tick more than
-    that late. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
+    that late. ``jitter`` (seconds or a ``timedelta``, below the shortest interval between
+    two ticks) starts each tick up to that much after it, at an offset every replica computes
+    alike from the job's name and the tick. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
     ``schedule`` is evaluated in. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
@@ -436,6 +464,17 @@ def locked_task(
         ):
             if problem:
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
+        try:
+            spread = jitter_seconds(
+                jitter,
+                Every(interval)
+                if interval is not None
+                else None
+                if schedule is None
+                else Schedule(schedule, zone=timezone),
+            )
+        except ValueError as error:
+            raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         job = Job(
             func=function,
             name=job_name,
@@ -453,6 +492,7 @@ def locked_task(
                 if isinstance(max_lateness, timedelta)
                 else max_lateness
             ),
+            jitter=spread,
             timezone=timezone,
             timeout=timeout,
             deliver=deliver,

@@ -247,6 +247,21 @@ def jitter_seconds(jitter: object, schedule: Schedule | None) -> float | None:
     return seconds or None
 
 
+def _spread_over(
+    cron: str | None, interval: timedelta | None, zone: str | None, jitter: object
+) -> Schedule | None:
+    """The schedule a declared ``jitter`` is checked against (``None``: no jitter, or a bad
+    cron expression, which the system checks name)."""
+    if jitter is None:
+        return None
+    if interval is not None:
+        return Every(interval)
+    try:
+        return None if cron is None else Schedule(cron, zone=zone)
+    except InvalidSchedule:
+        return None
+
+
 def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | None:
     """Why a job with this schedule can have no ``timezone``, or ``None`` (the zone's name is
     [zone_problem][django_advisory_cron.core.schedule.zone_problem]'s business)."""
@@ -465,14 +480,7 @@ def locked_task(
             if problem:
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
         try:
-            spread = jitter_seconds(
-                jitter,
-                Every(interval)
-                if interval is not None
-                else None
-                if schedule is None
-                else Schedule(schedule, zone=timezone),
-            )
+            spread = jitter_seconds(jitter, _spread_over(schedule, interval, timezone, jitter))
         except ValueError as error:
             raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         job = Job(

@@ -1,0 +1,160 @@
+"""Jitter (issue 38, item 2) through real processes: two ``cronworker`` replicas start each
+tick of a jittered job at its tick plus the same offset, whichever wins it, for a job defined
+in code, a schedule in ``ADVISORY_CRON["SCHEDULES"]`` and one kept in the database; each tick
+still runs once and keeps its identity; ``runlocked`` started by cron at a tick waits out the
+offset and claims that tick; ``cronjob`` refuses a jitter that reaches the next tick (the
+offset function itself: tests/unit/test_jitter.py)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from django_advisory_cron import exitcodes
+from django_advisory_cron.core.jitter import offset
+from django_advisory_cron.models import JobRun, RunStatus
+from tests.jobsapp.jitter_tasks import EVERY, JITTER
+from tests.waiting import wait_for, workers_present
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+
+#: Every replica's attempt is recorded, a skip too: each row's start is when that replica
+#: tried the tick.
+SETTINGS = {
+    "JOBS_MODULE": "jitter_tasks",
+    "RECORD_SKIPS": True,
+    "MAX_SKEW": 3,
+    "HEARTBEAT": 0.5,
+    "LEASE": 1.5,
+    "SCHEDULES": [
+        {"name": "jitter_settings", "job": "jitter_body", "args": ["jitter_settings"],
+         "every": EVERY, "jitter": JITTER},
+    ],
+}  # fmt: skip
+JITTERED = {"jitter_a": JITTER, "jitter_b": JITTER, "jitter_settings": JITTER, "jitter_db": JITTER}
+#: How much later than its start a replica may try a tick on a loaded machine (the claim's
+#: statement, a worker busy with another job's claim).
+TOLERANCE = timedelta(seconds=1.5)
+#: How much earlier: the worker's clock is the database's, advanced on the monotonic clock.
+EARLY = timedelta(seconds=0.1)
+
+
+@pytest.fixture
+def jittered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(SETTINGS))
+
+
+def lag(run: JobRun, jitter: float) -> timedelta:
+    """How long after its tick's start (the tick plus its offset) ``run`` tried it."""
+    assert run.tick is not None
+    return run.started - (run.tick + offset(run.job, run.tick, jitter))
+
+
+@pytest.mark.slow
+def test_two_replicas_start_each_tick_at_the_same_offset_and_run_it_once(
+    jittered: None, manage: Any, spawn: Any, raw_connect: Any
+) -> None:
+    added = manage(
+        "cronjob", "add", "jitter_db", "--job", "jitter_body", "--args", '["jitter_db"]',
+        "--every", str(EVERY), "--jitter", str(JITTER),
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    observer = raw_connect()
+    workers = [spawn("cronworker", "--grace", "5") for _ in range(2)]
+    wait_for(lambda: workers_present(observer) == 2)
+    names = [*JITTERED, "jitter_none"]
+    # Three ticks of every job that both replicas tried.
+    tried_by_both = (
+        lambda: min(
+            sum(
+                1
+                for tick in JobRun.objects.filter(job=name, tick__isnull=False)
+                .values_list("tick", flat=True)
+                .distinct()
+                if JobRun.objects.filter(job=name, tick=tick).values("pid").distinct().count()
+                == 2
+            )
+            for name in names
+        )
+        >= 3
+    )
+    wait_for(tried_by_both, timeout=90, interval=0.5)
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    errors = [worker.communicate(timeout=30)[1] for worker in workers]
+    assert [worker.returncode for worker in workers] == [exitcodes.SIGTERM] * 2, errors
+
+    offsets = []
+    for name in names:
+        runs = list(JobRun.objects.filter(job=name, tick__isnull=False))
+        for tick in {run.tick for run in runs}:
+            of_tick = [run for run in runs if run.tick == tick]
+            ran = [run for run in of_tick if run.status != RunStatus.SKIPPED_TICK]
+            ran = [run for run in ran if run.status != RunStatus.SKIPPED_LOCKED]
+            assert len(ran) <= 1, of_tick  # once per tick
+            for run in of_tick:  # each replica tried it at its start: the same offset
+                late = lag(run, JITTERED.get(name, 0))
+                assert -EARLY <= late <= TOLERANCE, (run, late)
+            assert tick is not None
+            offsets.append(offset(name, tick, JITTERED.get(name, 0)).total_seconds())
+        pids = {run.pid for run in runs}
+        assert len(pids) == 2, (name, pids)  # both replicas tried its ticks
+    # The jittered jobs' offsets are spread over their jitter; the other's are 0.
+    assert max(offsets) > 1 and min(offsets) == 0, offsets
+
+
+@pytest.mark.slow
+def test_runlocked_from_cron_waits_out_the_offset_and_keeps_its_tick(
+    jittered: None, spawn: Any, raw_connect: Any
+) -> None:
+    """Two replicas' cron start ``runlocked`` at a tick whose offset is 3 s or more: both wait
+    it out (their attempts are recorded at the tick's start), one runs it, for that tick."""
+    observer = raw_connect()
+    now: datetime = observer.execute("SELECT now()").fetchone()[0]
+    tick = now.replace(microsecond=0) - timedelta(seconds=now.second % EVERY)
+    while True:
+        tick += timedelta(seconds=EVERY)
+        shift = offset("jitter_a", tick, JITTER)
+        if tick - now > timedelta(seconds=1) and shift >= timedelta(seconds=3):
+            break
+    # As cron would: both at the tick (waiting for the database's clock to reach it).
+    wait_for(
+        lambda: observer.execute("SELECT now()").fetchone()[0] >= tick - timedelta(seconds=0.3),
+        timeout=60,
+        interval=0.05,
+    )
+    processes = [spawn("runlocked", "jitter_a") for _ in range(2)]
+    outputs = [process.communicate(timeout=60) for process in processes]
+    assert [process.returncode for process in processes] == [exitcodes.OK] * 2, outputs
+    said = sorted(out.strip() for out, _err in outputs)
+    assert said[0].startswith("jitter_a: ran (run "), said
+    assert said[1].startswith("jitter_a: skipped"), said
+    runs = list(JobRun.objects.filter(job="jitter_a"))
+    assert {run.tick for run in runs} == {tick}, runs
+    assert [run.status for run in runs].count(RunStatus.SUCCEEDED) == 1, runs
+    for run in runs:
+        assert -EARLY <= lag(run, JITTER) <= TOLERANCE, (run, lag(run, JITTER))
+
+
+def test_cronjob_refuses_a_jitter_that_reaches_the_next_tick(jittered: None, manage: Any) -> None:
+    refused = manage(
+        "cronjob", "add", "herd", "--job", "jitter_body", "--args", '["herd"]',
+        "--schedule", "*/5 * * * *", "--jitter", "300",
+    )  # fmt: skip
+    assert refused.returncode == exitcodes.USAGE, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the jitter (300 s) must be shorter than the shortest" in lines[0]
+    assert not JobRun.objects.filter(job="herd").exists()
+    accepted = manage(
+        "cronjob", "add", "herd", "--job", "jitter_body", "--args", '["herd"]',
+        "--schedule", "*/5 * * * *", "--jitter", "299",
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr
+    listed = manage("cronjob", "list", "--json")
+    jobs = {job["job"]: job for job in json.loads(listed.stdout)["jobs"]}
+    assert jobs["herd"]["jitter"] == 299 and jobs["jitter_a"]["jitter"] == JITTER
+

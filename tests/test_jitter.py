@@ -13,10 +13,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db.models import Count
+from django.test import Client
+from django.urls import reverse
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.jitter import offset
 from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.ops.charts import human_lateness
 from tests.jobsapp.jitter_tasks import EVERY, JITTER
 from tests.waiting import wait_for, workers_present
 
@@ -48,6 +52,17 @@ def jittered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(SETTINGS))
 
 
+def tried_by_both(name: str) -> int:
+    """How many ticks of ``name`` both replicas tried (each recorded its attempt)."""
+    return (
+        JobRun.objects.filter(job=name, tick__isnull=False)
+        .values("tick")
+        .annotate(tries=Count("pid", distinct=True))
+        .filter(tries=2)
+        .count()
+    )
+
+
 def lag(run: JobRun, jitter: float) -> timedelta:
     """How long after its tick's start (the tick plus its offset) ``run`` tried it."""
     assert run.tick is not None
@@ -56,7 +71,7 @@ def lag(run: JobRun, jitter: float) -> timedelta:
 
 @pytest.mark.slow
 def test_two_replicas_start_each_tick_at_the_same_offset_and_run_it_once(
-    jittered: None, manage: Any, spawn: Any, raw_connect: Any
+    jittered: None, manage: Any, spawn: Any, raw_connect: Any, django_user_model: Any
 ) -> None:
     added = manage(
         "cronjob", "add", "jitter_db", "--job", "jitter_body", "--args", '["jitter_db"]',
@@ -67,22 +82,7 @@ def test_two_replicas_start_each_tick_at_the_same_offset_and_run_it_once(
     workers = [spawn("cronworker", "--grace", "5") for _ in range(2)]
     wait_for(lambda: workers_present(observer) == 2)
     names = [*JITTERED, "jitter_none"]
-    # Three ticks of every job that both replicas tried.
-    tried_by_both = (
-        lambda: min(
-            sum(
-                1
-                for tick in JobRun.objects.filter(job=name, tick__isnull=False)
-                .values_list("tick", flat=True)
-                .distinct()
-                if JobRun.objects.filter(job=name, tick=tick).values("pid").distinct().count()
-                == 2
-            )
-            for name in names
-        )
-        >= 3
-    )
-    wait_for(tried_by_both, timeout=90, interval=0.5)
+    wait_for(lambda: min(map(tried_by_both, names)) >= 3, timeout=90, interval=0.5)
     for worker in workers:
         worker.send_signal(signal.SIGTERM)
     errors = [worker.communicate(timeout=30)[1] for worker in workers]
@@ -105,6 +105,25 @@ def test_two_replicas_start_each_tick_at_the_same_offset_and_run_it_once(
         assert len(pids) == 2, (name, pids)  # both replicas tried its ticks
     # The jittered jobs' offsets are spread over their jitter; the other's are 0.
     assert max(offsets) > 1 and min(offsets) == 0, offsets
+
+    # The history shows each tick's offset: computed as the replicas computed it.
+    for name in ("jitter_a", "jitter_db", "jitter_none"):
+        shown = manage("cronjob", "history", name, "--json")
+        assert shown.returncode == 0, shown.stderr
+        for row in json.loads(shown.stdout):
+            tick = datetime.fromisoformat(row["tick"])
+            wanted = offset(name, tick, JITTERED.get(name, 0)).total_seconds() or None
+            assert row["jitter_offset"] == wanted, row
+    table = manage("cronjob", "history", "jitter_a").stdout.splitlines()
+    assert "OFFSET" in table[0] and all(" +" in line for line in table[1:]), table
+    user = django_user_model.objects.create_superuser("root", password="pw")
+    client = Client()
+    client.force_login(user)
+    run = JobRun.objects.filter(job="jitter_a", status=RunStatus.SUCCEEDED).first()
+    assert run is not None and run.tick is not None
+    page = client.get(reverse("admin:django_advisory_cron_jobrun_change", args=[run.pk]))
+    shift = human_lateness(offset("jitter_a", run.tick, JITTER).total_seconds())
+    assert f"its jitter offset: +{shift}" in page.content.decode(), shift
 
 
 @pytest.mark.slow
@@ -157,4 +176,3 @@ def test_cronjob_refuses_a_jitter_that_reaches_the_next_tick(jittered: None, man
     listed = manage("cronjob", "list", "--json")
     jobs = {job["job"]: job for job in json.loads(listed.stdout)["jobs"]}
     assert jobs["herd"]["jitter"] == 299 and jobs["jitter_a"]["jitter"] == JITTER
-

@@ -29,6 +29,14 @@ def offset(name: str, tick: datetime, jitter: float | None) -> timedelta:
     return timedelta(microseconds=drawn % bound)
 
 
+def offset_seconds(name: str, tick: datetime | None, jitter: float | None) -> float | None:
+    """``offset`` in seconds, as the history shows it for a run of job ``name`` (``None``: no
+    tick, or no jitter). Computed, not stored: the function every replica used."""
+    if tick is None or not jitter:
+        return None
+    return offset(name, tick, jitter).total_seconds()
+
+
 def start_of(name: str, tick: datetime, jitter: float | None) -> datetime:
     """When job ``name``'s ``tick`` starts: the tick plus its offset."""
     return tick + offset(name, tick, jitter)

@@ -421,8 +421,9 @@ def locked_task(
     are run, and ``max_lateness`` (seconds or a ``timedelta``) passes over any tick more than
     that late. ``jitter`` (seconds or a ``timedelta``, below the shortest interval between
     two ticks) starts each tick up to that much after it, at an offset every replica computes
-    alike from the job's name and the tick. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
-    ``schedule`` is evaluated in. Bad values raise ``ValueError`` here, naming the job.
+    alike from the job's name and the tick. ``timezone`` (an IANA name; default
+    ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. Bad values raise
+    ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):

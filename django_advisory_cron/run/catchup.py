@@ -14,8 +14,8 @@ the ``CATCH_UP`` setting) decides:
 
 ``max_lateness`` comes first, and applies to on-time ticks too: a tick more than that many
 seconds late is passed over whatever the policy; a job with a ``jitter`` is late from its
-tick's start (the tick plus its offset), not from the tick. Passed-over ticks are logged, not recorded:
-nothing ran for them, so they take no tick and leave no row.
+tick's start (the tick plus its offset), not from the tick. Passed-over ticks are logged, not
+recorded: nothing ran for them, so they take no tick and leave no row.
 
 Where the missed ticks start:
 

@@ -19,10 +19,10 @@ from django.urls import reverse
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.jitter import offset
-from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus
 from django_advisory_cron.ops.charts import human_lateness
 from tests.jobsapp.jitter_tasks import EVERY, JITTER
-from tests.waiting import wait_for, workers_present
+from tests.waiting import wait_for, wait_for_workers, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -124,6 +124,27 @@ def test_two_replicas_start_each_tick_at_the_same_offset_and_run_it_once(
     page = client.get(reverse("admin:django_advisory_cron_jobrun_change", args=[run.pk]))
     shift = human_lateness(offset("jitter_a", run.tick, JITTER).total_seconds())
     assert f"its jitter offset: +{shift}" in page.content.decode(), shift
+
+
+@pytest.mark.slow
+def test_two_schedulers_enqueue_a_delivered_tick_at_its_offset_once(
+    jittered: None, spawn: Any, raw_connect: Any
+) -> None:
+    """A job sent to a task queue (``deliver=``) is enqueued at its tick plus its offset, by
+    one of the two replicas, for its tick."""
+    schedulers = [spawn("cronworker", "jitter_delivered", "--grace", "5") for _ in range(2)]
+    wait_for_workers(raw_connect(), schedulers)
+    wait_for(lambda: EnqueuedTick.objects.filter(job="jitter_delivered").count() >= 3, timeout=60)
+    for scheduler in schedulers:
+        scheduler.send_signal(signal.SIGTERM)
+    errors = [scheduler.communicate(timeout=30)[1] for scheduler in schedulers]
+    assert [s.returncode for s in schedulers] == [exitcodes.SIGTERM] * 2, errors
+    claims = list(EnqueuedTick.objects.filter(job="jitter_delivered"))
+    runs = JobRun.objects.filter(job="jitter_delivered", status=RunStatus.SUCCEEDED)
+    assert sorted(run.tick for run in runs) == sorted(claim.tick for claim in claims)
+    for claim in claims:
+        start = claim.tick + offset("jitter_delivered", claim.tick, JITTER)
+        assert -EARLY <= claim.enqueued - start <= TOLERANCE, (claim, start)
 
 
 @pytest.mark.slow

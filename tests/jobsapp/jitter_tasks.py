@@ -36,3 +36,10 @@ def jitter_none() -> None:
 def jitter_body(name: str) -> None:
     """What the jittered schedules kept in settings and in the database call."""
     _mark(name)
+
+
+@locked_task(name="jitter_delivered", every=EVERY, jitter=JITTER, deliver="tasks")
+def jitter_delivered() -> None:
+    """Enqueued at each tick plus its offset (to the default, immediate, backend: it runs
+    inline, in the scheduler that enqueued it)."""
+    _mark("jitter_delivered")

@@ -265,15 +265,21 @@ class Definition:
                 problems.append(str(error))
         if self.starts and self.ends and self.ends <= self.starts:
             problems.append("the schedule ends before it starts")
-        if not problems and self.jitter:
+        if not problems:
             problems += self._jitter_problems()
         return problems + self._storable_problems() + self._around_problems()
 
     def _jitter_problems(self) -> list[str]:
-        """A jitter as long as the shortest interval between its ticks, or longer (a schedule
-        that is itself refused is said so by its own problems)."""
+        """A jitter as long as the shortest interval between its ticks, or longer: its own, or
+        for an override the code job's, which its new schedule must leave room for (a
+        schedule that is itself refused is said so by its own problems)."""
         from ..core.schedule import Every, Schedule
 
+        jitter = self.jitter
+        if self.override and self.name in registry:
+            jitter = registry.get(self.name).jitter
+        if not jitter:
+            return []
         try:
             schedule = (
                 Every(duration("every", self.every))
@@ -284,7 +290,7 @@ class Definition:
             )
         except (InvalidSchedule, ValueError):
             return []
-        problem = jitter_problem(self.jitter, schedule)
+        problem = jitter_problem(jitter, schedule)
         return [problem] if problem else []
 
     def _storable_problems(self) -> list[str]:

@@ -128,3 +128,12 @@ def test_max_lateness_counts_from_the_tick_s_start() -> None:
     start = tick + offset("spread", tick, 3000)
     assert plan(job, tick, start + timedelta(seconds=0.5)).run == [tick]
     assert plan(job, tick, start + timedelta(seconds=2)).too_late == [tick]
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_an_override_must_leave_room_for_its_code_job_s_jitter() -> None:
+    locked_task(name="spread", every=60, jitter=50)(nothing)
+    shorter = Definition(name="spread", override=True, every=10).problems()
+    assert shorter == ["the jitter (50 s) must be shorter than the shortest interval between "
+                       "its ticks (10 s)"]  # fmt: skip
+    assert Definition(name="spread", override=True, every=120).problems() == []

@@ -212,15 +212,21 @@ def catch_up_problem(catch_up: object) -> str | None:
     return f"catch_up must be one of {choices} (or None for the CATCH_UP setting), not {catch_up!r}"
 
 
+def _seconds(value: object) -> float | None:
+    """``value``, seconds or a ``timedelta``, as float seconds (``None``: neither)."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def max_lateness_problem(max_lateness: object) -> str | None:
     """Why ``max_lateness`` is not a positive number of seconds or ``timedelta``, or ``None``."""
     if max_lateness is None:
         return None
-    if isinstance(max_lateness, timedelta):
-        seconds = max_lateness.total_seconds()
-    elif isinstance(max_lateness, (int, float)) and not isinstance(max_lateness, bool):
-        seconds = float(max_lateness)
-    else:
+    seconds = _seconds(max_lateness)
+    if seconds is None:
         return f"max_lateness must be seconds or a timedelta, not {max_lateness!r}"
     if not seconds > 0:  # also refuses NaN
         return f"max_lateness must be positive, not {max_lateness!r}"
@@ -233,11 +239,8 @@ def jitter_seconds(jitter: object, schedule: Schedule | None) -> float | None:
     interval between the ticks of ``schedule``."""
     if jitter is None:
         return None
-    if isinstance(jitter, timedelta):
-        seconds = jitter.total_seconds()
-    elif isinstance(jitter, (int, float)) and not isinstance(jitter, bool):
-        seconds = float(jitter)
-    else:
+    seconds = _seconds(jitter)
+    if seconds is None:
         raise ValueError(f"jitter must be seconds or a timedelta, not {jitter!r}")
     if not 0 <= seconds < math.inf:  # also refuses NaN
         raise ValueError(f"jitter must be a finite number of seconds from 0, not {jitter!r}")

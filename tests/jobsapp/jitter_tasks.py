@@ -43,3 +43,10 @@ def jitter_delivered() -> None:
     """Enqueued at each tick plus its offset (to the default, immediate, backend: it runs
     inline, in the scheduler that enqueued it)."""
     _mark("jitter_delivered")
+
+
+@locked_task(name="jitter_cron", every=10, jitter=9)
+def jitter_cron() -> None:
+    """Started by "cron" (the test) with runlocked at its ticks: ten seconds apart, so that a
+    process slow to start still finds the tick it was started for."""
+    _mark("jitter_cron")

@@ -408,6 +408,8 @@ class Schedule(models.Model):
     retry_backoff = models.FloatField(_("retry back-off (seconds)"), null=True, blank=True)
     at_most_once = models.BooleanField(_("at most once"), null=True, blank=True)
     capture = models.BooleanField(_("captured output"), null=True, blank=True)
+    #: Seconds each tick may start after it, at an offset every replica computes alike.
+    jitter = models.FloatField(_("jitter (seconds)"), null=True, blank=True)
     created = models.DateTimeField(_("created"), db_default=Now())
     changed = models.DateTimeField(_("changed"), db_default=Now())
     changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")
@@ -429,6 +431,10 @@ class Schedule(models.Model):
             models.CheckConstraint(
                 condition=models.Q(retry_backoff__isnull=True) | models.Q(retry_backoff__gt=0),
                 name="advisory_cron_schedule_retry_backoff_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(jitter__isnull=True) | models.Q(jitter__gte=0),
+                name="advisory_cron_schedule_jitter_not_negative",
             ),
         ]
 

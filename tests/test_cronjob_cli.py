@@ -153,6 +153,7 @@ def test_history_lists_the_last_runs_newest_first(manage: Any) -> None:
             "status": "running",
             "manual": False,
             "tick": None,
+            "jitter_offset": None,
             "host": "web-1",
             "pid": 4242,
             "started": "2026-12-04T10:00:00.250000+00:00",

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.db.models import DurationField, ExpressionWrapper, F, Min, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -18,8 +19,10 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
+from ..core.jitter import offset_seconds
 from ..core.statuses import SKIPS
 from ..delivery import targets
+from ..exceptions import AdvisoryCronError
 from ..jobs import catalog
 from ..models import JobRun, RunStatus
 from ..ops import charts
@@ -238,8 +241,20 @@ class JobRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("late"))
     def lateness_display(self, obj: JobRun) -> str:
-        """How long after its tick it started; "-" without a tick."""
-        return "-" if obj.lateness is None else human_lateness(obj.lateness)
+        """How long after its tick it started; "-" without a tick. For a job with a jitter,
+        how much of it was the tick's offset (computed from the job's jitter, as every replica
+        computes it: not stored)."""
+        if obj.lateness is None:
+            return "-"
+        late = human_lateness(obj.lateness)
+        try:
+            jitter = catalog.find(obj.job).jitter
+        except (DatabaseError, AdvisoryCronError):  # a job no longer defined, say
+            jitter = None
+        shift = offset_seconds(obj.job, obj.tick, jitter)
+        if shift is None:
+            return late
+        return format_html("{} ({} +{})", late, _("its jitter offset:"), human_lateness(shift))
 
     # The run's page shows its times to the second, as the list does: the admin's own date
     # format stops at the minute, where a 10-second job's runs would read alike.

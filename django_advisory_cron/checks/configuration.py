@@ -13,6 +13,7 @@ from django.db import DatabaseError
 
 from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
+from ..core.jitter import jitter_problem
 from ..core.schedule import validate, zone_problem
 from ..db import sql
 from ..db.connections import WARM_POOL_SIZE, unpooled_connection
@@ -21,6 +22,7 @@ from ..exceptions import AdvisoryCronError, InvalidSchedule
 from ..jobs import declared
 from ..jobs.job import (
     MAX_JOB_NAME,
+    Job,
     catch_up_problem,
     max_lateness_problem,
     never_fires_problem,
@@ -203,7 +205,7 @@ def check_schedules(
 
 
 def _option_errors() -> list[checks.CheckMessage]:
-    """E020-E024: job options that ``@locked_task`` refuses, on jobs registered without it
+    """E020-E025: job options that ``@locked_task`` refuses, on jobs registered without it
     (or changed since)."""
     errors: list[checks.CheckMessage] = []
     for job in registry.all():
@@ -229,6 +231,12 @@ def _option_errors() -> list[checks.CheckMessage]:
                 timezone_problem(job.timezone, cron=job.cron, every=job.every),
                 "Remove timezone=, or give the job a cron schedule=.",
             ),
+            (
+                "E025",
+                _jitter_problem(job),
+                "Give a jitter shorter than the shortest interval between its ticks, or remove "
+                "jitter=.",
+            ),
         ]
         errors.extend(
             checks.Error(f"Job {job.name!r}: {problem}.", hint=hint, id=check_id(code))
@@ -236,6 +244,14 @@ def _option_errors() -> list[checks.CheckMessage]:
             if problem
         )
     return errors
+
+
+def _jitter_problem(job: Job[..., Any]) -> str | None:
+    """Why ``job``'s jitter cannot spread its ticks (a bad schedule is E005's business)."""
+    try:
+        return jitter_problem(job.jitter, job.schedule)
+    except InvalidSchedule:
+        return None
 
 
 def check_monitoring(

@@ -764,7 +764,7 @@ SELECT s.name, s.override, s.job, s.command, s.args, s.kwargs, s.cron, s.every, 
        CASE WHEN s.starts BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.starts END,
        CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
-       s.retries, s.retry_backoff, s.at_most_once, s.capture,
+       s.retries, s.retry_backoff, s.at_most_once, s.capture, s.jitter,
        CASE WHEN s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.changed END,
        concat_ws(' and ',

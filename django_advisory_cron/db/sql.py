@@ -510,7 +510,7 @@ def listen() -> list[Statement]:
 SCHEDULE_COLUMNS = (
     "name", "override", "job", "command", "args", "kwargs", "cron", "every", "timezone",
     "enabled", "catch_up", "max_lateness", "late_after", "timeout", "deliver", "description",
-    "starts", "ends", "retries", "retry_backoff", "at_most_once", "capture", "changed",
+    "starts", "ends", "retries", "retry_backoff", "at_most_once", "capture", "jitter", "changed",
 )
 # fmt: on
 

@@ -27,6 +27,7 @@ from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ..conf import app_settings
+from ..core.jitter import jitter_problem
 from ..core.keys import job_key
 from ..core.names import did_you_mean
 from ..core.retries import RetryPolicy, policy_problem
@@ -85,6 +86,8 @@ class Definition:
     max_lateness: float | None = None
     #: Seconds after its tick a run may start before the job is late (``None``: never late).
     late_after: float | None = None
+    #: Seconds each tick may start after it (``None``: at its tick).
+    jitter: float | None = None
     timeout: float | None = None
     deliver: str = ""
     description: str = ""
@@ -264,7 +267,33 @@ class Definition:
                 problems.append(str(error))
         if self.starts and self.ends and self.ends <= self.starts:
             problems.append("the schedule ends before it starts")
+        if not problems:
+            problems += self._jitter_problems()
         return problems + self._storable_problems() + self._around_problems()
+
+    def _jitter_problems(self) -> list[str]:
+        """A jitter as long as the shortest interval between its ticks, or longer: its own, or
+        for an override the code job's, which its new schedule must leave room for (a
+        schedule that is itself refused is said so by its own problems)."""
+        from ..core.schedule import Every, Schedule
+
+        jitter = self.jitter
+        if self.override and self.name in registry:
+            jitter = registry.get(self.name).jitter
+        if not jitter:
+            return []
+        try:
+            schedule = (
+                Every(duration("every", self.every))
+                if self.every is not None
+                else Schedule(self.cron, zone=self.timezone or None)
+                if self.cron
+                else None
+            )
+        except (InvalidSchedule, ValueError):
+            return []
+        problem = jitter_problem(jitter, schedule)
+        return [problem] if problem else []
 
     def _storable_problems(self) -> list[str]:
         """What the database's schedules table cannot hold: text longer than its column,

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core.jitter import jitter_problem
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
@@ -82,6 +83,9 @@ class Job(Generic[P, R]):
     #: Seconds after its tick a run may start before the job is *late* in ``cronstatus``,
     #: ``health/`` and the Jobs page (``None``: no target); nothing is skipped for it.
     late_after: float | None = None
+    #: Seconds: each tick starts up to this much after it, at an offset every replica computes
+    #: alike (see [jitter][django_advisory_cron.core.jitter]); ``None``: at its tick.
+    jitter: float | None = None
     #: The IANA time zone the cron expression is evaluated in (``None``: ``TIME_ZONE``).
     timezone: str | None = None
     #: Hard limit in seconds: a run still going after it is stopped, recorded ``timed_out``
@@ -212,19 +216,57 @@ def catch_up_problem(catch_up: object) -> str | None:
     return f"catch_up must be one of {choices} (or None for the CATCH_UP setting), not {catch_up!r}"
 
 
+def _seconds(value: object) -> float | None:
+    """``value``, seconds or a ``timedelta``, as float seconds (``None``: neither)."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def max_lateness_problem(max_lateness: object) -> str | None:
     """Why ``max_lateness`` is not a positive number of seconds or ``timedelta``, or ``None``."""
     if max_lateness is None:
         return None
-    if isinstance(max_lateness, timedelta):
-        seconds = max_lateness.total_seconds()
-    elif isinstance(max_lateness, (int, float)) and not isinstance(max_lateness, bool):
-        seconds = float(max_lateness)
-    else:
+    seconds = _seconds(max_lateness)
+    if seconds is None:
         return f"max_lateness must be seconds or a timedelta, not {max_lateness!r}"
     if not seconds > 0:  # also refuses NaN
         return f"max_lateness must be positive, not {max_lateness!r}"
     return None
+
+
+def jitter_seconds(jitter: object, schedule: Schedule | None) -> float | None:
+    """``jitter`` (seconds or a ``timedelta``) as the seconds a job holds. Raises
+    ``ValueError``, in one line, for what is no duration from 0 up to below the shortest
+    interval between the ticks of ``schedule``."""
+    if jitter is None:
+        return None
+    seconds = _seconds(jitter)
+    if seconds is None:
+        raise ValueError(f"jitter must be seconds or a timedelta, not {jitter!r}")
+    if not 0 <= seconds < math.inf:  # also refuses NaN
+        raise ValueError(f"jitter must be a finite number of seconds from 0, not {jitter!r}")
+    problem = jitter_problem(seconds, schedule)
+    if problem:
+        raise ValueError(problem)
+    return seconds or None
+
+
+def _spread_over(
+    cron: str | None, interval: timedelta | None, zone: str | None, jitter: object
+) -> Schedule | None:
+    """The schedule a declared ``jitter`` is checked against (``None``: no jitter, or a bad
+    cron expression, which the system checks name)."""
+    if jitter is None:
+        return None
+    if interval is not None:
+        return Every(interval)
+    try:
+        return None if cron is None else Schedule(cron, zone=zone)
+    except InvalidSchedule:
+        return None
 
 
 def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | None:
@@ -319,6 +361,7 @@ def locked_task(
     catch_up: CatchUp | None = None,
     max_lateness: float | timedelta | None = None,
     late_after: float | timedelta | None = None,
+    jitter: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -347,6 +390,7 @@ def locked_task(
     catch_up: CatchUp | None = None,
     max_lateness: float | timedelta | None = None,
     late_after: float | timedelta | None = None,
+    jitter: float | timedelta | None = None,
     timezone: str | None = None,
     timeout: float | None = None,
     deliver: str | None = None,
@@ -387,8 +431,11 @@ def locked_task(
     that late. ``late_after`` (seconds or a ``timedelta``) is a target, not a limit: a job whose
     last run started more than that after its tick (or whose due tick has waited longer) is
     *late* in ``cronstatus``, ``health/`` and the Jobs page, before it is overdue; nothing is
-    skipped for it. ``timezone`` (an IANA name; default ``TIME_ZONE``) is the zone a cron
-    ``schedule`` is evaluated in. Bad values raise ``ValueError`` here, naming the job.
+    skipped for it. ``jitter`` (seconds or a ``timedelta``, below the shortest interval
+    between two ticks) starts each tick up to that much after it, at an offset every replica
+    computes alike from the job's name and the tick. ``timezone`` (an IANA name; default
+    ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. Bad values raise
+    ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -446,6 +493,10 @@ def locked_task(
         ):
             if problem:
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
+        try:
+            spread = jitter_seconds(jitter, _spread_over(schedule, interval, timezone, jitter))
+        except ValueError as error:
+            raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         job = Job(
             func=function,
             name=job_name,
@@ -464,6 +515,7 @@ def locked_task(
                 else max_lateness
             ),
             late_after=code_seconds("late_after", late_after),
+            jitter=spread,
             timezone=timezone,
             timeout=timeout,
             deliver=deliver,

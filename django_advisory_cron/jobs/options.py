@@ -310,6 +310,19 @@ OPTIONS = (
         build=lambda value: as_seconds("late_after", value), problems="the lateness target ",
     ),
     Option(
+        "jitter", "jitter", "jitter", "--jitter", "SECONDS",
+        "start each tick up to this much after it, at an offset every replica computes alike "
+        "(below the shortest interval between its ticks)",
+        "options",
+        _(
+            "Start each tick up to this many seconds after it, at an offset computed from the "
+            "name and the tick (the same on every replica); shorter than the shortest interval "
+            "between its ticks. Empty: at its tick."
+        ),
+        least=timedelta(0), shown=lambda job: job.jitter,
+        build=lambda value: as_seconds("jitter", value) or None, problems="the jitter ",
+    ),
+    Option(
         "timeout", "timeout", "timeout", "--timeout", "SECONDS", "stop a run that takes longer",
         "options", least=timedelta(microseconds=1),
         build=lambda value: as_seconds("timeout", value), problems="the timeout ",

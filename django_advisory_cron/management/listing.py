@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from ..core.jitter import offset_seconds
 from ..db.execute import database_now
 from ..exceptions import InvalidSchedule, first_line
 from ..exitcodes import USAGE
@@ -80,10 +81,10 @@ def history(
     run's captured output under it, indented."""
     runs = list(JobRun.objects.using(alias).filter(job=job.name)[:limit])
     if as_json:
-        return [json.dumps([_run_facts(run) for run in runs], indent=2)]
+        return [json.dumps([_run_facts(run, job.jitter) for run in runs], indent=2)]
     if not runs:
         return [f"{job.name}: no runs recorded"]
-    header, *rows = _history_table(runs)
+    header, *rows = _history_table(runs, job.jitter)
     if not with_output:
         return [header, *rows]
     lines = [header]
@@ -121,9 +122,11 @@ def next_ticks(job: Job[Any, Any], alias: str, count: int, as_json: bool) -> lis
     return [f"{job.name}: {job.schedule_text}", *table(rows)]
 
 
-def _history_table(runs: list[JobRun]) -> list[str]:
+def _history_table(runs: list[JobRun], jitter: float | None) -> list[str]:
+    """The runs, a row each; for a job with a jitter, each tick's offset after STARTED."""
     zone = timezone.get_current_timezone_name()
-    header = ["RUN", f"STARTED ({zone})", "DURATION", "STATUS", "HOST", "PID", "ERROR"]
+    offsets = ["OFFSET"] if jitter else []
+    header = ["RUN", f"STARTED ({zone})", *offsets, "DURATION", "STATUS", "HOST", "PID", "ERROR"]
     return table(
         [
             header,
@@ -131,6 +134,7 @@ def _history_table(runs: list[JobRun]) -> list[str]:
                 [
                     str(run.pk),
                     _time(run.started),
+                    *([_offset_text(run, jitter)] if jitter else []),
                     "-" if run.duration is None else human_duration(run.duration),
                     " ".join(filter(None, [run.status, run.attempts_note]))
                     + (" (manual)" if run.manual else ""),
@@ -205,13 +209,19 @@ def _error_line(error: str) -> str:
     return next((line for line in lines[start:] if not line[:1].isspace()), "")
 
 
-def _run_facts(run: JobRun) -> dict[str, Any]:
+def _offset_text(run: JobRun, jitter: float | None) -> str:
+    seconds = offset_seconds(run.job, run.tick, jitter)
+    return "-" if seconds is None else f"+{human_duration(seconds)}"
+
+
+def _run_facts(run: JobRun, jitter: float | None) -> dict[str, Any]:
     """One run of ``cronjob history --json``."""
     return {
         "id": run.pk,
         "status": run.status,
         "manual": run.manual,
         "tick": None if run.tick is None else run.tick.isoformat(),
+        "jitter_offset": offset_seconds(run.job, run.tick, jitter),
         "host": run.host,
         "pid": run.pid,
         "started": run.started.isoformat(),

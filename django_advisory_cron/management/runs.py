@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from types import FrameType
 from typing import Any
 
 from django.db import ProgrammingError
 
 from .. import exitcodes, signals
+from ..conf import app_settings
+from ..core.jitter import start_of
+from ..core.moments import UTC
 from ..exceptions import (
     DatabaseReadOnly,
     DatabaseUnavailable,
@@ -26,6 +31,7 @@ from ..exceptions import (
     first_line,
     stopping_signal,
 )
+from ..jobs.job import Job
 from ..models import RunStatus
 from ..run.runner import RunResult, raise_sigint
 
@@ -81,6 +87,25 @@ def signals_unwind(timeout: float | None = None) -> Iterator[None]:
         signals.lock_lost.disconnect(dispatch_uid="runlocked-stop-main")
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def wait_for_start(job: Job[..., Any]) -> datetime | None:
+    """For a job with a ``jitter``, started (by cron) at one of its ticks: that tick, the one
+    nearest now within ``MAX_SKEW``, once its start (the tick plus its offset, the same on
+    every replica) has come; the run then claims that tick, however long the wait. ``None``
+    when no tick is that near (a run by hand): it runs at once, as without a jitter. Call it
+    inside ``signals_unwind``, so a stop during the wait raises there."""
+    schedule = job.schedule
+    if schedule is None or not job.jitter:
+        return None
+    now = datetime.now(UTC)
+    tick = schedule.nearest_tick(now, app_settings.MAX_SKEW)
+    if tick is None:
+        return None
+    delay = (start_of(job.name, tick, job.jitter) - now).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
+    return tick
 
 
 def outcome(

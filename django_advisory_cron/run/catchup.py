@@ -13,8 +13,9 @@ the ``CATCH_UP`` setting) decides:
 * ``"none"`` runs none of them; the job goes on with its next tick.
 
 ``max_lateness`` comes first, and applies to on-time ticks too: a tick more than that many
-seconds old is passed over whatever the policy. Passed-over ticks are logged, not recorded:
-nothing ran for them, so they take no tick and leave no row.
+seconds late is passed over whatever the policy; a job with a ``jitter`` is late from its
+tick's start (the tick plus its offset), not from the tick. Passed-over ticks are logged, not
+recorded: nothing ran for them, so they take no tick and leave no row.
 
 Where the missed ticks start:
 
@@ -38,6 +39,7 @@ from typing import Protocol
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import CatchUp, app_settings
+from ..core.jitter import start_of
 from ..core.schedule import Schedule
 from ..db import sql
 from ..db.execute import fetch_all
@@ -58,6 +60,9 @@ class CatchingUp(Protocol):
 
     @property
     def max_lateness(self) -> float | None: ...
+
+    @property
+    def jitter(self) -> float | None: ...
 
     @property
     def edited(self) -> datetime | None: ...
@@ -160,7 +165,9 @@ def plan(job: CatchingUp, first: datetime, now: datetime, *, on_time: bool = Tru
     policy, lateness = policy_of(job), job.max_lateness
 
     def too_old(tick: datetime) -> bool:
-        return lateness is not None and (now - tick).total_seconds() > lateness
+        if lateness is None:
+            return False
+        return (now - start_of(job.name, tick, job.jitter)).total_seconds() > lateness
 
     latest = schedule.previous_tick(now)
     if on_time and latest <= first:

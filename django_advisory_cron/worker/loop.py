@@ -295,7 +295,9 @@ class Worker:
         assert upcoming is not None
         now = clock.now()
         self._following.follow(self._presence, now, listening=self._requests.listening)
-        due = [name for name, tick in upcoming.items() if tick <= now]
+        # A tick is due at its start: the tick plus its job's jitter offset. Jobs whose
+        # starts coincide (no jitter, or the same offset) are still claimed together.
+        due = [name for name, start in self._timetable.starts().items() if start <= now]
         if due:
             together: list[tuple[Job[..., object], datetime]] = []
             with self._presence.turn() as connection:
@@ -308,7 +310,7 @@ class Worker:
                 self._batches.claim(together)
         if not upcoming:
             return CLOCK_REFRESH
-        wait = (min(upcoming.values()) - clock.now()).total_seconds()
+        wait = (min(self._timetable.starts().values()) - clock.now()).total_seconds()
         return max(0.0, min(wait, CLOCK_REFRESH))
 
     def _first_ticks(self, now: datetime) -> dict[str, datetime]:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..core.jitter import start_of
 from ..exceptions import DatabaseUnavailable, first_line
 from ..jobs.job import Job
 from ..run import catchup
@@ -76,6 +77,15 @@ class Timetable:
                 self._missed_at_start[name] = now
         self.upcoming = first
         return first
+
+    def starts(self) -> dict[str, datetime]:
+        """When each upcoming tick starts: the tick plus its job's jitter offset (see
+        [jitter][django_advisory_cron.core.jitter]), the same on every replica."""
+        assert self.upcoming is not None
+        return {
+            name: start_of(name, tick, self.jobs[name].jitter)
+            for name, tick in self.upcoming.items()
+        }
 
     def due(
         self, connection: BaseDatabaseWrapper, names: list[str], now: datetime

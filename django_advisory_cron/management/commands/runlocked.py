@@ -18,14 +18,14 @@ from ...core.names import did_you_mean
 from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
 from ...delivery import targets
-from ...exceptions import DatabaseUnavailable, InvalidSchedule
+from ...exceptions import DatabaseUnavailable, Interrupted, InvalidSchedule, Terminated
 from ...jobs.catalog import Catalog
 from ...jobs.job import Job, registry
 from ...run.output import call_command_captured
 from ...run.runner import RunResult, execute
 from ..arguments import EXIT_STATUS, WAIT, text
 from ..base import AppCommand, cannot_run
-from ..runs import outcome, signals_unwind
+from ..runs import outcome, signals_unwind, wait_for_start
 
 EPILOG = """\
 exit codes:
@@ -169,10 +169,12 @@ class Command(AppCommand):
                 )
             return
         alias = options["database"] or job.using or app_settings.lock_database
+        if tick is None and not options["manual"]:
+            tick = self._wait_for_start(job)
         if options["enqueue"] or targets.by_name(job.deliver):
             # A schedule that sends a task by name has its body in the queue's workers:
             # running it is sending it.
-            self._enqueue(job, arguments, alias, options)
+            self._enqueue(job, tick, arguments, alias, options)
             return
         ended: RunResult | BaseException
         try:
@@ -228,10 +230,30 @@ class Command(AppCommand):
             )
         return tick
 
+    def _wait_for_start(self, job: Job[Any, Any]) -> datetime | None:
+        """The tick a job with a jitter waited for (see ``wait_for_start``); a stop while it
+        waits leaves with the signal's exit code, nothing having run."""
+        try:
+            with signals_unwind():
+                return wait_for_start(job)
+        except Interrupted as stop:
+            by = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+            self.leave(
+                exitcodes.SIGTERM if by == "SIGTERM" else exitcodes.SIGINT,
+                f"{job.name}: stopped by {by} while waiting for its tick's jitter offset; "
+                "nothing ran, the tick is left to the other replicas",
+            )
+
     def _enqueue(
-        self, job: Job[Any, Any], arguments: list[str], alias: str, options: dict[str, Any]
+        self,
+        job: Job[Any, Any],
+        tick: datetime | None,
+        arguments: list[str],
+        alias: str,
+        options: dict[str, Any],
     ) -> None:
-        """Hand the tick nearest the database's clock to the job's Tasks backend."""
+        """Hand ``tick`` (``None``: the tick nearest the database's clock) to the job's Tasks
+        backend."""
         if job.source == "code" and job.name not in registry:
             self.leave(
                 exitcodes.USAGE,
@@ -245,7 +267,7 @@ class Command(AppCommand):
                 raise targets.DeliveryError(problems[0])
             bound_connect(alias)
             handed = deliverer.deliver(
-                job, None, args=arguments, using=alias, manual=options["manual"]
+                job, tick, args=arguments, using=alias, manual=options["manual"]
             )
         except targets.DeliveryError as error:
             self.leave(exitcodes.CONFIG, str(error))
@@ -253,14 +275,14 @@ class Command(AppCommand):
             self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
         except DatabaseUnavailable as error:
             self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
-        tick = f"tick {handed.tick}" if handed.tick else "no tick"
+        said = f"tick {handed.tick}" if handed.tick else "no tick"
         if handed.enqueued:
-            message = deliverer.sent(job.name, handed, "manual run" if options["manual"] else tick)
+            message = deliverer.sent(job.name, handed, "manual run" if options["manual"] else said)
         elif handed.paused:  # as runlocked says of a paused job it would run here
             message = f"{job.name}: skipped, {handed.paused}"
         else:
             why = "already ran" if handed.already_ran else "was enqueued by another scheduler"
-            message = f"{job.name}: not enqueued, {tick} {why}"
+            message = f"{job.name}: not enqueued, {said} {why}"
         if options["verbosity"] >= 1:
             self.stdout.write(message)
         hint = _tick_hint(job, "enqueue", handed.tick if handed.enqueued else None)

@@ -63,6 +63,13 @@ def assert_ticks_in_order(out: str) -> None:
     assert all((later - earlier) % 86400 < 3600 for earlier, later in pairwise(ticks)), out
 
 
+def ticks_of_part_two(out: str) -> int:
+    """How many ticks part 2's replicas, run one after another, belonged to: one, or two on
+    a machine so slow that they straddled a tick (the demo says so, and still checks that
+    each tick ran once)."""
+    return 2 if "the runs straddled two ticks" in out else 1
+
+
 @pytest.mark.slow  # the demo's part 3 runs two real ticks of a 5-second job
 def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> None:
     for _attempt in range(3):  # again while the demo says the host was too busy to overlap them
@@ -75,11 +82,16 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
     assert "from DATABASE_URL" in out
     assert len(re.findall(r"exit 0  send_daily_digest: ran \(run \d+", out)) == 1
     assert out.count("send_daily_digest: skipped, locked by another process") == 4
-    assert len(re.findall(r"exit 0  refresh_digest_stats: ran \(run \d+, tick 20", out)) == 1
-    assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == 4
+    ticks_run = ticks_of_part_two(out)
+    assert (
+        len(re.findall(r"exit 0  refresh_digest_stats: ran \(run \d+, tick 20", out)) == ticks_run
+    )
+    assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == (
+        5 - ticks_run
+    )
     assert "5 users, 5 DigestEmail rows" in out
     assert "one per user" in out
-    assert "4 skipped_tick (already ran this tick)" in out
+    assert ticks_run == 2 or "4 skipped_tick (already ran this tick)" in out
     assert out.rstrip().splitlines()[-1].startswith("OK: one replica ran the job")
     assert "throwaway" not in out  # it used the database it was given
 
@@ -111,13 +123,13 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
     assert len(senders) == 1
     assert senders[0][0].startswith("replica-")
     assert sorted(item for item in statuses if item[0] != "sample_uptime") == [
-        ("refresh_digest_stats", "skipped_tick", 4),
-        ("refresh_digest_stats", "succeeded", 1),
+        ("refresh_digest_stats", "skipped_tick", 5 - ticks_run),
+        ("refresh_digest_stats", "succeeded", ticks_run),
         ("send_daily_digest", "skipped_locked", 4),
         ("send_daily_digest", "succeeded", 1),
     ]
-    assert ticks == (1,)
-    assert stats_rows == (1,)
+    assert ticks == (ticks_run,)
+    assert stats_rows == (ticks_run,)
     # Part 3: five cronworker replicas; each tick of the 5-second job ran once.
     ran = [count for tick, count in uptime if count]
     assert len(ran) >= 2 and set(ran) == {1}, uptime
@@ -141,8 +153,11 @@ def test_readme_command_starts_and_stops_its_own_postgres() -> None:
     match = re.search(r"3 replicas, throwaway PostgreSQL [\d.]+ on ([\d.]+):(\d+)", out)
     assert match, out
     assert out.count("send_daily_digest: skipped, locked by another process") == 2
-    assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == 2
-    assert "2 skipped_tick (already ran this tick)" in out
+    ticks_run = ticks_of_part_two(out)
+    assert len(re.findall(r"refresh_digest_stats: skipped, tick .+ already ran", out)) == (
+        3 - ticks_run
+    )
+    assert ticks_run == 2 or "2 skipped_tick (already ran this tick)" in out
     assert "`manage.py cronworker` (no cron)" in out
     assert_ticks_in_order(out)
     assert "Stopped the throwaway PostgreSQL and deleted its data." in out

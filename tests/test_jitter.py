@@ -7,6 +7,7 @@ offset function itself: tests/unit/test_jitter.py)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import signal
 from datetime import datetime, timedelta
@@ -21,7 +22,7 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.core.jitter import offset
 from django_advisory_cron.models import EnqueuedTick, JobRun, RunStatus
 from django_advisory_cron.ops.charts import human_lateness
-from tests.jobsapp.jitter_tasks import EVERY, JITTER
+from tests.jobsapp.jitter_values import EVERY, JITTER
 from tests.waiting import wait_for, wait_for_workers, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -72,7 +73,12 @@ def lag(run: JobRun, jitter: float) -> timedelta:
 
 @pytest.mark.slow
 def test_two_replicas_start_each_tick_at_the_same_offset_and_run_it_once(
-    jittered: None, manage: Any, spawn: Any, raw_connect: Any, django_user_model: Any
+    jittered: None,
+    manage: Any,
+    spawn: Any,
+    raw_connect: Any,
+    django_user_model: Any,
+    fresh_registry: None,
 ) -> None:
     added = manage(
         "cronjob", "add", "jitter_db", "--job", "jitter_body", "--args", '["jitter_db"]',
@@ -116,6 +122,8 @@ def test_two_replicas_start_each_tick_at_the_same_offset_and_run_it_once(
             assert row["jitter_offset"] == wanted, row
     table = manage("cronjob", "history", "jitter_a").stdout.splitlines()
     assert "OFFSET" in table[0] and all(" +" in line for line in table[1:]), table
+    # The admin (this process) knows the jobs' jitter once their module is loaded here too.
+    importlib.reload(importlib.import_module("tests.jobsapp.jitter_tasks"))
     user = django_user_model.objects.create_superuser("root", password="pw")
     client = Client()
     client.force_login(user)

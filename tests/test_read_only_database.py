@@ -15,6 +15,7 @@ from django.db import connection, connections
 from psycopg import sql as pgsql
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.test_worker_edges import Lines
@@ -121,11 +122,16 @@ class ServerSwitch:
         self.admin.execute(f"ALTER SYSTEM SET default_transaction_read_only = {value}")
         self.admin.execute("SELECT pg_reload_conf()")
 
-    def advisory_locks(self) -> int:
+    def held(self, job: str) -> bool:
+        """Whether some session holds job ``job``'s lock (others' advisory locks aside)."""
+        ids = job_key(job).lock_ids
+        assert ids is not None
         row = self.admin.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND (classid, objid, objsubid) = (%s::oid, %s::oid, %s)",
+            ids,
         ).fetchone()
-        return int(row[0])
+        return bool(row[0])
 
     def go(self, job: str) -> None:
         """Tell a holding job to end (the test's session can still write)."""
@@ -165,7 +171,7 @@ def test_a_server_switched_read_only_while_a_job_runs(
     server_switch.go("ro_hold")
     if writes_back:
         # The end was refused and the lock unlocked alone: writes come back meanwhile.
-        wait_for(lambda: not server_switch.advisory_locks())
+        wait_for(lambda: not server_switch.held("ro_hold"), timeout=30)
         server_switch.set(False)
     said = lines.finish()
     connections.close_all()

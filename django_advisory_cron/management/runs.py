@@ -94,9 +94,15 @@ def wait_for_start(job: Job[..., Any]) -> datetime | None:
     nearest now within ``MAX_SKEW``, once its start (the tick plus its offset, the same on
     every replica) has come; the run then claims that tick, however long the wait. ``None``
     when no tick is that near (a run by hand): it runs at once, as without a jitter. Call it
-    inside ``signals_unwind``, so a stop during the wait raises there."""
-    schedule = job.schedule
-    if schedule is None or not job.jitter:
+    inside ``signals_unwind``, so a stop during the wait raises there. A schedule that cannot
+    tick waits for nothing: the run says why."""
+    if not job.jitter:
+        return None
+    try:
+        schedule = job.schedule
+    except InvalidSchedule:
+        return None
+    if schedule is None:
         return None
     now = datetime.now(UTC)
     tick = schedule.nearest_tick(now, app_settings.MAX_SKEW)

@@ -6,10 +6,8 @@ from datetime import timedelta
 
 from django_advisory_cron import locked_task
 
+from .jitter_values import EVERY, JITTER
 from .models import Marker
-
-#: The jobs' interval and jitter, in seconds.
-EVERY, JITTER = 5, 4
 
 
 def _mark(name: str) -> None:

@@ -60,12 +60,7 @@ RAN = ("succeeded", "failed", "lock_lost", "timed_out")
 #: The statements (``db/queries.sql``) whose server time is the claims' time: the claim, in
 #: each of its variants, and the look before a claim.
 CLAIMS = {
-    "claim": (
-        "claim_runs",
-        "claim_runs_recording",
-        "claim_runs_census",
-        "claim_runs_census_recording",
-    ),
+    "claim": ("claim_runs", "claim_runs_census"),
     "look": ("unclaimed_ticks",),
 }
 

@@ -53,7 +53,7 @@ SESSION_RUN = "@locked_task run, session scope"
 #: How the claim statements (queries.sql's claim_runs and its census variant) begin: a call
 #: of the claim function, whose execution includes planning its statement when the
 #: connection has no plan of it yet.
-CLAIM = "SELECT released, got, run_id"
+CLAIM = "SELECT c.*"
 SHORT = {WRITE: "(c)", LOCK: "(a)", ROUND_TRIP: "S1", SESSION_RUN: "run"}
 
 

@@ -80,28 +80,33 @@ SELECT now()
 -- name: claim_runs
 -- Take the locks and claim the ticks of one or several runs, in one round trip (see
 -- sql.claim_runs): a call of the claim function (create_claim), whose statement the server
--- plans once per connection. Arguments in its order; a NULL prefix reads no census.
-SELECT released, got, run_id, tick, reference, interrupted, live, paused
-  FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
-       %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[],
+-- plans once per connection; the arguments in its order.
+SELECT c.* FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[],
+       %(objids)s::int[], %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[],
        %(task_ids)s::text[], %(once)s::boolean[], %(match_n)s::bigint[],
        %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
        %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
-       %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean, %(prefix)s::text,
-       %(synchronous_commit)s::text)
+       %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
+       %(synchronous_commit)s::text) AS c
 
 -- name: claim_runs_census
--- claim_runs, and a worker's census (%(prefix)s): the server's clock, the live workers,
--- whether a "run now" request is pending, the version of the database's schedules.
-SELECT released, got, run_id, tick, reference, interrupted, live, paused,
-       now, workers, requested, schedules
-  FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
-       %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[],
+-- claim_runs, and a worker's census, read after the claim (its clock is never ahead): the
+-- server's clock, the live workers (their application_name starts with %(prefix)s), whether
+-- a "run now" request is pending, the version of the database's schedules. Here, not in the
+-- function, so that a claim without it does not start its plan.
+SELECT c.*, clock_timestamp(),
+       (SELECT array_agg(application_name) FROM pg_stat_activity
+         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
+       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
+       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+          FROM "django_advisory_cron_schedule")
+  FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[],
+       %(objids)s::int[], %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[],
        %(task_ids)s::text[], %(once)s::boolean[], %(match_n)s::bigint[],
        %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
        %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
-       %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean, %(prefix)s::text,
-       %(synchronous_commit)s::text)
+       %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
+       %(synchronous_commit)s::text) AS c
 
 -- name: create_claim
 -- The claim algorithm, installed by migration 0016 (a later change of it is a migration that
@@ -116,19 +121,19 @@ SELECT released, got, run_id, tick, reference, interrupted, live, paused,
 -- to right; a data-modifying CTE runs to its end whether read or not. _transaction picks the
 -- lock function; _lease NULL writes no lease; _synchronous_commit NULL waits as the session
 -- does. "live": rows whose body may still be running, whatever their status (a lease not
--- expired). The skip rows are written with _record, and for a manual claim; a lock held
+-- expired). "m": each claim's tick, the match nearest its reference within _skew (a join, so
+-- that a batch costs its claims and their matches, not their product). The skip rows are
+-- written with _record, and for a manual claim; a lock held
 -- elsewhere is recorded with who holds it, as the Held locks page (the heldlock view) shows
--- it, and an earlier run still alive with its id, host and pid. The census columns are NULL
--- without _prefix; its clock is read as late in the statement as it can be.
+-- it, and an earlier run still alive with its id, host and pid.
 CREATE OR REPLACE FUNCTION django_advisory_cron_claim(
     _jobs text[], _classids int[], _objids int[], _hashed text[], _refs timestamptz[],
     _manual boolean[], _task_ids text[], _once boolean[], _match_n bigint[],
     _match_at timestamptz[], _match_tick timestamptz[], _skew float8, _host text, _pid int,
     _transaction boolean, _lease float8, _final boolean, _settle boolean, _record boolean,
-    _prefix text, _synchronous_commit text)
+    _synchronous_commit text)
 RETURNS TABLE (released boolean, got boolean, run_id bigint, tick timestamptz,
-               reference timestamptz, interrupted bigint, live bigint, paused text,
-               now timestamptz, workers text[], requested boolean, schedules text)
+               reference timestamptz, interrupted bigint, live bigint, paused text)
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $claim$
 #variable_conflict use_column
 BEGIN
@@ -152,12 +157,13 @@ WITH i AS (
                 WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
                 ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
       FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), m AS (
+    SELECT DISTINCT ON (c.n) c.n, c.tick
+      FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick) JOIN l ON l.n = c.n
+     WHERE abs(extract(epoch FROM c.at - l.reference)) <= _skew
+     ORDER BY c.n, abs(extract(epoch FROM c.at - l.reference))
 ), t AS (
-    SELECT l.*,
-           (SELECT c.tick FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick)
-             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= _skew
-             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
-      FROM l
+    SELECT l.*, m.tick FROM l LEFT JOIN m ON m.n = l.n
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
@@ -213,16 +219,7 @@ WITH i AS (
 )
 SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
             WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why,
-       CASE WHEN _prefix IS NOT NULL THEN clock_timestamp() END,
-       CASE WHEN _prefix IS NOT NULL THEN
-       (SELECT array_agg(application_name) FROM pg_stat_activity
-         WHERE datname = current_database() AND starts_with(application_name, _prefix)) END,
-       CASE WHEN _prefix IS NOT NULL THEN
-       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL) END,
-       CASE WHEN _prefix IS NOT NULL THEN
-       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
-          FROM "django_advisory_cron_schedule") END
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
   FROM o ORDER BY o.n;
 END
 $claim$

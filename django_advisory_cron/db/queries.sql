@@ -117,15 +117,16 @@ SELECT c.*, clock_timestamp(),
 -- clause makes the plan kept the generic one for the function's own statement only (left to
 -- itself, the server plans a statement with array arguments again for its values on every
 -- call, which costs several times running it); a set_config(..., true) inside still lasts
--- for the transaction. Each argument _x is the claim's %(x)s. A target list is evaluated left
--- to right; a data-modifying CTE runs to its end whether read or not. _transaction picks the
--- lock function; _lease NULL writes no lease; _synchronous_commit NULL waits as the session
--- does. "live": rows whose body may still be running, whatever their status (a lease not
--- expired). "m": each claim's tick, the match nearest its reference within _skew (a join, so
--- that a batch costs its claims and their matches, not their product). The skip rows are
--- written with _record, and for a manual claim; a lock held
--- elsewhere is recorded with who holds it, as the Held locks page (the heldlock view) shows
--- it, and an earlier run still alive with its id, host and pid.
+-- for the transaction. Each argument _x is the claim's %(x)s; a name that is both a column
+-- and a returned column (tick, live, paused) means the column (use_column). A target list is
+-- evaluated left to right; a data-modifying CTE runs to its end whether read or not.
+-- _transaction picks the lock function; _lease NULL writes no lease; _synchronous_commit
+-- NULL waits as the session does. "live": rows whose body may still be running, whatever
+-- their status (a lease not expired). "m": each claim's tick, the match nearest its
+-- reference within _skew (a join, so that a batch costs its claims and their matches, not
+-- their product). The skip rows are written with _record, and for a manual claim; a lock
+-- held elsewhere is recorded with who holds it, as the Held locks page (the heldlock view)
+-- shows it, and an earlier run still alive with its id, host and pid.
 CREATE OR REPLACE FUNCTION django_advisory_cron_claim(
     _jobs text[], _classids int[], _objids int[], _hashed text[], _refs timestamptz[],
     _manual boolean[], _task_ids text[], _once boolean[], _match_n bigint[],

@@ -50,8 +50,10 @@ class Row:
 
 WRITE, LOCK, ROUND_TRIP = "(c) write floor", "(a) bare try-lock + unlock", "SELECT 1 round trip"
 SESSION_RUN = "@locked_task run, session scope"
-#: How the claim statements (the four variants of queries.sql's claim_runs) begin.
-CLAIM = "WITH i AS ("
+#: How the claim statements (queries.sql's claim_runs and its census variant) begin: a call
+#: of the claim function, whose execution includes planning its statement when the
+#: connection has no plan of it yet.
+CLAIM = "SELECT c.*"
 SHORT = {WRITE: "(c)", LOCK: "(a)", ROUND_TRIP: "S1", SESSION_RUN: "run"}
 
 

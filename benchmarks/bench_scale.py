@@ -60,12 +60,7 @@ RAN = ("succeeded", "failed", "lock_lost", "timed_out")
 #: The statements (``db/queries.sql``) whose server time is the claims' time: the claim, in
 #: each of its variants, and the look before a claim.
 CLAIMS = {
-    "claim": (
-        "claim_runs",
-        "claim_runs_recording",
-        "claim_runs_census",
-        "claim_runs_census_recording",
-    ),
+    "claim": ("claim_runs", "claim_runs_census"),
     "look": ("unclaimed_ticks",),
 }
 
@@ -170,6 +165,13 @@ def run_workers(
             "'django-advisory-cron worker%%'"
         ).fetchone()
         if row and row[0] >= workers:
+            break
+        time.sleep(0.1)
+    # And from the tick after each worker's first claim: a worker's first claim on its
+    # connection also makes the plan the server keeps for its later ones.
+    while time.monotonic() < deadline + 2 * every:
+        row = conn.execute("SELECT count(*) FROM django_advisory_cron_jobrun").fetchone()
+        if row and row[0] >= jobs:
             break
         time.sleep(0.1)
     window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]

@@ -79,7 +79,7 @@ def test_only_claims_under_the_setting_wait_for_the_standby(
     process = runlocked(primary, gate, "remote_apply")
     try:
         claim = wait_for(lambda: waiting_for_standby(primary))
-        # The claim: its lock attempt lies past the 1,024 bytes of it pg_stat_activity keeps.
+        # The claim: pg_stat_activity shows its call of the claim function.
         assert claim[0].startswith(CLAIM), claim
         assert process.poll() is None
         standby.resume_replay()

@@ -204,7 +204,7 @@ def test_sigterm_while_the_lock_is_being_taken_records_the_run_interrupted(
     ``running`` row stayed behind although exit 143 promised "recorded as interrupted"."""
     slow_statement(observer, "INSERT", 1.5)
     process = spawn("runlocked", "edge_quick_scheduled")
-    # The claim (its lock attempt lies past the 1,024 bytes of it pg_stat_activity keeps).
+    # The claim (pg_stat_activity shows its call of the claim function).
     wait_for(lambda: in_statement(observer, CLAIM), timeout=20, interval=0.01)
     process.send_signal(signal.SIGTERM)
     _out, err = process.communicate(timeout=30)

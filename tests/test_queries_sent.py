@@ -28,9 +28,16 @@ PACKAGE = Path(sys.modules["django_advisory_cron"].__file__ or "").parent
 TICK = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("name", sorted(name for name in QUERIES if "listen" not in name))
+#: The statements a migration runs (0016 installs the claim function), not the code.
+MIGRATIONS = {"create_claim", "drop_claim"}
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name in QUERIES if "listen" not in name and name not in MIGRATIONS)
+)
 def test_postgresql_plans_every_statement_against_the_migrated_tables(name: str) -> None:
-    """An unknown table, column or function, or a type that does not fit, is refused here."""
+    """An unknown table, column or function, or a type that does not fit, is refused here (the
+    claim function's statement is planned by its first call: the claims below make it)."""
     text = QUERIES[name]
     params = {param: None for param in re.findall(r"%\((\w+)\)s", text)}
     if name.startswith("probe_"):
@@ -96,5 +103,5 @@ def test_every_statement_sent_is_one_of_the_files_verbatim(
     statements = set(QUERIES.values())
     assert ours and [text for text in ours if text not in statements] == []
     names = {name for name, text in QUERIES.items() if text in ours}
-    assert {"claim_runs_recording", "finish_run", "skip_tick", "try_lock_session"} <= names
+    assert {"claim_runs", "finish_run", "skip_tick", "try_lock_session"} <= names
     assert "unlock" in names

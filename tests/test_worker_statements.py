@@ -23,7 +23,7 @@ from django_advisory_cron.run.runner import claim_together
 from django_advisory_cron.worker.clock import DatabaseClock
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from tests.statements import statements_sent
-from tests.waiting import wait_for
+from tests.waiting import CLAIM, wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db", "fresh_registry")
 
@@ -36,7 +36,7 @@ def nothing() -> None:
 
 def kind(statement: str) -> str:
     text = " ".join(statement.split())
-    if "unnest" in text and "INSERT INTO" in text and "pg_try_advisory_lock" in text:
+    if text.startswith(CLAIM) and "django_advisory_cron_claim(" in text:
         return "claim"
     if text.startswith("WITH w AS (UPDATE"):
         return "finish"

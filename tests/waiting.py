@@ -10,10 +10,10 @@ import pytest
 
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 
-#: How the claim statement begins (db/queries.sql, ``claim_runs`` and its variants): what
-#: ``pg_stat_activity`` shows of it, which keeps its first 1,024 bytes only, where its lock
-#: attempt is not.
-CLAIM = "WITH i AS (\n    SELECT * FROM unnest("
+#: How the claim statement begins (db/queries.sql, ``claim_runs`` and its census variant):
+#: what ``pg_stat_activity`` shows of it, a call of the function whose statement tries the
+#: locks.
+CLAIM = "SELECT c.*"
 
 
 def wait_for(predicate: Callable[..., Any], timeout: float = 30, interval: float = 0.02) -> Any:

@@ -1,13 +1,12 @@
 -- Every statement this app writes itself (the ORM's queries aside), literal and named: a
 -- statement seen in a server log or in pg_stat_statements is found here as it was sent
 -- (psycopg's %(name)s placeholders become $1, $2, ...). Each function of db/sql.py picks its
--- statement by name (claim_runs picks one of four, enqueued and listen one of two) and fills
--- its parameters.
+-- statement by name (claim_runs, enqueued and listen pick one of two) and fills its parameters;
+-- create_claim and drop_claim are a migration's (0016).
 --
 -- Format: a line "-- name: <name>", comment lines saying what it is for, then the statement,
 -- up to the next "-- name:" line. The tables and columns are the models' (tests check them),
--- the status values RunStatus's; the parts a call may leave out are guarded by parameters
--- (the claim's skip rows and census excepted: see claim_runs).
+-- the status values RunStatus's; the parts a call may leave out are guarded by parameters.
 -- A lock key is given as %(lock_ns)s, %(lock_id)s (two ints) or %(lock_name)s (hashtext),
 -- the other form NULL; several keys as the arrays %(classids)s, %(objids)s, %(hashed)s.
 
@@ -15,7 +14,7 @@
 -- name: try_lock_session
 -- Try a session lock once; a taken lock names its connection after itself, keeping the name
 -- it had in django_advisory_cron.home_name (unlock gives it back). Its connection, a lock's
--- own, plans generically from then on (see the claim's plan_cache_mode).
+-- own, plans generically from then on (as the claim function plans its statement).
 SELECT got, CASE WHEN got THEN ARRAY[
            set_config('django_advisory_cron.home_name', current_setting('application_name'), false),
            set_config('application_name', %(lock_label)s, false)] END
@@ -80,256 +79,69 @@ SELECT now()
 
 -- name: claim_runs
 -- Take the locks and claim the ticks of one or several runs, in one round trip (see
--- sql.claim_runs). A target list is evaluated left to right; a data-modifying CTE runs to
--- its end whether read or not. %(transaction)s picks the lock function; %(lease)s NULL
--- writes no lease; %(synchronous_commit)s NULL waits as the session does. "live": rows whose
--- body may still be running, whatever their status (a lease not expired). The lock functions
--- come early in the text: pg_stat_activity shows a statement's first 1 kB. Four variants, as
--- alike as they can be (a test keeps them so): _recording also writes skip rows (with
--- %(record)s, and for a manual claim), _census also reads a worker's census. Each part costs
--- its parsing and planning on every claim that is not prepared, so a claim without them
--- does not carry them. In session scope the claim runs on a lock connection of its own, which
--- prepares it: plan_cache_mode is set there (never on the project's connection, which a
--- transaction-scope claim runs on) so that the server keeps one generic plan for it instead
--- of planning it again on every call (planning it costs several times running it). Set by
--- the statements themselves, it costs no round trip, and a pooler's login is not asked to
--- pass a startup parameter it may refuse.
-WITH i AS (
-    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
-        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
-        %(once)s::boolean[])
-        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
-     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
-), paused AS (
-    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
-           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
-      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
-     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
-), live AS (
-    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
-     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
-), l AS (
-    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
-           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
-                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
-                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
-                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
-                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
-      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
-), t AS (
-    SELECT l.*,
-           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
-                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
-             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
-             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
-      FROM l
-), dead AS (
-    UPDATE "django_advisory_cron_jobrun" r
-       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
-           error = 'the process running it ended without recording its end; found by host '
-                   || %(host)s || ' pid ' || %(pid)s
-      FROM t
-     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
-       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
-    RETURNING r.job
-), ins AS (
-    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
-                                             lease_until, manual, task_id)
-    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
-           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
-      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
-        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
-           AND r.status IN ('interrupted', 'running')))
-    ON CONFLICT (job, tick)
-       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
-    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
-                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
-                       END
-), o AS (
-    SELECT t.*, ins.id, d.interrupted,
-           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
-               AS settled
-      FROM t LEFT JOIN ins USING (job)
-     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
-)
-SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
-            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
-  FROM o ORDER BY o.n
-
--- name: claim_runs_recording
--- claim_runs, and the skip rows (%(record)s, or a manual claim); a lock held elsewhere is
--- recorded with who holds it, as the Held locks page (the heldlock view) shows it, and an
--- earlier run still alive with its id, host and pid.
-WITH i AS (
-    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
-        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
-        %(once)s::boolean[])
-        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
-     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
-), paused AS (
-    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
-           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
-      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
-     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
-), live AS (
-    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
-     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
-), l AS (
-    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
-           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
-                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
-                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
-                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
-                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
-      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
-), t AS (
-    SELECT l.*,
-           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
-                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
-             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
-             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
-      FROM l
-), dead AS (
-    UPDATE "django_advisory_cron_jobrun" r
-       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
-           error = 'the process running it ended without recording its end; found by host '
-                   || %(host)s || ' pid ' || %(pid)s
-      FROM t
-     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
-       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
-    RETURNING r.job
-), ins AS (
-    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
-                                             lease_until, manual, task_id)
-    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
-           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
-      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
-        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
-           AND r.status IN ('interrupted', 'running')))
-    ON CONFLICT (job, tick)
-       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
-    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
-                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
-                       END
-), o AS (
-    SELECT t.*, ins.id, d.interrupted,
-           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
-               AS settled
-      FROM t LEFT JOIN ins USING (job)
-     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
-), skip AS (
-    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
-                                             error, manual, task_id)
-    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
-           CASE WHEN o.got THEN 'skipped_tick'
-                WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
-           COALESCE(o.why, CASE WHEN o.live > 0
-                                THEN 'an earlier run is still alive (its lease has not expired)'
-                                     || COALESCE((SELECT ': run ' || r.id || ' on host ' || r.host
-                                                         || ' pid ' || r.pid
-                                                    FROM "django_advisory_cron_jobrun" r
-                                                   WHERE r.job = o.job
-                                                     AND r.lease_until >= clock_timestamp()
-                                                   ORDER BY r.started DESC LIMIT 1), '')
-                                WHEN NOT o.got THEN (
-               SELECT 'its lock is held by ' || string_agg('backend pid ' || h.pid || COALESCE(
-                          ' (' || NULLIF(concat_ws(', ', NULLIF(h.application_name, ''),
-                                                   'client ' || h.client_addr), '') || ')', ''),
-                          '; ')
-                 FROM "django_advisory_cron_heldlock" h
-                WHERE h.granted AND CASE WHEN o.hashed IS NULL
-                                         THEN h.key1 = o.classid AND h.key2 = o.objid
-                                         ELSE h.bigkey = hashtext(o.hashed) END) END, ''),
-           o.manual, o.task_id
-      FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
-)
-SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
-            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
-  FROM o ORDER BY o.n
+-- sql.claim_runs): a call of the claim function (create_claim), whose statement the server
+-- plans once per connection; the arguments in its order.
+SELECT c.* FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[],
+       %(objids)s::int[], %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[],
+       %(task_ids)s::text[], %(once)s::boolean[], %(match_n)s::bigint[],
+       %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
+       %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
+       %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
+       %(synchronous_commit)s::text) AS c
 
 -- name: claim_runs_census
--- claim_runs, and a worker's census: the server's clock, the live workers (their
--- application_name starts with %(prefix)s), whether a "run now" request is pending, the
--- version of the database's schedules.
-WITH i AS (
-    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
-        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
-        %(once)s::boolean[])
-        WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
-     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
-), paused AS (
-    SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
-           AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
-      FROM i JOIN "django_advisory_cron_jobstate" s ON s.job = i.job
-     WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
-), live AS (
-    SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
-     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
-), l AS (
-    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
-           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
-                AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
-                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
-                WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
-                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
-      FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
-), t AS (
-    SELECT l.*,
-           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
-                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
-             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
-             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
-      FROM l
-), dead AS (
-    UPDATE "django_advisory_cron_jobrun" r
-       SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
-           error = 'the process running it ended without recording its end; found by host '
-                   || %(host)s || ' pid ' || %(pid)s
-      FROM t
-     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
-       AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
-    RETURNING r.job
-), ins AS (
-    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
-                                             lease_until, manual, task_id)
-    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
-           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
-      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
-        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
-           AND r.status IN ('interrupted', 'running')))
-    ON CONFLICT (job, tick)
-       WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
-    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
-                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
-                       END
-), o AS (
-    SELECT t.*, ins.id, d.interrupted,
-           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
-               AS settled
-      FROM t LEFT JOIN ins USING (job)
-     CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
-)
-SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
-            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why,
-       clock_timestamp(),
+-- claim_runs, and a worker's census, read after the claim (its clock is never ahead): the
+-- server's clock, the live workers (their application_name starts with %(prefix)s), whether
+-- a "run now" request is pending, the version of the database's schedules. Here, not in the
+-- function, so that a claim without it does not start its plan.
+SELECT c.*, clock_timestamp(),
        (SELECT array_agg(application_name) FROM pg_stat_activity
          WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
        EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
        (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
           FROM "django_advisory_cron_schedule")
-  FROM o ORDER BY o.n
+  FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[],
+       %(objids)s::int[], %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[],
+       %(task_ids)s::text[], %(once)s::boolean[], %(match_n)s::bigint[],
+       %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
+       %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
+       %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
+       %(synchronous_commit)s::text) AS c
 
--- name: claim_runs_census_recording
--- claim_runs_census, and the skip rows (as claim_runs_recording writes them).
+-- name: create_claim
+-- The claim algorithm, installed by migration 0016 (a later change of it is a migration that
+-- runs this again). Why a function: PL/pgSQL keeps its statement's plan for the life of the
+-- backend, so a claim is planned once per connection, not on every call, whether the call is
+-- prepared or not: a transaction-scope claim on the project's connection, a worker's claim
+-- connection that binds on the client, a connection behind a transaction pooler. The SET
+-- clause makes the plan kept the generic one for the function's own statement only (left to
+-- itself, the server plans a statement with array arguments again for its values on every
+-- call, which costs several times running it); a set_config(..., true) inside still lasts
+-- for the transaction. Each argument _x is the claim's %(x)s; a name that is both a column
+-- and a returned column (tick, live, paused) means the column (use_column). A target list is
+-- evaluated left to right; a data-modifying CTE runs to its end whether read or not.
+-- _transaction picks the lock function; _lease NULL writes no lease; _synchronous_commit
+-- NULL waits as the session does. "live": rows whose body may still be running, whatever
+-- their status (a lease not expired). "m": each claim's tick, the match nearest its
+-- reference within _skew (a join, so that a batch costs its claims and their matches, not
+-- their product). The skip rows are written with _record, and for a manual claim; a lock
+-- held elsewhere is recorded with who holds it, as the Held locks page (the heldlock view)
+-- shows it, and an earlier run still alive with its id, host and pid.
+CREATE OR REPLACE FUNCTION django_advisory_cron_claim(
+    _jobs text[], _classids int[], _objids int[], _hashed text[], _refs timestamptz[],
+    _manual boolean[], _task_ids text[], _once boolean[], _match_n bigint[],
+    _match_at timestamptz[], _match_tick timestamptz[], _skew float8, _host text, _pid int,
+    _transaction boolean, _lease float8, _final boolean, _settle boolean, _record boolean,
+    _synchronous_commit text)
+RETURNS TABLE (released boolean, got boolean, run_id bigint, tick timestamptz,
+               reference timestamptz, interrupted bigint, live bigint, paused text)
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $claim$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
 WITH i AS (
-    SELECT * FROM unnest(%(jobs)s::text[], %(classids)s::int[], %(objids)s::int[],
-        %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[], %(task_ids)s::text[],
-        %(once)s::boolean[])
+    SELECT * FROM unnest(_jobs, _classids, _objids, _hashed, _refs, _manual, _task_ids, _once)
         WITH ORDINALITY AS i(job, classid, objid, hashed, ref, manual, task_id, once, n)
-     WHERE %(transaction)s OR set_config('plan_cache_mode', 'force_generic_plan', false) <> ''
 ), paused AS (
     SELECT i.n, concat('paused', ' by ' || NULLIF(paused_by, ''), ' until ' || to_char(paused_until
            AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ': ' || NULLIF(reason, '')) AS why
@@ -337,54 +149,53 @@ WITH i AS (
      WHERE NOT i.manual AND paused AND (paused_until IS NULL OR paused_until > clock_timestamp())
 ), live AS (
     SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
-     WHERE job = ANY(%(jobs)s) AND lease_until >= clock_timestamp() GROUP BY job
+     WHERE job = ANY(_jobs) AND lease_until >= clock_timestamp() GROUP BY job
 ), l AS (
     SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
-           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT %(transaction)s
+           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT _transaction
                 AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
-                WHEN NOT %(transaction)s THEN pg_try_advisory_lock(hashtext(i.hashed))
+                WHEN NOT _transaction THEN pg_try_advisory_lock(hashtext(i.hashed))
                 WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
                 ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
       FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+), m AS (
+    SELECT DISTINCT ON (c.n) c.n, c.tick
+      FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick) JOIN l ON l.n = c.n
+     WHERE abs(extract(epoch FROM c.at - l.reference)) <= _skew
+     ORDER BY c.n, abs(extract(epoch FROM c.at - l.reference))
 ), t AS (
-    SELECT l.*,
-           (SELECT c.tick FROM unnest(%(match_n)s::bigint[], %(match_at)s::timestamptz[],
-                                      %(match_tick)s::timestamptz[]) AS c(n, at, tick)
-             WHERE c.n = l.n AND abs(extract(epoch FROM c.at - l.reference)) <= %(skew)s
-             ORDER BY abs(extract(epoch FROM c.at - l.reference)) LIMIT 1) AS tick
-      FROM l
+    SELECT l.*, m.tick FROM l LEFT JOIN m ON m.n = l.n
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
            error = 'the process running it ended without recording its end; found by host '
-                   || %(host)s || ' pid ' || %(pid)s
+                   || _host || ' pid ' || _pid
       FROM t
-     WHERE r.job = ANY(%(jobs)s) AND r.job = t.job AND t.got AND r.status = 'running'
+     WHERE r.job = ANY(_jobs) AND r.job = t.job AND t.got AND r.status = 'running'
        AND (r.lease_until IS NULL OR r.lease_until < clock_timestamp())
     RETURNING r.job
 ), ins AS (
     INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
                                              lease_until, manual, task_id)
-    SELECT t.job, t.tick, %(host)s, %(pid)s, clock_timestamp(), 'running', '',
-           clock_timestamp() + make_interval(secs => %(lease)s), t.manual, t.task_id
+    SELECT t.job, t.tick, _host, _pid, clock_timestamp(), 'running', '',
+           clock_timestamp() + make_interval(secs => _lease), t.manual, t.task_id
       FROM t WHERE t.got AND NOT (t.once AND EXISTS (
         SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
            AND r.status IN ('interrupted', 'running')))
     ON CONFLICT (job, tick)
        WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
-    RETURNING id, job, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
-                            THEN set_config('synchronous_commit', %(synchronous_commit)s, true)
+    RETURNING id, job, CASE WHEN _synchronous_commit IS NOT NULL
+                            THEN set_config('synchronous_commit', _synchronous_commit, true)
                        END
 ), o AS (
     SELECT t.*, ins.id, d.interrupted,
-           %(settle)s AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once)
-               AS settled
+           _settle AND t.got AND ins.id IS NULL AND (d.interrupted = 0 OR t.once) AS settled
       FROM t LEFT JOIN ins USING (job)
      CROSS JOIN LATERAL (SELECT count(*) AS interrupted FROM dead WHERE dead.job = t.job) d
 ), skip AS (
     INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
                                              error, manual, task_id)
-    SELECT o.job, o.tick, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+    SELECT o.job, o.tick, _host, _pid, clock_timestamp(), clock_timestamp(),
            CASE WHEN o.got THEN 'skipped_tick'
                 WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
            COALESCE(o.why, CASE WHEN o.live > 0
@@ -405,18 +216,19 @@ WITH i AS (
                                          THEN h.key1 = o.classid AND h.key2 = o.objid
                                          ELSE h.bigkey = hashtext(o.hashed) END) END, ''),
            o.manual, o.task_id
-      FROM o WHERE ((NOT o.got AND %(final)s) OR o.settled) AND (%(record)s OR o.manual)
+      FROM o WHERE ((NOT o.got AND _final) OR o.settled) AND (_record OR o.manual)
 )
 SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
             WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why,
-       clock_timestamp(),
-       (SELECT array_agg(application_name) FROM pg_stat_activity
-         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
-       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
-       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
-          FROM "django_advisory_cron_schedule")
-  FROM o ORDER BY o.n
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+  FROM o ORDER BY o.n;
+END
+$claim$
+
+-- name: drop_claim
+-- Migration 0016 undone.
+DROP FUNCTION django_advisory_cron_claim
+
 
 -- name: unclaimed_ticks
 -- Which of the job-ticks a worker is about to claim no run has taken yet: the position of each

@@ -218,8 +218,7 @@ def claim_runs(
         "prefix": census,
         "synchronous_commit": synchronous_commit,
     }
-    recording = "_recording" if record_skips or any(claim.manual for claim in claims) else ""
-    return QUERIES["claim_runs" + ("_census" if census else "") + recording], params
+    return QUERIES["claim_runs_census" if census else "claim_runs"], params
 
 
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:

@@ -135,7 +135,7 @@ def outcome(
         return exitcodes.CONFIG, first
     if isinstance(ended, ProgrammingError):
         return exitcodes.CONFIG, (
-            f"job {name!r} could not start: {first} (is the run-history table missing? run "
+            f"job {name!r} could not start: {first} (are the app's migrations missing? run "
             "manage.py migrate)"
         )
     return exitcodes.JOB_FAILED, f"job {name!r} could not start: {first} (nothing recorded)"

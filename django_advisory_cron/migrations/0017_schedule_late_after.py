@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     change. Plain Django: the same on any database."""
 
     dependencies = [
-        ("django_advisory_cron", "0015_enqueuedtick_unanswered_index"),
+        ("django_advisory_cron", "0016_claim_function"),
     ]
 
     operations = [

@@ -23,6 +23,7 @@ from django.utils import timezone
 from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
 from tests.admin_users import logged_in
+from tests.test_cronjob_schedules import ok, refused
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -38,18 +39,6 @@ def configure(monkeypatch: pytest.MonkeyPatch, **options: Any) -> None:
     """The subprocesses' settings: the schedule jobs, and ``options``."""
     value = json.dumps({"JOBS_MODULE": "schedule_tasks", **options})
     monkeypatch.setenv("ADVISORY_CRON_JSON", value)
-
-
-def ok(result: Any) -> str:
-    assert (result.returncode, result.stderr) == (0, ""), result.stderr
-    return str(result.stdout)
-
-
-def refused(result: Any) -> str:
-    """The one line a refusal printed (exit 2, nothing written to stdout)."""
-    assert (result.returncode, result.stdout) == (exitcodes.USAGE, ""), result.stdout
-    assert result.stderr.count("\n") == 1, result.stderr
-    return str(result.stderr.rstrip("\n"))
 
 
 def todays_tick() -> datetime:

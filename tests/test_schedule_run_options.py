@@ -17,6 +17,7 @@ from django.urls import reverse
 from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
 from tests.admin_users import logged_in
+from tests.test_cronjob_schedules import ok, refused
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -27,18 +28,6 @@ EDITING = ["view_registeredjob", "view_schedule", "add_schedule", "change_schedu
 @pytest.fixture(autouse=True)
 def schedule_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps({"JOBS_MODULE": "schedule_tasks"}))
-
-
-def ok(result: Any) -> str:
-    assert (result.returncode, result.stderr) == (0, ""), result.stderr
-    return str(result.stdout)
-
-
-def refused(result: Any) -> str:
-    """The one line a refusal printed (exit 2, nothing written to stdout)."""
-    assert (result.returncode, result.stdout) == (exitcodes.USAGE, ""), result.stdout
-    assert result.stderr.count("\n") == 1, result.stderr
-    return str(result.stderr.rstrip("\n"))
 
 
 def listed(manage: Any) -> dict[str, dict[str, Any]]:

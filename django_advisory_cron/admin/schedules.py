@@ -39,7 +39,6 @@ from ..templatetags.advisory_cron_admin import breakable, when
 from . import schedule_preview
 from .common import ChoiceFilter
 from .jobs import jobs_page
-from .schedule_preview import saved_ticks
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -414,7 +413,9 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         """Its next ticks as saved; on the form, those of what is typed (see
         [schedule_preview][django_advisory_cron.admin.schedule_preview])."""
         url = reverse("admin:django_advisory_cron_schedule_preview")
-        return schedule_preview.box(url, saved_ticks(obj, definition_of(obj)) if obj.pk else "")
+        return schedule_preview.box(
+            url, schedule_preview.saved_ticks(obj, definition_of(obj)) if obj.pk else ""
+        )
 
     @admin.display(description=_("schedule"), ordering="cron")
     def schedule_display(self, obj: Schedule) -> str:

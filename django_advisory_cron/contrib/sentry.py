@@ -22,20 +22,11 @@ from django.conf import settings
 from sentry_sdk.crons import MonitorStatus, capture_checkin
 
 from ..conf import app_settings
+from ..core.cron_reading import ALIASES
 from ..core.schedule import Every
 from ..exceptions import InvalidSchedule
 from ..ops.monitoring import Timer
 
-#: Sentry's five-field equivalents of the cron aliases.
-ALIASES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
 #: Statuses reported as ``ok``; every other end of a run is an ``error`` check-in.
 OK_STATUSES = ("succeeded",)
 #: Sentry's longest monitor slug.

@@ -17,6 +17,18 @@ import re
 
 from croniter import croniter
 
+#: The ``@`` forms of a cron expression, as the five fields they stand for (for those that
+#: read the fields: the describer, a monitor's schedule).
+ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
 #: A range of one value, ``5-5`` or ``mon-mon`` (with a step or not).
 _ONE_VALUE = re.compile(r"(\w+)-(\w+)(/\d+)?")
 

@@ -15,16 +15,7 @@ from __future__ import annotations
 
 from cron_descriptor import ExpressionDescriptor, Options
 
-#: The ``@`` forms, as the fields they stand for.
-ALIASES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
+from ..core.cron_reading import ALIASES
 
 
 def _options() -> Options:

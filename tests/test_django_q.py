@@ -27,6 +27,7 @@ from django.test import override_settings
 
 from django_advisory_cron import job_key, locked_task, registry
 from django_advisory_cron.contrib import django_q as q2
+from django_advisory_cron.core.jitter import start_of
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing.processes import descendants
 from tests.conftest import MANAGE, ROOT, manage_env
@@ -397,6 +398,30 @@ def test_q_cluster_checks() -> None:
         "django_advisory_cron.W063"
     ]
 
+    @locked_task(name="spread_nightly", schedule="0 3 * * *", jitter=1200)
+    def spread_nightly() -> None:
+        """Waits up to twenty minutes for its start, in the task."""
+
+    with override_settings(Q_CLUSTER={"timeout": 900, "retry": 1000}):
+        [outlasts] = q2.check_q_cluster()
+    assert outlasts.id == "django_advisory_cron.W062"
+    assert outlasts.msg == (
+        "Job 'spread_nightly' waits up to 1200s (its jitter) before it starts but django-q2 "
+        "kills tasks after Q_CLUSTER['timeout'] = 900s."
+    )
+    registry.unregister("spread_nightly")
+
+    @locked_task(name="spread_and_long", schedule="0 4 * * *", jitter=300, max_runtime=800)
+    def spread_and_long() -> None:
+        """Waits up to five minutes, then runs up to 800 s."""
+
+    with override_settings(Q_CLUSTER={"timeout": 1000, "retry": 1100}):
+        [outlasts] = q2.check_q_cluster()
+    assert outlasts.msg == (
+        "Job 'spread_and_long' may take 1100s (up to 300s of jitter, then max_runtime) but "
+        "django-q2 kills tasks after Q_CLUSTER['timeout'] = 1000s."
+    )
+
 
 # -- the runner entry point (in this process, real database) ------------------------------------
 
@@ -477,6 +502,53 @@ def test_long_downtime_catches_up_with_recent_ticks_only(db_url: str) -> None:
     assert Marker.objects.filter(job="q2_minutely_probe").count() == sum(
         run["status"] == "succeeded" for run in [*latest["runs"], *every["runs"]]
     )
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_a_jittered_job_waits_in_the_task_for_its_ticks_start(db_url: str) -> None:
+    """django-q2 fires a schedule at its minute; the run starts at the tick plus the offset
+    every replica computes alike, and claims the tick itself. The job's name is picked so that
+    its start is 1 to 4 s away (offsets are a hash of the name and the tick)."""
+    now = _db_now(db_url)
+    tick = now.replace(second=0, microsecond=0)
+    name = next(
+        candidate
+        for candidate in (f"q2_jittered_{n}" for n in range(5000))
+        if 1 < (start_of(candidate, tick, 59) - now).total_seconds() < 4
+    )
+
+    @locked_task(name=name, schedule="* * * * *", jitter=59)
+    def jittered() -> None:
+        Marker.objects.create(job=name, pid=os.getpid())
+
+    summary = q2.run_scheduled(name, intended=tick.isoformat())
+    [run] = JobRun.objects.filter(job=name)
+    assert summary["runs"] == [{"tick": tick.isoformat(), "status": "succeeded", "run_id": run.pk}]
+    assert run.tick == tick
+    assert run.started >= start_of(name, tick, 59)
+    again = q2.run_scheduled(name, intended=tick.isoformat())  # a redelivery: the tick is taken
+    assert [ran["status"] for ran in again["runs"]] == ["skipped_tick"]
+    assert Marker.objects.filter(job=name).count() == 1
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_a_jittered_job_delivered_after_its_start_runs_at_once(db_url: str) -> None:
+    now = _db_now(db_url)
+    tick = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
+    name = next(
+        candidate
+        for candidate in (f"q2_jittered_late_{n}" for n in range(5000))
+        if start_of(candidate, tick, 30) < now
+    )
+
+    @locked_task(name=name, schedule="* * * * *", jitter=30, catch_up="latest", max_lateness=120)
+    def jittered() -> None:
+        Marker.objects.create(job=name, pid=os.getpid())
+
+    started = time.monotonic()
+    summary = q2.run_scheduled(name, intended=tick.isoformat())
+    assert time.monotonic() - started < 30  # no wait for a start that has passed
+    assert [ran["status"] for ran in summary["runs"]] == ["succeeded"]
 
 
 def test_odd_deliveries(db_url: str, hourly: str) -> None:

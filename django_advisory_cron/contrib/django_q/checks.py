@@ -16,6 +16,8 @@ from django.core import checks
 from django.db import DatabaseError, router
 
 from ...conf import app_settings, check_id
+from ...core.schedule import seconds_text
+from ...jobs.job import Job
 from .schedules import out_of_date, schedule_model, scheduled_jobs, unsyncable_jobs
 
 
@@ -61,17 +63,8 @@ def check_q_cluster(
         )
     if timeout is not None:
         for job in scheduled_jobs():
-            if job.max_runtime is not None and job.max_runtime > timeout:
-                messages.append(
-                    checks.Warning(
-                        f"Job {job.name!r} may run {job.max_runtime}s (max_runtime) but "
-                        f"django-q2 kills tasks after Q_CLUSTER['timeout'] = {timeout}s.",
-                        hint="Raise Q_CLUSTER['timeout'] (and 'retry' above it), or lower "
-                        "the job's max_runtime. A killed run is recorded as interrupted and "
-                        "its tick is run again on redelivery.",
-                        id=check_id("W062"),
-                    )
-                )
+            if (outlasts := _outlasts_timeout(job, timeout)) is not None:
+                messages.append(outlasts)
     zone = options.get("time_zone")
     if zone is not None and zone != settings.TIME_ZONE:
         messages.append(
@@ -83,6 +76,34 @@ def check_q_cluster(
             )
         )
     return messages
+
+
+def _outlasts_timeout(job: Job[..., Any], timeout: float) -> checks.Warning | None:
+    """W062 for a job whose task may outlast ``Q_CLUSTER["timeout"]``: its ``max_runtime``,
+    after the wait for its tick's jitter offset (spent in the task), or ``None``."""
+    jitter = job.jitter or 0
+    if job.max_runtime is None and not jitter:
+        return None
+    longest = jitter + (job.max_runtime or 0)
+    if longest <= timeout:
+        return None
+    if not jitter:
+        took = f"may run {job.max_runtime}s (max_runtime)"
+    elif job.max_runtime is None:
+        took = f"waits up to {seconds_text(jitter)}s (its jitter) before it starts"
+    else:
+        took = (
+            f"may take {seconds_text(longest)}s (up to {seconds_text(jitter)}s of jitter, "
+            "then max_runtime)"
+        )
+    return checks.Warning(
+        f"Job {job.name!r} {took} but django-q2 kills tasks after "
+        f"Q_CLUSTER['timeout'] = {timeout}s.",
+        hint="Raise Q_CLUSTER['timeout'] (and 'retry' above it), or lower the job's "
+        "max_runtime or jitter. A killed run is recorded as interrupted and its tick is run "
+        "again on redelivery; a task killed while it waits runs nothing.",
+        id=check_id("W062"),
+    )
 
 
 def check_unsyncable_jobs(

@@ -5,16 +5,20 @@ scheduler advances it) through the row's ``intended_date_kwarg``, so every deliv
 tick — several clusters, a retry while the first delivery still runs, a failed task
 redelivered — claims the same ``(job, tick)`` record, and each delivery after the first
 skips. Which ticks a late delivery runs is decided by the job's ``catch_up`` and
-``max_lateness``, in [catchup][django_advisory_cron.run.catchup].
+``max_lateness``, in [catchup][django_advisory_cron.run.catchup]. A job with a ``jitter`` waits,
+in the task, for its tick's start (the tick plus the offset every replica computes alike), as
+``cronworker`` and ``runlocked`` do: django-q2 fires every schedule at its minute.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...conf import app_settings
+from ...core.jitter import start_of
 from ...db.aliases import lock_database
 from ...db.execute import database_now
 from ...exceptions import UnknownJob
@@ -108,6 +112,7 @@ def run_scheduled(
         summary["runs"].append(_summary(_run(job, args, kwargs, now=moment)))
         return summary
     now = database_now(lock_database(job.using))
+    read_at = time.monotonic()
     decided = plan(job, tick, now)
     if decided.noteworthy:
         logger.warning(
@@ -118,5 +123,18 @@ def run_scheduled(
         )
     summary["passed_over"] = [missed.isoformat() for missed in decided.skipped]
     for run_tick in decided.run:
+        _wait_for_start(job, run_tick, now + timedelta(seconds=time.monotonic() - read_at))
         summary["runs"].append(_summary(_run(job, args, kwargs, now=run_tick)))
     return summary
+
+
+def _wait_for_start(job: Job[..., object], tick: datetime, now: datetime) -> None:
+    """Sleep until ``tick``'s start when the job has a jitter and that start is still to come
+    (``now``: the database's time, advanced on the monotonic clock). The wait counts towards
+    ``Q_CLUSTER["timeout"]``: check W062 says when a jitter with the job's ``max_runtime``
+    outlasts it."""
+    if not job.jitter:
+        return
+    delay = (start_of(job.name, tick, job.jitter) - now).total_seconds()
+    if delay > 0:
+        time.sleep(delay)

@@ -24,7 +24,6 @@ from sentry_sdk.crons import MonitorStatus, capture_checkin
 from ..conf import app_settings
 from ..core.cron_reading import ALIASES
 from ..core.schedule import Every
-from ..exceptions import InvalidSchedule
 from ..ops.monitoring import Timer
 
 #: Statuses reported as ``ok``; every other end of a run is an ``error`` check-in.
@@ -40,10 +39,7 @@ def monitor_slug(name: str) -> str:
 
 def sentry_schedule(job: Any) -> dict[str, Any] | None:
     """The monitor schedule of ``job``, or ``None`` when Sentry cannot express it."""
-    try:
-        schedule = job.schedule
-    except InvalidSchedule:
-        return None
+    schedule = job.ticking_schedule
     if schedule is None:
         return None
     if isinstance(schedule, Every):

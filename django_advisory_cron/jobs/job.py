@@ -143,6 +143,16 @@ class Job(Generic[P, R]):
         return None if self.cron is None else Schedule(self.cron, zone=self.timezone)
 
     @property
+    def ticking_schedule(self) -> Schedule | None:
+        """``schedule``, or ``None`` when the job has none or it cannot tick (a bad expression
+        or zone, which the system checks and ``runlocked`` name): for the readers that only
+        act on ticks."""
+        try:
+            return self.schedule
+        except InvalidSchedule:
+            return None
+
+    @property
     def schedule_text(self) -> str | None:
         """What to show as the job's schedule: its cron expression as written,
         ``"every 5s"`` for an interval, ``None`` without a schedule. Never raises."""

@@ -98,10 +98,7 @@ def wait_for_start(job: Job[..., Any]) -> datetime | None:
     tick waits for nothing: the run says why."""
     if not job.jitter:
         return None
-    try:
-        schedule = job.schedule
-    except InvalidSchedule:
-        return None
+    schedule = job.ticking_schedule
     if schedule is None:
         return None
     now = datetime.now(UTC)

@@ -9,7 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 from django.core import checks
-from django.test import override_settings
+from django.test import Client, override_settings
+from django.urls import reverse
 
 from django_advisory_cron import registry
 from django_advisory_cron.checks import pooling as pooler_checks
@@ -22,6 +23,8 @@ from .pglocks import holders
 from .pooling import bouncer_entry, bouncer_url, database_alias, server_url, upstream
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
+
+LOCKS_URL = reverse("admin:django_advisory_cron_heldlock_changelist")
 
 
 def ids(messages: list[checks.CheckMessage]) -> list[str]:
@@ -113,6 +116,24 @@ def test_probe_pgbouncer_transaction_mode(
         # A declared mode still wins over the probe.
         with override_settings(ADVISORY_CRON={"POOLING": "none"}):
             assert resolve_scope("auto", "bouncer_tx") == "session"
+
+
+@pytest.mark.pgbouncer
+def test_the_lock_a_probe_leaves_on_a_pooled_connection_is_named_and_never_stale(
+    pgbouncer_transaction: PgBouncer, admin_client: Client
+) -> None:
+    """Under transaction pooling the probe's shared lock stays on the server connection by
+    design; the held-locks page said "unknown job (not registered here)" for it and, once it
+    was older than STALE_AFTER, STALE: an operator was sent after a lock nothing can free."""
+    with database_alias("bouncer_tx", **bouncer_entry(pgbouncer_transaction)):
+        result = pooler.probe("bouncer_tx", refresh=True)
+    assert result.lock_outlived_client
+    with override_settings(ADVISORY_CRON={"STALE_AFTER": 0.001}):
+        body = admin_client.get(LOCKS_URL).content.decode()
+        stale = admin_client.get(LOCKS_URL, {"stale": "yes"}).content.decode()
+    assert "pooling probe" in body
+    assert "unknown job" not in body
+    assert "pooling probe" not in stale
 
 
 @pytest.mark.pgbouncer

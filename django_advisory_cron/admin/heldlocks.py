@@ -272,6 +272,8 @@ class HeldLockAdmin(ReadOnlyAdmin):
         lock_name: str | None = getattr(obj, "lock_name", None)
         if lock_name:
             return str(_("%(name)s (advisory_lock, not a job)") % {"name": lock_name})
+        if getattr(obj, "probe", False):
+            return str(_("pooling probe (kept by a pooled server connection, by design)"))
         if getattr(obj, "ours", False):
             return str(_("unknown job (not registered here)"))
         return "—"

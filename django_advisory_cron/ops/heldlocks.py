@@ -38,7 +38,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Now, Substr
 
 from ..conf import app_settings
-from ..db import sql
+from ..db import pooler, sql
 from ..db.aliases import lock_database
 from ..jobs.job import Job, registry
 from ..models import HeldLock, JobRun, RunStatus
@@ -114,8 +114,23 @@ def _lock_name() -> Any:
     )
 
 
+def _probe() -> Any:
+    """Whether a lock-table row is the shared lock the pooling probe leaves, by design, on a
+    transaction-pooled server connection (see [probe][django_advisory_cron.db.pooler.probe]):
+    nothing can free it but the pooler, so it is named, and never stale. (A ``hashtext`` key
+    is the server's to know: such a lock shows as an unknown one.)"""
+    ids = pooler.probe_key().lock_ids
+    if ids is None:
+        return Value(False, output_field=BooleanField())
+    classid, objid, objsubid = ids
+    return ExpressionWrapper(
+        Q(classid=classid, objid=objid, objsubid=objsubid, mode="ShareLock"),
+        output_field=BooleanField(),
+    )
+
+
 def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
-    """Add ``job``, ``lock_name``, ``ours``, ``run_started/host/pid``, ``since``,
+    """Add ``job``, ``lock_name``, ``probe``, ``ours``, ``run_started/host/pid``, ``since``,
     ``held_for``, ``limit``, ``stale``."""
     jobs = registry.all()
     namespace = app_settings.NAMESPACE & 0xFFFFFFFF
@@ -135,6 +150,7 @@ def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
     return queryset.annotate(
         job=_job_name(jobs, namespace),
         lock_name=_lock_name(),
+        probe=_probe(),
         ours=ExpressionWrapper(
             has_job | Q(objsubid=2, classid=namespace), output_field=BooleanField()
         ),
@@ -151,7 +167,7 @@ def annotate(queryset: QuerySet[HeldLock]) -> QuerySet[HeldLock]:
             seconds, template="make_interval(secs => %(expressions)s)", output_field=DurationField()
         ),
         stale=ExpressionWrapper(
-            Q(granted=True, held_for__gt=F("limit")), output_field=BooleanField()
+            Q(granted=True, held_for__gt=F("limit"), probe=False), output_field=BooleanField()
         ),
     )
 

@@ -408,13 +408,15 @@ def claim(runs: Sequence[Run], *, final: bool, census: str | None = None) -> Sta
 # -- runs in a worker's child processes ----------------------------------------------------
 
 
-def child_run(alias: str, *, job: str, tick: datetime | None, pid: int) -> tuple[int, str] | None:
-    """``(run id, status)`` of the row a worker's child process (``pid``, this host) wrote
-    for ``tick``; ``None`` if it wrote none."""
+def child_run(alias: str, *, job: str, tick: datetime | None, pid: int) -> Run:
+    """The run a worker's child process (``pid``, this host) recorded for ``tick``, read back
+    from its row: a failed run with no id when it recorded none."""
     row = fetch_fresh(
         alias, sql.child_run(job=job, host=HOST, pid=pid, tick=tick), patience=FINISH_PATIENCE
     )
-    return None if row is None else (int(row[0]), str(row[1]))
+    if row is None:
+        return new_run(job, RunStatus.FAILED, tick=tick)
+    return new_run(job, RunStatus(str(row[1])), run_id=int(row[0]), tick=tick)
 
 
 def finish_child(

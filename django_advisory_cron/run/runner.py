@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from types import FrameType
 from typing import Any, Protocol
 
 from django.db import InterfaceError, OperationalError
@@ -31,22 +28,20 @@ from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.moments import tick_said
 from ..core.scopes import Scope
+from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
 from ..db.connections import refused_value
 from ..exceptions import (
-    SIGNAL_ATTRIBUTE,
     DatabaseReadOnly,
     JobTimedOut,
     LockLost,
-    SigintReceived,
     first_line,
     stopping_signal,
 )
 from ..lock.advisory import AdvisoryLock
 from ..lock.heartbeat import lost_text
-from ..lock.polling import Backoff, take
+from ..lock.polling import Attempts, Backoff
 from ..lock.shared import ClaimConnection, SharedLock
-from ..models import RunStatus
 from . import attempts, handlers, history, output
 
 logger = logging.getLogger("django_advisory_cron")
@@ -79,6 +74,13 @@ class RunnableJob(attempts.Body, Protocol):
 
     @property
     def capture(self) -> tuple[str, ...] | None: ...
+
+
+class Named(Protocol):
+    """A job as the signals of a run recorded elsewhere name it (their sender)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 #: What [execute][django_advisory_cron.run.runner.execute] returns: the run, how it ended.
@@ -131,11 +133,9 @@ def execute(
         savepoint=True,
         whole_statements=True,
     )
-    with signals_stop_runs():
+    with handlers.signals_stop_runs():
         try:
-            # Each attempt sends the run's claim and reads its row through the lock's holder;
-            # a loser that found its tick taken has nothing to wait for.
-            take(lock, run.acquire, run.accept, settled=run.settled)
+            _take(lock, run)
         except BaseException as stop:
             _release(run, lock, stop)
             if isinstance(stop, Exception):
@@ -151,52 +151,18 @@ def execute(
     return run
 
 
-def raise_sigint(signum: int, frame: FrameType | None) -> None:
-    """A SIGINT handler: raise [SigintReceived][django_advisory_cron.exceptions.SigintReceived]
-    (a ``KeyboardInterrupt``) so a run stopped by Ctrl-C is told apart from a job that raised
-    ``KeyboardInterrupt`` itself."""
-    raise SigintReceived()
-
-
-#: The signals whose Python handlers, while a job runs in the main thread, stop the run
-#: (SIGALRM: a task worker's own timeout, e.g. django-q2's, raised in the job).
-STOP_SIGNALS = tuple(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM")
-    if hasattr(signal, name)
-)
-
-
-def _marking(handler: Callable[[int, FrameType | None], Any]) -> Callable[..., Any]:
-    def mark_what_it_raises(signum: int, frame: FrameType | None) -> Any:
-        try:
-            return handler(signum, frame)
-        except BaseException as raised:
-            if stopping_signal(raised) is None:
-                setattr(raised, SIGNAL_ATTRIBUTE, signal.Signals(signum).name)
-            raise
-
-    return mark_what_it_raises
-
-
-def signals_stop_runs() -> AbstractContextManager[None]:
-    """While a job runs in the main thread: whatever a signal handler raises there is a stop
-    from outside (the run is ``interrupted``); what the job's code raises is a failure.
-
-    Python's own SIGINT handler is replaced by
-    [raise_sigint][django_advisory_cron.run.runner.raise_sigint]; another Python handler (a task
-    worker's, a server's) runs as before, and what it raises is marked with the signal's name.
-    Handlers the job installs itself are left in place. Elsewhere (another thread, which no
-    signal handler interrupts) a no-op."""
-
-    def marked(handler: Any) -> Any | None:
-        if handler is signal.default_int_handler:
-            return raise_sigint
-        if callable(handler) and handler is not raise_sigint:
-            return _marking(handler)
-        return None
-
-    return handlers.swapped(STOP_SIGNALS, marked)
+def _take(lock: AdvisoryLock, run: RunResult) -> None:
+    """Take the run's lock: each attempt sends the run's claim through the lock's holder and
+    reads its row; a loser that found its tick taken has nothing to wait for."""
+    attempts = Attempts(lock)
+    for final in attempts:
+        holder = lock.holder
+        assert holder is not None
+        with holder.attempt():
+            row = holder.try_first(run.acquire(final))
+            assert row is not None
+            lock.acquired = run.accept(row, holder.follow_up)
+        attempts.settled = run.settled()
 
 
 @dataclass
@@ -247,6 +213,39 @@ def claimed_elsewhere(job: RunnableJob, tick: datetime, using: str) -> RunResult
     run = history.new_run(job.name, RunStatus.SKIPPED_TICK, tick=tick, using=using)
     logger.info("job %s skipped: tick %s already claimed by another process", job.name, tick)
     signals.job_skipped.send(sender=job, run=run)
+    return run
+
+
+def recorded_send(
+    job: Named,
+    run_id: int,
+    *,
+    tick: datetime | None,
+    manual: bool,
+    using: str,
+    task_id: str,
+    error: Exception | None,
+) -> RunResult:
+    """A send to a task queue recorded as its tick's run (run ``run_id``), told through the
+    signals a run sends, for the push monitors (Sentry Crons, ping URLs, failure notices;
+    only the recorder sends them): a sent message is a run that succeeded, a refused one (or
+    one whose sender died) a run that failed."""
+    status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
+    run = history.new_run(
+        job.name,
+        status,
+        run_id=run_id,
+        tick=tick,
+        manual=manual,
+        using=using,
+        value=task_id,
+        error=error,
+    )
+    signals.job_started.send(sender=job, run=run)
+    if error is None:
+        signals.job_finished.send(sender=job, run=run)
+    else:
+        signals.job_failed.send(sender=job, run=run, exception=error)
     return run
 
 

@@ -21,11 +21,12 @@ from django.utils.dateparse import parse_datetime
 
 from ..conf import app_settings
 from ..core.moments import tick_said
+from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
 from ..run.history import HOST
-from ..run.runner import recorded_send
+from ..run.runner import told
 from .targets import DeliverableJob, Delivery, DeliveryError
 
 logger = logging.getLogger("django_advisory_cron")
@@ -153,9 +154,16 @@ def _told(
     error: DeliveryError | None,
 ) -> None:
     """Tell the push monitors of a send recorded here as its tick's run (``row``: its id;
-    ``None`` when the tick already had a run): see
-    [recorded_send][django_advisory_cron.run.runner.recorded_send]."""
+    ``None`` when the tick already had a run): see [told][django_advisory_cron.run.runner.told]."""
     if row is not None:
-        recorded_send(
-            job, row[0], tick=tick, manual=manual, using=using, task_id=task_id, error=error
+        status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
+        told(
+            job,
+            status,
+            tick=tick,
+            using=using,
+            run_id=row[0],
+            manual=manual,
+            value=task_id,
+            error=error,
         )

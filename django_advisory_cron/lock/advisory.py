@@ -35,7 +35,7 @@ from . import async_entry, holder
 from .heartbeat import Heartbeat
 from .holder import Holder
 from .loss import Loss
-from .polling import Attempts
+from .polling import attempts
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -142,7 +142,7 @@ class AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
         try:
-            for _final in Attempts(self):
+            for _attempt in attempts(self):
                 assert self.holder is not None and self.scope is not None
                 with self.holder.attempt():
                     row = self.holder.try_first(sql.try_lock(self.key, self.scope))

@@ -4,7 +4,7 @@ A lock is not waited for on the server (a blocking ``pg_advisory_lock`` would ho
 connection, and no deadline could end it): it is tried, and tried again after a pause that
 starts at ``POLL_START`` seconds and doubles up to ``MAX_POLL_INTERVAL``, until it is taken,
 the wait is over, or the waiter is stopped. Every lock is taken through
-[Attempts][django_advisory_cron.lock.polling.Attempts], a bare lock and a run alike: the owner
+[attempts][django_advisory_cron.lock.polling.attempts], a bare lock and a run alike: the owner
 sends each attempt's statement itself, so the lock calls nothing of it; a ``cronworker``'s
 run that waits on the claim connection pauses with the same
 [Backoff][django_advisory_cron.lock.polling.Backoff].
@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from .holder import Holder
@@ -46,7 +47,7 @@ class Backoff:
 
 
 class Taking(Protocol):
-    """What [Attempts][django_advisory_cron.lock.polling.Attempts] asks of the lock it takes."""
+    """What [attempts][django_advisory_cron.lock.polling.attempts] asks of the lock it takes."""
 
     #: Seconds spent trying again; 0 tries once.
     wait: float
@@ -61,30 +62,34 @@ class Taking(Protocol):
         """After the last attempt: watch a lock taken."""
 
 
-class Attempts:
-    """The attempts of taking ``lock``, for up to its ``wait`` seconds.
+@dataclass
+class Attempt:
+    """One attempt at taking a lock, made by its owner (see
+    [attempts][django_advisory_cron.lock.polling.attempts])."""
 
-    Iterating opens the lock and yields, for each attempt, whether it is the last one. The
-    owner makes the attempt in the loop's body: inside the holder's ``attempt()``, it sends its
-    acquiring statement (a run's claim, so its history rides in the lock's round trips) and
-    any follow-up, sets ``lock.acquired`` from the row, and ``settled`` when an attempt that did
-    not take the lock found nothing left to wait for (a run's tick already taken; a lock in a
-    transaction waits on). On failure the owner releases."""
+    #: The last attempt: the wait is over, or the waiter gave up.
+    final: bool
+    #: Set by the owner when the attempt did not take the lock and found nothing left to wait
+    #: for (a run's tick already taken; a lock in a transaction waits on).
+    settled: bool = False
 
-    def __init__(self, lock: Taking) -> None:
-        self.lock = lock
-        self.settled = False
 
-    def __iter__(self) -> Iterator[bool]:
-        lock = self.lock
-        holder = lock.open()
-        backoff = Backoff(lock.wait, lock.abandoned)
-        while True:
-            final = backoff.final
-            yield final
-            if lock.acquired or final or (not holder.in_transaction and self.settled):
-                break
-            holder.retreat()
-            if backoff.pause():
-                break
-        lock.took()
+def attempts(lock: Taking) -> Iterator[Attempt]:
+    """The attempts of taking ``lock``, for up to its ``wait`` seconds: iterating opens the
+    lock, and after the last attempt watches a lock taken.
+
+    The owner makes each attempt in the loop's body: inside the holder's ``attempt()``, it
+    sends its acquiring statement (a run's claim, so its history rides in the lock's round
+    trips) and any follow-up, and sets ``lock.acquired`` from the row. On failure the owner
+    releases."""
+    holder = lock.open()
+    backoff = Backoff(lock.wait, lock.abandoned)
+    while True:
+        attempt = Attempt(backoff.final)
+        yield attempt
+        if lock.acquired or attempt.final or (not holder.in_transaction and attempt.settled):
+            break
+        holder.retreat()
+        if backoff.pause():
+            break
+    lock.took()

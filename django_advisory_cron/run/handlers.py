@@ -1,8 +1,6 @@
 """Signal handlers swapped for the length of a block, in the main thread (where Python runs
 them), and put back after unless the block installed others meanwhile: how a run marks the
-stops that reach its job
-([signals_stop_runs][django_advisory_cron.run.handlers.signals_stop_runs]), and how an async
-job's body defers them out of the event loop."""
+stops that reach its job, and how an async job's body defers them out of the event loop."""
 
 from __future__ import annotations
 

@@ -38,9 +38,9 @@ from ..exceptions import (
     first_line,
     stopping_signal,
 )
+from ..lock import polling
 from ..lock.advisory import AdvisoryLock
 from ..lock.heartbeat import lost_text
-from ..lock.polling import Attempts, Backoff
 from ..lock.shared import ClaimConnection, SharedLock
 from . import attempts, handlers, history, output
 
@@ -74,13 +74,6 @@ class RunnableJob(attempts.Body, Protocol):
 
     @property
     def capture(self) -> tuple[str, ...] | None: ...
-
-
-class Named(Protocol):
-    """A job as the signals of a run recorded elsewhere name it (their sender)."""
-
-    @property
-    def name(self) -> str: ...
 
 
 #: What [execute][django_advisory_cron.run.runner.execute] returns: the run, how it ended.
@@ -135,7 +128,15 @@ def execute(
     )
     with handlers.signals_stop_runs():
         try:
-            _take(lock, run)
+            # Each attempt sends the run's claim through the lock's holder and reads its row;
+            # a loser that found its tick taken has nothing to wait for.
+            for attempt in polling.attempts(lock):
+                assert lock.holder is not None
+                with lock.holder.attempt():
+                    row = lock.holder.try_first(run.acquire(attempt.final))
+                    assert row is not None
+                    lock.acquired = run.accept(row, lock.holder.follow_up)
+                attempt.settled = run.settled()
         except BaseException as stop:
             _release(run, lock, stop)
             if isinstance(stop, Exception):
@@ -149,20 +150,6 @@ def execute(
         if _taken(job, lock, run):
             _run(job, lock, run, args, dict(kwargs or {}))
     return run
-
-
-def _take(lock: AdvisoryLock, run: RunResult) -> None:
-    """Take the run's lock: each attempt sends the run's claim through the lock's holder and
-    reads its row; a loser that found its tick taken has nothing to wait for."""
-    attempts = Attempts(lock)
-    for final in attempts:
-        holder = lock.holder
-        assert holder is not None
-        with holder.attempt():
-            row = holder.try_first(run.acquire(final))
-            assert row is not None
-            lock.acquired = run.accept(row, holder.follow_up)
-        attempts.settled = run.settled()
 
 
 @dataclass
@@ -206,31 +193,21 @@ def claim_together(
     return runs, skipped
 
 
-def claimed_elsewhere(job: RunnableJob, tick: datetime, using: str) -> RunResult:
-    """The skip of a tick seen claimed by another process before this one tried its lock (a
-    worker's look before claiming the jobs dealt to the others): logged and signalled like a
-    claim that found the tick taken."""
-    run = history.new_run(job.name, RunStatus.SKIPPED_TICK, tick=tick, using=using)
-    logger.info("job %s skipped: tick %s already claimed by another process", job.name, tick)
-    signals.job_skipped.send(sender=job, run=run)
-    return run
-
-
-def recorded_send(
-    job: Named,
-    run_id: int,
+def told(
+    job: attempts.Named,
+    status: RunStatus,
     *,
     tick: datetime | None,
-    manual: bool,
     using: str,
-    task_id: str,
-    error: Exception | None,
+    run_id: int | None = None,
+    manual: bool = False,
+    value: Any = None,
+    error: Exception | None = None,
 ) -> RunResult:
-    """A send to a task queue recorded as its tick's run (run ``run_id``), told through the
-    signals a run sends, for the push monitors (Sentry Crons, ping URLs, failure notices;
-    only the recorder sends them): a sent message is a run that succeeded, a refused one (or
-    one whose sender died) a run that failed."""
-    status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
+    """A run this process did not run, told through the signals a run sends: the skip of a
+    tick seen claimed by another process before this one tried its lock, or a send to a task
+    queue recorded as its tick's run ``run_id`` (for the push monitors: a message sent is a
+    run that succeeded, one refused, or whose sender died, one that failed)."""
     run = history.new_run(
         job.name,
         status,
@@ -238,9 +215,13 @@ def recorded_send(
         tick=tick,
         manual=manual,
         using=using,
-        value=task_id,
+        value=value,
         error=error,
     )
+    if run.skipped:
+        logger.info("job %s skipped: tick %s already claimed by another process", job.name, tick)
+        signals.job_skipped.send(sender=job, run=run)
+        return run
     signals.job_started.send(sender=job, run=run)
     if error is None:
         signals.job_finished.send(sender=job, run=run)
@@ -263,7 +244,7 @@ def claim_waiting(
     one short statement on the shared connection, never a wait that would hold it. Returns the
     run to start, or the skip's result."""
     requested = time.monotonic()
-    backoff = Backoff(wait, stop)
+    backoff = polling.Backoff(wait, stop)
     while True:
         final = backoff.final
         ((_, lock, run),) = _claim_entries([(job, tick)], claims, final=final)

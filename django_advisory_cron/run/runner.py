@@ -129,14 +129,14 @@ def execute(
     with handlers.signals_stop_runs():
         try:
             # Each attempt sends the run's claim through the lock's holder and reads its row;
-            # a loser that found its tick taken has nothing to wait for.
+            # a loser that found its tick taken (settled) has nothing to wait for.
             for attempt in polling.attempts(lock):
                 assert lock.holder is not None
                 with lock.holder.attempt():
                     row = lock.holder.try_first(run.acquire(attempt.final))
                     assert row is not None
                     lock.acquired = run.accept(row, lock.holder.follow_up)
-                attempt.settled = run.settled()
+                attempt.settled = run.tick_done
         except BaseException as stop:
             _release(run, lock, stop)
             if isinstance(stop, Exception):
@@ -249,7 +249,7 @@ def claim_waiting(
         final = backoff.final
         ((_, lock, run),) = _claim_entries([(job, tick)], claims, final=final)
         lock.requested_at = requested
-        if final or lock.acquired or run.settled() or run.paused is not None:
+        if final or lock.acquired or run.tick_done or run.paused is not None:
             if _taken(job, lock, run):
                 lock.acquired_at = time.monotonic()
                 return ClaimedRun(job, run, lock)

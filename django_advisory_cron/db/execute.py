@@ -6,13 +6,17 @@ connection is (re)opened if Django closed it, the answer must come within
 and the connection is cut), and the rows come back as plain tuples. On a lock connection
 ([rows_within][django_advisory_cron.db.execute.rows_within]): as it is, never reconnected. On
 a fresh connection ([execute_fresh][django_advisory_cron.db.execute.execute_fresh]): for
-recording once a lock connection is gone, retried through a restart.
+recording once a lock connection is gone, retried through a restart. In a transaction of ours
+on a Django connection ([send_between][django_advisory_cron.db.execute.send_between]): in one
+round trip with the savepoint statements around it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +26,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..conf import app_settings
 from . import sql
 from .aliases import lock_database
-from .connections import answer_within, ensure_connected, refused_value, unpooled_connection
+from .connections import (
+    answer_within,
+    ensure_connected,
+    pipelined,
+    refused_value,
+    unpooled_connection,
+)
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -72,6 +82,40 @@ def rows_within(
             return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
         finally:
             cursor.close()
+
+
+def _nothing(*_: object) -> None:
+    pass
+
+
+def send_between(
+    connection: BaseDatabaseWrapper,
+    statement: sql.Statement | None,
+    *,
+    before: Callable[[], object] = _nothing,
+    after: Callable[[], object] = _nothing,
+    failed: Callable[[BaseException], object] = _nothing,
+) -> Row | None:
+    """Run one of our statements on a Django connection, in one round trip with what
+    ``before`` and ``after`` send there (a savepoint's end, its start:
+    [pipelined][django_advisory_cron.db.connections.pipelined], where the driver can), answered
+    within ``STATEMENT_TIMEOUT``; its first row. ``failed`` hears what the round trip raised,
+    within the deadline, before it is raised. With no ``statement``, only what ``before`` and
+    ``after`` send goes."""
+    with answer_within(connection, app_settings.STATEMENT_TIMEOUT), ExitStack() as cursors:
+        cursor = None
+        try:
+            with pipelined(connection):
+                before()
+                if statement is not None:
+                    cursor = cursors.enter_context(connection.cursor())
+                    cursor.execute(*statement)
+                after()
+        except BaseException as error:
+            failed(error)
+            raise
+        row = cursor.fetchone() if cursor is not None and cursor.description else None
+    return None if row is None else tuple(row)
 
 
 def execute_fresh(alias: str, statement: sql.Statement, *, patience: float) -> bool:

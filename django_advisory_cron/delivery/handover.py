@@ -19,14 +19,14 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from .. import signals
 from ..conf import app_settings
 from ..core.moments import tick_said
 from ..core.statuses import RunStatus
 from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import database_now, fetch_one
-from ..run.history import HOST, new_run
+from ..run.history import HOST
+from ..run.runner import told
 from .targets import DeliverableJob, Delivery, DeliveryError
 
 logger = logging.getLogger("django_advisory_cron")
@@ -94,7 +94,7 @@ def hand_over(
         for found_id, found_tick, died in dead or ():
             when = parse_datetime(found_tick)
             logger.warning("job %s: tick %s: %s", job.name, when, died)
-            _report(job, (found_id,), when, False, alias, "", DeliveryError(died))
+            _told(job, (found_id,), when, False, alias, "", DeliveryError(died))
         if paused is not None:
             # As a paused job's ticks are not run: every scheduler logs it, none records it.
             logger.info("job %s: tick %s not handed over: %s", job.name, matched, paused)
@@ -112,7 +112,7 @@ def hand_over(
                 if claim_id is not None
                 else _unclaimed(job, at, manual, "", str(error))
             )
-            _report(job, fetch_one(alias, refused), matched, manual, alias, "", error)
+            _told(job, fetch_one(alias, refused), matched, manual, alias, "", error)
         elif claim_id is not None:
             fetch_one(alias, sql.release_claim(claim_id=claim_id))
         raise
@@ -122,45 +122,12 @@ def hand_over(
             if claim_id is not None
             else _unclaimed(job, at, manual, task_id, "")
         )
-        _report(job, fetch_one(alias, sent), matched, manual, alias, task_id, None)
+        _told(job, fetch_one(alias, sent), matched, manual, alias, task_id, None)
     elif claim_id is not None:
         fetch_one(alias, sql.enqueued(claim_id=claim_id, task_id=task_id))
     what = "run now" if manual else tick_said(matched, "no tick")
     logger.info("job %s: %s enqueued to %s as task %s", job.name, what, target, task_id)
     return Delivery(job.name, matched, target, enqueued=True, task_id=task_id)
-
-
-def _report(
-    job: DeliverableJob,
-    row: tuple[Any, ...] | None,
-    tick: datetime | None,
-    manual: bool,
-    using: str,
-    task_id: str,
-    error: DeliveryError | None,
-) -> None:
-    """Tell the push monitors (Sentry Crons, ping URLs, failure notices) of a send recorded
-    here as its tick's run (``row``: its id; ``None`` when the tick already had a run), through
-    the signals a run sends (only the recorder sends them): a sent message is a run that
-    succeeded, a refused one (or one whose sender died) a run that failed."""
-    if row is None:
-        return
-    status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
-    result = new_run(
-        job.name,
-        status,
-        run_id=row[0],
-        tick=tick,
-        manual=manual,
-        using=using,
-        value=task_id,
-        error=error,
-    )
-    signals.job_started.send(sender=job, run=result)
-    if error is None:
-        signals.job_finished.send(sender=job, run=result)
-    else:
-        signals.job_failed.send(sender=job, run=result, exception=error)
 
 
 def _unclaimed(
@@ -175,3 +142,28 @@ def _unclaimed(
         task_id=task_id,
         error=error,
     )
+
+
+def _told(
+    job: DeliverableJob,
+    row: tuple[Any, ...] | None,
+    tick: datetime | None,
+    manual: bool,
+    using: str,
+    task_id: str,
+    error: DeliveryError | None,
+) -> None:
+    """Tell the push monitors of a send recorded here as its tick's run (``row``: its id;
+    ``None`` when the tick already had a run): see [told][django_advisory_cron.run.runner.told]."""
+    if row is not None:
+        status = RunStatus.SUCCEEDED if error is None else RunStatus.FAILED
+        told(
+            job,
+            status,
+            tick=tick,
+            using=using,
+            run_id=row[0],
+            manual=manual,
+            value=task_id,
+            error=error,
+        )

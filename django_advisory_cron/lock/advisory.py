@@ -35,7 +35,7 @@ from . import async_entry, holder
 from .heartbeat import Heartbeat
 from .holder import Holder
 from .loss import Loss
-from .polling import take
+from .polling import attempts
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -142,16 +142,16 @@ class AdvisoryLock:
         """Try to take the lock (for up to ``wait`` seconds). On any failure, or a signal,
         whatever was taken is released before the exception propagates."""
         try:
-            take(self, self._try_lock, lambda row, _send: bool(row[0]))
+            for _attempt in attempts(self):
+                assert self.holder is not None and self.scope is not None
+                with self.holder.attempt():
+                    row = self.holder.try_first(sql.try_lock(self.key, self.scope))
+                    assert row is not None
+                    self.acquired = bool(row[0])
         except BaseException as error:
             self.release(error)
             raise
         return self
-
-    def _try_lock(self, final: bool) -> Statement:
-        """A bare lock's attempt, the same at every try: one boolean column."""
-        assert self.scope is not None
-        return sql.try_lock(self.key, self.scope)
 
     def open(self) -> Holder:
         """Resolve the scope, which picks the holder, and make the holder ready."""

@@ -3,8 +3,9 @@
 A lock is not waited for on the server (a blocking ``pg_advisory_lock`` would hold its
 connection, and no deadline could end it): it is tried, and tried again after a pause that
 starts at ``POLL_START`` seconds and doubles up to ``MAX_POLL_INTERVAL``, until it is taken,
-the wait is over, or the waiter is stopped. Every lock is taken by
-[take][django_advisory_cron.lock.polling.take], a bare lock and a run alike; a ``cronworker``'s
+the wait is over, or the waiter is stopped. Every lock is taken through
+[attempts][django_advisory_cron.lock.polling.attempts], a bare lock and a run alike: the owner
+sends each attempt's statement itself, so the lock calls nothing of it; a ``cronworker``'s
 run that waits on the claim connection pauses with the same
 [Backoff][django_advisory_cron.lock.polling.Backoff].
 """
@@ -13,12 +14,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
-from ..db.execute import Row
-from ..db.sql import Statement
-from .holder import Holder, Send
+from .holder import Holder
 
 #: The first pause between attempts, doubled after each, up to ``MAX_POLL_INTERVAL`` seconds.
 POLL_START = 0.02
@@ -47,7 +47,7 @@ class Backoff:
 
 
 class Taking(Protocol):
-    """What [take][django_advisory_cron.lock.polling.take] asks of the lock it takes."""
+    """What [attempts][django_advisory_cron.lock.polling.attempts] asks of the lock it takes."""
 
     #: Seconds spent trying again; 0 tries once.
     wait: float
@@ -62,32 +62,32 @@ class Taking(Protocol):
         """After the last attempt: watch a lock taken."""
 
 
-def _no(*_: object) -> bool:
-    return False
+@dataclass
+class Attempt:
+    """One attempt at taking a lock, made by its owner (see
+    [attempts][django_advisory_cron.lock.polling.attempts])."""
+
+    #: The last attempt: the wait is over, or the waiter gave up.
+    final: bool
+    #: Set by the owner when the attempt did not take the lock and found nothing left to wait
+    #: for (a run's tick already taken; a lock in a transaction waits on).
+    settled: bool = False
 
 
-def take(
-    lock: Taking,
-    statement: Callable[[bool], Statement],
-    read: Callable[[Row, Send], bool],
-    *,
-    settled: Callable[[], bool] = _no,
-) -> None:
-    """Take ``lock``, for up to its ``wait`` seconds. Each attempt sends ``statement(final)``
-    through the holder (``final``: the last attempt) and ``read`` says from its row whether it
-    took the lock (sending any follow-up with the send it is given), so an owner's statements
-    (a run's claim) ride in the same round trips as the lock. ``settled``: an attempt that did
-    not take the lock found nothing left to wait for (a run's tick already taken; a lock in a
-    transaction waits on). On failure the owner releases."""
+def attempts(lock: Taking) -> Iterator[Attempt]:
+    """The attempts of taking ``lock``, for up to its ``wait`` seconds: iterating opens the
+    lock, and after the last attempt watches a lock taken.
+
+    The owner makes each attempt in the loop's body: inside the holder's ``attempt()``, it
+    sends its acquiring statement (a run's claim, so its history rides in the lock's round
+    trips) and any follow-up, and sets ``lock.acquired`` from the row. On failure the owner
+    releases."""
     holder = lock.open()
     backoff = Backoff(lock.wait, lock.abandoned)
     while True:
-        final = backoff.final
-        with holder.attempt():
-            row = holder.try_first(statement(final))
-            assert row is not None
-            lock.acquired = read(row, holder.follow_up)
-        if lock.acquired or final or (not holder.in_transaction and settled()):
+        attempt = Attempt(backoff.final)
+        yield attempt
+        if lock.acquired or attempt.final or (not holder.in_transaction and attempt.settled):
             break
         holder.retreat()
         if backoff.pause():

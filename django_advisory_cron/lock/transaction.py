@@ -12,15 +12,15 @@ statements, and the commit, run with SIGINT/SIGTERM held and with a client-side 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
-from ..db.connections import answer_within, ensure_connected, pipelined, require_postgresql
-from ..db.execute import Row, rows_within
+from ..db.connections import answer_within, ensure_connected, require_postgresql
+from ..db.execute import Row, rows_within, send_between
 from ..db.interrupts import deferred_signals
 from ..db.sql import Statement
 from ..exceptions import LockScopeError
@@ -87,24 +87,20 @@ class TransactionHolder:
         """The acquiring statement of transaction scope, in the round trip that begins the
         transaction (and opens the body's savepoint)."""
         assert self.connection is not None
-        sql_text, params = statement
-        with (
-            answer_within(self.connection, app_settings.STATEMENT_TIMEOUT),
-            self.connection.cursor() as cursor,
-        ):
-            try:
-                with pipelined(self.connection):
-                    cursor.execute(sql_text, params)
-                    if self.savepoint:
-                        self._savepoint = transaction.atomic(using=self.using)
-                        self._savepoint.__enter__()
-            except BaseException as error:
-                # The savepoint was never made: Django's rollback to it fails quietly (and
-                # marks the transaction for rollback), so the acquiring error is the one raised.
-                self._close_savepoint(error)
-                raise
-            row = cursor.fetchone()
-        return None if row is None else tuple(row)
+        # On failure the savepoint was never made: Django's rollback to it fails quietly (and
+        # marks the transaction for rollback), so the acquiring error is the one raised.
+        return send_between(
+            self.connection,
+            statement,
+            after=self._open_savepoint,
+            failed=self._close_savepoint,
+        )
+
+    def _open_savepoint(self) -> None:
+        """The body's savepoint, when it runs in one."""
+        if self.savepoint:
+            self._savepoint = transaction.atomic(using=self.using)
+            self._savepoint.__enter__()
 
     def follow_up(self, statement: Statement) -> Row | None:
         """A follow-up of the acquiring statement: it belongs to the lock's transaction, not to
@@ -113,8 +109,7 @@ class TransactionHolder:
             return self.send(statement)
         self._close_savepoint(None)
         row = self.send(statement)
-        self._savepoint = transaction.atomic(using=self.using)
-        self._savepoint.__enter__()
+        self._open_savepoint()
         return row
 
     def send(self, statement: Statement) -> Row | None:
@@ -198,15 +193,8 @@ class TransactionHolder:
             # One round trip: the savepoint's end (a rollback to it if the body failed) and the
             # release statement; the commit follows, so on_commit callbacks run outside it. An
             # empty pipeline would still cost its sync: none when there is nothing to send.
-            sending = self._savepoint is not None or statement is not None
-            with (
-                answer_within(connection, app_settings.STATEMENT_TIMEOUT),
-                pipelined(connection) if sending else nullcontext(),
-            ):
-                self._close_savepoint(error)
-                if statement is not None:
-                    with connection.cursor() as cursor:
-                        cursor.execute(*statement)
+            if self._savepoint is not None or statement is not None:
+                send_between(connection, statement, before=lambda: self._close_savepoint(error))
         except BaseException as failure:
             # Entering the pipeline may fail before the savepoint was ended: end it now.
             try:

@@ -33,7 +33,8 @@ from ..exceptions import (
 )
 from ..jobs.job import Job
 from ..models import RunStatus
-from ..run.runner import RunResult, raise_sigint
+from ..run.handlers import raise_sigint
+from ..run.runner import RunResult
 
 #: Sent to our own main thread when the heartbeat finds the lock lost: a run in its own
 #: process stops at once, not at its next database query.

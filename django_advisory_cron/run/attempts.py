@@ -23,11 +23,15 @@ from . import async_body, history
 logger = logging.getLogger("django_advisory_cron")
 
 
-class Body(Protocol):
-    """What calling a job's body needs of the job (a [Job][django_advisory_cron.jobs.job.Job])."""
+class Named(Protocol):
+    """A job as the signals of its runs name it (their sender)."""
 
     @property
     def name(self) -> str: ...
+
+
+class Body(Named, Protocol):
+    """What calling a job's body needs of the job (a [Job][django_advisory_cron.jobs.job.Job])."""
 
     @property
     def func(self) -> Callable[..., Any]: ...

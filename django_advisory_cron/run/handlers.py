@@ -7,8 +7,11 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from types import FrameType
 from typing import Any
+
+from ..exceptions import SIGNAL_ATTRIBUTE, SigintReceived, stopping_signal
 
 
 @contextmanager
@@ -34,3 +37,51 @@ def swapped(signums: Iterable[int], replacement: Callable[[Any], Any | None]) ->
         for number, (handler, ours) in installed.items():
             if signal.getsignal(number) is ours:
                 signal.signal(number, handler)
+
+
+def raise_sigint(signum: int, frame: FrameType | None) -> None:
+    """A SIGINT handler: raise [SigintReceived][django_advisory_cron.exceptions.SigintReceived]
+    (a ``KeyboardInterrupt``) so a run stopped by Ctrl-C is told apart from a job that raised
+    ``KeyboardInterrupt`` itself."""
+    raise SigintReceived()
+
+
+#: The signals whose Python handlers, while a job runs in the main thread, stop the run
+#: (SIGALRM: a task worker's own timeout, e.g. django-q2's, raised in the job).
+STOP_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM")
+    if hasattr(signal, name)
+)
+
+
+def _marking(handler: Callable[[int, FrameType | None], Any]) -> Callable[..., Any]:
+    def mark_what_it_raises(signum: int, frame: FrameType | None) -> Any:
+        try:
+            return handler(signum, frame)
+        except BaseException as raised:
+            if stopping_signal(raised) is None:
+                setattr(raised, SIGNAL_ATTRIBUTE, signal.Signals(signum).name)
+            raise
+
+    return mark_what_it_raises
+
+
+def signals_stop_runs() -> AbstractContextManager[None]:
+    """While a job runs in the main thread: whatever a signal handler raises there is a stop
+    from outside (the run is ``interrupted``); what the job's code raises is a failure.
+
+    Python's own SIGINT handler is replaced by
+    [raise_sigint][django_advisory_cron.run.handlers.raise_sigint]; another Python handler (a task
+    worker's, a server's) runs as before, and what it raises is marked with the signal's name.
+    Handlers the job installs itself are left in place. Elsewhere (another thread, which no
+    signal handler interrupts) a no-op."""
+
+    def marked(handler: Any) -> Any | None:
+        if handler is signal.default_int_handler:
+            return raise_sigint
+        if callable(handler) and handler is not raise_sigint:
+            return _marking(handler)
+        return None
+
+    return swapped(STOP_SIGNALS, marked)

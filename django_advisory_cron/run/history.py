@@ -135,6 +135,7 @@ class Run:
     pid: int = field(default_factory=os.getpid, repr=False, compare=False)
     #: Running rows of this job, still within their lease, seen by the last attempt.
     live_runs: int = field(default=0, repr=False, compare=False)
+    #: Its claim found the tick taken: waiting for the lock would change nothing.
     tick_done: bool = field(default=False, repr=False, compare=False)
     #: ``(status, error text)`` once the job has ended; read by the release statement.
     outcome: tuple[str, str] | None = field(default=None, repr=False, compare=False)
@@ -254,10 +255,6 @@ class Run:
         self.run_id = None if run_id is None else int(run_id)
         self.tick_done = bool(got) and self.run_id is None
         return bool(got) and not released
-
-    def settled(self) -> bool:
-        """The tick was found taken: waiting for the lock would change nothing."""
-        return self.tick_done
 
     @property
     def row_lease(self) -> float | None:
@@ -408,13 +405,14 @@ def claim(runs: Sequence[Run], *, final: bool, census: str | None = None) -> Sta
 # -- runs in a worker's child processes ----------------------------------------------------
 
 
-def child_run(alias: str, *, job: str, tick: datetime | None, pid: int) -> tuple[int, str] | None:
-    """``(run id, status)`` of the row a worker's child process (``pid``, this host) wrote
-    for ``tick``; ``None`` if it wrote none."""
+def child_run(alias: str, *, job: str, tick: datetime | None, pid: int) -> Run:
+    """The run a worker's child process (``pid``, this host) recorded for ``tick``, read back
+    from its row: a failed run with no id when it recorded none."""
     row = fetch_fresh(
         alias, sql.child_run(job=job, host=HOST, pid=pid, tick=tick), patience=FINISH_PATIENCE
     )
-    return None if row is None else (int(row[0]), str(row[1]))
+    run_id, status = (None, RunStatus.FAILED) if row is None else (int(row[0]), str(row[1]))
+    return new_run(job, RunStatus(status), run_id=run_id, tick=tick)
 
 
 def finish_child(

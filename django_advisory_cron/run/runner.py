@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from types import FrameType
 from typing import Any, Protocol
 
 from django.db import InterfaceError, OperationalError
@@ -31,22 +28,20 @@ from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.moments import tick_said
 from ..core.scopes import Scope
+from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
 from ..db.connections import refused_value
 from ..exceptions import (
-    SIGNAL_ATTRIBUTE,
     DatabaseReadOnly,
     JobTimedOut,
     LockLost,
-    SigintReceived,
     first_line,
     stopping_signal,
 )
+from ..lock import polling
 from ..lock.advisory import AdvisoryLock
 from ..lock.heartbeat import lost_text
-from ..lock.polling import Backoff, take
 from ..lock.shared import ClaimConnection, SharedLock
-from ..models import RunStatus
 from . import attempts, handlers, history, output
 
 logger = logging.getLogger("django_advisory_cron")
@@ -131,11 +126,17 @@ def execute(
         savepoint=True,
         whole_statements=True,
     )
-    with signals_stop_runs():
+    with handlers.signals_stop_runs():
         try:
-            # Each attempt sends the run's claim and reads its row through the lock's holder;
-            # a loser that found its tick taken has nothing to wait for.
-            take(lock, run.acquire, run.accept, settled=run.settled)
+            # Each attempt sends the run's claim through the lock's holder and reads its row;
+            # a loser that found its tick taken (settled) has nothing to wait for.
+            for attempt in polling.attempts(lock):
+                assert lock.holder is not None
+                with lock.holder.attempt():
+                    row = lock.holder.try_first(run.acquire(attempt.final))
+                    assert row is not None
+                    lock.acquired = run.accept(row, lock.holder.follow_up)
+                attempt.settled = run.tick_done
         except BaseException as stop:
             _release(run, lock, stop)
             if isinstance(stop, Exception):
@@ -149,54 +150,6 @@ def execute(
         if _taken(job, lock, run):
             _run(job, lock, run, args, dict(kwargs or {}))
     return run
-
-
-def raise_sigint(signum: int, frame: FrameType | None) -> None:
-    """A SIGINT handler: raise [SigintReceived][django_advisory_cron.exceptions.SigintReceived]
-    (a ``KeyboardInterrupt``) so a run stopped by Ctrl-C is told apart from a job that raised
-    ``KeyboardInterrupt`` itself."""
-    raise SigintReceived()
-
-
-#: The signals whose Python handlers, while a job runs in the main thread, stop the run
-#: (SIGALRM: a task worker's own timeout, e.g. django-q2's, raised in the job).
-STOP_SIGNALS = tuple(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM")
-    if hasattr(signal, name)
-)
-
-
-def _marking(handler: Callable[[int, FrameType | None], Any]) -> Callable[..., Any]:
-    def mark_what_it_raises(signum: int, frame: FrameType | None) -> Any:
-        try:
-            return handler(signum, frame)
-        except BaseException as raised:
-            if stopping_signal(raised) is None:
-                setattr(raised, SIGNAL_ATTRIBUTE, signal.Signals(signum).name)
-            raise
-
-    return mark_what_it_raises
-
-
-def signals_stop_runs() -> AbstractContextManager[None]:
-    """While a job runs in the main thread: whatever a signal handler raises there is a stop
-    from outside (the run is ``interrupted``); what the job's code raises is a failure.
-
-    Python's own SIGINT handler is replaced by
-    [raise_sigint][django_advisory_cron.run.runner.raise_sigint]; another Python handler (a task
-    worker's, a server's) runs as before, and what it raises is marked with the signal's name.
-    Handlers the job installs itself are left in place. Elsewhere (another thread, which no
-    signal handler interrupts) a no-op."""
-
-    def marked(handler: Any) -> Any | None:
-        if handler is signal.default_int_handler:
-            return raise_sigint
-        if callable(handler) and handler is not raise_sigint:
-            return _marking(handler)
-        return None
-
-    return handlers.swapped(STOP_SIGNALS, marked)
 
 
 @dataclass
@@ -240,13 +193,40 @@ def claim_together(
     return runs, skipped
 
 
-def claimed_elsewhere(job: RunnableJob, tick: datetime, using: str) -> RunResult:
-    """The skip of a tick seen claimed by another process before this one tried its lock (a
-    worker's look before claiming the jobs dealt to the others): logged and signalled like a
-    claim that found the tick taken."""
-    run = history.new_run(job.name, RunStatus.SKIPPED_TICK, tick=tick, using=using)
-    logger.info("job %s skipped: tick %s already claimed by another process", job.name, tick)
-    signals.job_skipped.send(sender=job, run=run)
+def told(
+    job: attempts.Named,
+    status: RunStatus,
+    *,
+    tick: datetime | None,
+    using: str,
+    run_id: int | None = None,
+    manual: bool = False,
+    value: Any = None,
+    error: Exception | None = None,
+) -> RunResult:
+    """A run this process did not run, told through the signals a run sends: the skip of a
+    tick seen claimed by another process before this one tried its lock, or a send to a task
+    queue recorded as its tick's run ``run_id`` (for the push monitors: a message sent is a
+    run that succeeded, one refused, or whose sender died, one that failed)."""
+    run = history.new_run(
+        job.name,
+        status,
+        run_id=run_id,
+        tick=tick,
+        manual=manual,
+        using=using,
+        value=value,
+        error=error,
+    )
+    if run.skipped:
+        logger.info("job %s skipped: tick %s already claimed by another process", job.name, tick)
+        signals.job_skipped.send(sender=job, run=run)
+        return run
+    signals.job_started.send(sender=job, run=run)
+    if error is None:
+        signals.job_finished.send(sender=job, run=run)
+    else:
+        signals.job_failed.send(sender=job, run=run, exception=error)
     return run
 
 
@@ -264,12 +244,12 @@ def claim_waiting(
     one short statement on the shared connection, never a wait that would hold it. Returns the
     run to start, or the skip's result."""
     requested = time.monotonic()
-    backoff = Backoff(wait, stop)
+    backoff = polling.Backoff(wait, stop)
     while True:
         final = backoff.final
         ((_, lock, run),) = _claim_entries([(job, tick)], claims, final=final)
         lock.requested_at = requested
-        if final or lock.acquired or run.settled() or run.paused is not None:
+        if final or lock.acquired or run.tick_done or run.paused is not None:
             if _taken(job, lock, run):
                 lock.acquired_at = time.monotonic()
                 return ClaimedRun(job, run, lock)

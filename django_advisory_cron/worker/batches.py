@@ -21,7 +21,7 @@ from ..db import sql
 from ..db.aliases import lock_database
 from ..exceptions import DatabaseUnavailable, first_line
 from ..jobs.job import Job
-from ..run.runner import claim_together, claimed_elsewhere
+from ..run.runner import claim_together, told
 from .dispatch import Dispatcher
 from .fleet import peers, share_out
 from .narration import DETAILS
@@ -114,7 +114,7 @@ class Batches:
             self.dispatcher.stats.skipped += len(taken)
             self.dispatcher.stats.seen_claimed += len(taken)
         for job, tick in taken:
-            claimed_elsewhere(job, tick, alias)
+            told(job, RunStatus.SKIPPED_TICK, tick=tick, using=alias)
             self.dispatcher.narrator.say(
                 DETAILS, f"cronworker: {job.name}, tick {tick}: already claimed by another worker"
             )

@@ -24,7 +24,6 @@ from django.conf import settings
 
 from ..core.moments import tick_said
 from ..jobs.job import Job
-from ..models import RunStatus
 from ..run import history
 from ..run.runner import RunResult
 
@@ -125,8 +124,8 @@ class Children:
             history.finish_child(
                 using, job=job.name, tick=tick, pid=child.pid, status=status, text=text
             )
-        found = history.child_run(using, job=job.name, tick=tick, pid=child.pid)
-        if found is None:
+        result = history.child_run(using, job=job.name, tick=tick, pid=child.pid)
+        if result.run_id is None:
             logger.error(
                 "cronworker: %s (%s): its process exited with code %s without recording a "
                 "run; its own output above says why",
@@ -134,9 +133,7 @@ class Children:
                 tick_said(tick),
                 child.returncode,
             )
-            return history.new_run(job.name, RunStatus.FAILED, tick=tick)
-        run_id, status = found
-        return history.new_run(job.name, RunStatus(status), run_id=run_id, tick=tick)
+        return result
 
     def _watch(
         self, job: Job[..., object], tick: datetime | None, child: subprocess.Popen[bytes]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..conf import app_settings
 from ..db import pooler, sql
-from ..db.connections import answer_within
+from ..db.execute import rows_within
 from ..exceptions import first_line
 from ..lock.shared import ClaimConnection, Sighting
 
@@ -109,12 +109,8 @@ class Wakeup:
             raw = wrapper.connection
             if raw is None or not hasattr(raw, "notifies"):
                 return False
-            with (
-                answer_within(wrapper, app_settings.STATEMENT_TIMEOUT),
-                wrapper.cursor() as cursor,
-            ):
-                for text, params in sql.listen():
-                    cursor.execute(text, params)
+            for statement in sql.listen():
+                rows_within(wrapper, statement, app_settings.STATEMENT_TIMEOUT)
         self.raw, self._connection = raw, connection
         return self._drain() is not None
 

@@ -105,6 +105,9 @@ class JobRun(models.Model):
     #: Started by hand ("run now"), outside the schedule: such a run never takes a tick. The
     #: defaults live in the database too: the run statements insert rows in raw SQL.
     manual = models.BooleanField(_("manual"), default=False, db_default=False)
+    #: Started by ``cronjob backfill`` for a past tick that had no run (marked once the run
+    #: holds its tick, before its body runs).
+    backfill = models.BooleanField(_("backfill"), default=False, db_default=False)
     #: The task result id when the run was delivered through a task queue.
     task_id = models.CharField(_("task id"), max_length=255, blank=True, default="", db_default="")
     #: How many times the body was called for this run: more than one when a failed attempt

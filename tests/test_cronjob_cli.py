@@ -152,6 +152,7 @@ def test_history_lists_the_last_runs_newest_first(manage: Any) -> None:
             "id": last,
             "status": "running",
             "manual": False,
+            "backfill": False,
             "tick": None,
             "jitter_offset": None,
             "host": "web-1",

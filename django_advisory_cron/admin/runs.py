@@ -176,6 +176,7 @@ class JobRunAdmin(ReadOnlyAdmin):
         "status",
         "attempts",
         "tick_time",
+        "backfill",
         "started_time",
         "lateness_display",
         "finished_time",
@@ -231,12 +232,13 @@ class JobRunAdmin(ReadOnlyAdmin):
         if obj.lateness is None:
             return when(obj.started)
         return format_html(
-            '{}<div class="help">{} {}, {} {}</div>',
+            '{}<div class="help">{} {}, {} {}{}</div>',
             when(obj.started),
             _("tick"),
             when(obj.tick),
             human_lateness(obj.lateness),
             _("late"),
+            _(", a backfill") if obj.backfill else "",
         )
 
     @admin.display(description=_("late"))

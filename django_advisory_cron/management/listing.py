@@ -137,7 +137,8 @@ def _history_table(runs: list[JobRun], jitter: float | None) -> list[str]:
                     *([_offset_text(run, jitter)] if jitter else []),
                     "-" if run.duration is None else human_duration(run.duration),
                     " ".join(filter(None, [run.status, run.attempts_note]))
-                    + (" (manual)" if run.manual else ""),
+                    + (" (manual)" if run.manual else "")
+                    + (" (backfill)" if run.backfill else ""),
                     run.host,
                     str(run.pid),
                     _error_line(run.run_error),
@@ -220,6 +221,7 @@ def _run_facts(run: JobRun, jitter: float | None) -> dict[str, Any]:
         "id": run.pk,
         "status": run.status,
         "manual": run.manual,
+        "backfill": run.backfill,
         "tick": None if run.tick is None else run.tick.isoformat(),
         "jitter_offset": offset_seconds(run.job, run.tick, jitter),
         "host": run.host,

@@ -31,14 +31,25 @@ def parse_until(text: str, now: datetime) -> datetime:
     ``TIME_ZONE``) or a duration from ``now`` such as ``90s``, ``30m``, ``2h``, ``1d`` or
     ``1h30m``. Raises ``ValueError`` with a one-line message; a time not after ``now``, or
     not within the span of date-times accepted (``core/moments``), too."""
+    until = parse_moment(text, now)
+    if until <= now:
+        raise ValueError(f"{text!r} is not in the future (the database's clock says {now:%c})")
+    return until
+
+
+def parse_moment(text: str, now: datetime, *, back: bool = False) -> datetime:
+    """The moment ``text`` names, read as ``parse_until`` reads it, a duration counted from
+    ``now`` (``back``: before it, as ``cronjob backfill --start 2d`` is two days ago). Raises
+    ``ValueError`` with a one-line message, also for a moment outside the span accepted."""
     cleaned = text.strip()
     parts = _DURATION.findall(cleaned)
     if parts and _DURATION.sub("", cleaned).strip() == "":
         seconds = sum(float(number) * _UNIT_SECONDS[unit.lower()] for number, unit in parts)
         try:
-            until = now + timedelta(seconds=seconds)
-        except OverflowError:  # past what a date-time holds
-            until = moments.LATEST + timedelta(days=1)
+            moment = now + timedelta(seconds=-seconds if back else seconds)
+        except OverflowError:  # past what a date-time holds: outside the span, said below
+            moment = moments.EARLIEST if back else moments.LATEST
+            moment += timedelta(days=-1 if back else 1)
     else:
         try:
             parsed = parse_datetime(cleaned)
@@ -49,13 +60,11 @@ def parse_until(text: str, now: datetime) -> datetime:
                 f"{text!r} is neither a duration (90s, 30m, 2h, 1d, 1h30m) nor an ISO 8601 "
                 "date-time (2026-12-24T08:00, 2026-12-24T08:00+01:00)"
             )
-        until = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
-    if not moments.within(until):
+        moment = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+    if not moments.within(moment):
         shown = text if len(text) <= 40 else f"{text[:37]}..."
-        raise ValueError(f"{shown!r} ends outside {moments.SPAN}")
-    if until <= now:
-        raise ValueError(f"{text!r} is not in the future (the database's clock says {now:%c})")
-    return until
+        raise ValueError(f"{shown!r} is outside {moments.SPAN}")
+    return moment
 
 
 def operator() -> str:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from django_advisory_cron.core import moments
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.jobs.declared import aware
-from django_advisory_cron.management import arguments
+from django_advisory_cron.management import arguments, backfill
 from django_advisory_cron.run import control
 
 #: A byte that is not UTF-8, as the command line hands it to Python (and a subprocess back).
@@ -95,6 +95,30 @@ def test_until_and_a_schedule_date_are_within_the_span_or_one_line(text: str) ->
     moment, refusal = read(lambda: aware(text, "--starts"), ValueError)
     if refusal is None:
         assert moments.within(moment)
+
+
+@given(UNTIL)
+def test_a_backfill_moment_is_within_the_span_or_one_line(text: str) -> None:
+    """``cronjob backfill --start/--end``: a duration counts back from now."""
+    moment, refusal = read(lambda: control.parse_moment(text, NOW, back=True), ValueError)
+    if refusal is None:
+        assert moments.within(moment)
+        if text.strip().endswith(("s", "m", "h", "d", "w", "min")):
+            assert moment <= NOW
+
+
+def test_a_backfill_moment_reads_a_duration_back_and_a_date_time_as_written() -> None:
+    assert control.parse_moment("1h30m", NOW, back=True) == datetime(2026, 12, 5, 6, 30, tzinfo=UTC)
+    assert control.parse_moment("2026-12-01T02:00+00:00", NOW, back=True) == datetime(
+        2026, 12, 1, 2, 0, tzinfo=UTC
+    )
+
+
+def test_the_backfill_bar_grows_to_its_width() -> None:
+    assert backfill.bar(0, 4) == "[--------------------] 0/4"
+    assert backfill.bar(1, 3) == "[######--------------] 1/3"
+    assert backfill.bar(12, 12) == "[####################] 12/12"
+    assert backfill.bar(7, 120) == "[#-------------------]   7/120"
 
 
 @pytest.mark.parametrize(

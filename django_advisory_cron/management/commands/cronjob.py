@@ -1,10 +1,11 @@
 """``manage.py cronjob ACTION`` (``list``, ``history``, ``next``, ``crontab``, ``pause``,
-``resume``, ``trigger``, ``add``, ``edit``, ``reset``, ``remove``, ``import``): an operator's
-say over the jobs (defined in code, in settings or in the database), their schedules, and what
-they did. The command wires the actions' arguments and help; what they print and write is in
-[listing][django_advisory_cron.management.listing],
+``resume``, ``trigger``, ``backfill``, ``add``, ``edit``, ``reset``, ``remove``, ``import``): an
+operator's say over the jobs (defined in code, in settings or in the database), their
+schedules, and what they did. The command wires the actions' arguments and help; what they
+print and write is in [listing][django_advisory_cron.management.listing],
 [crontab][django_advisory_cron.management.crontab],
 [job_actions][django_advisory_cron.management.job_actions],
+[backfill][django_advisory_cron.management.backfill],
 [schedule_changes][django_advisory_cron.management.schedule_changes] and
 [importers][django_advisory_cron.management.importers]."""
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.core.management.base import CommandError, CommandParser
@@ -26,11 +28,13 @@ from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
 from ...jobs.catalog import Catalog
 from ...jobs.job import Job
 from ...ops import upcoming
-from .. import importers, job_actions, listing, schedule_changes
+from ...run.runner import RunResult
+from .. import backfill, importers, job_actions, listing, schedule_changes
 from ..arguments import LIMIT, Count
 from ..arguments import text as utf8_text
 from ..base import AppCommand, UsageParser, cannot_run, no_job_named
 from ..crontab import crontab_lines
+from ..runs import outcome
 from ..schedule_options import SCHEDULE_OPTIONS, Refused
 
 
@@ -124,6 +128,30 @@ ACTIONS = {
             ("75, 130, 143", "--here: as for runlocked"),
         ),
     ),
+    "backfill": Action(
+        "JOB --start WHEN [--end WHEN]",
+        "run the past ticks of a range that have no run",
+        "run JOB here for every tick of its schedule from --start to --end (default: now) that "
+        "has no run yet (none that succeeded, failed, timed out, lost its lock or is running), "
+        "oldest first, each through the same claim as a scheduled run of it: a tick runs once "
+        "even with two backfills of one range at once or cronworkers beside them. It waits "
+        "for the job's lock while another run of it goes on. Each run is recorded with its "
+        "tick and marked as a backfill. WHEN: an ISO 8601 date-time (without an offset, in "
+        "TIME_ZONE) or a duration back from now (2d, 6h, 1h30m). --dry-run lists the ticks it "
+        f"would run. At most {backfill.MOST:,} ticks a range; a SIGTERM or Ctrl-C stops it "
+        "after recording the run it interrupted",
+        'manage.py cronjob backfill send_daily_digest --start 2026-12-01 --end "2026-12-04 23:59"',
+        (
+            ("0", "every tick of the range has run (here, or before)"),
+            ("1", "a run it started failed (recorded as failed; the others went on)"),
+            (
+                "2",
+                "no job of that name, a bad --start or --end, a job with no schedule or sent "
+                "to a task queue, or a range of too many ticks (nothing ran)",
+            ),
+            ("130, 143", "stopped by SIGINT or SIGTERM (the run it stopped is recorded)"),
+        ),
+    ),
     "add": Action(
         "NAME",
         "add a schedule kept in the database",
@@ -215,9 +243,8 @@ exit codes:
   2    usage error (an unknown job, a bad value), or a schedule that cannot run
   4    trigger: no cronworker is connected to the database, nothing was recorded
   69   the lock database cannot be reached, or is read-only (nothing was changed)
-  78   configuration error: a table of this app is missing (run migrate), not
-       PostgreSQL, or a system check of django-advisory-cron reports an error
-  1, 75, 130, 143   trigger --here: as for runlocked (1: the job raised)
+  78   configuration: a table missing (run migrate), not PostgreSQL, a check error
+  1, 75, 130, 143   trigger --here, backfill: as runlocked (1: a run failed)
 """
 
 
@@ -315,6 +342,25 @@ class Command(AppCommand):
             action="store_true",
             help="run it in this process instead, as a manual run under its lock",
         )
+        backfilled = _add(actions, "backfill")
+        backfilled.add_argument("job", type=utf8_text, metavar="JOB")
+        backfilled.add_argument(
+            "--start",
+            type=utf8_text,
+            required=True,
+            metavar="WHEN",
+            help="the range's first moment: an ISO 8601 date-time or a duration back from now",
+        )
+        backfilled.add_argument(
+            "--end",
+            type=utf8_text,
+            default=None,
+            metavar="WHEN",
+            help="its last moment, as --start (default: now)",
+        )
+        backfilled.add_argument(
+            "--dry-run", action="store_true", help="list the ticks it would run; run nothing"
+        )
         add = _add(actions, "add")
         edit = _add(actions, "edit")
         for action in (add, edit):
@@ -402,6 +448,8 @@ class Command(AppCommand):
                 )
             elif action == "resume":
                 self.stdout.write(job_actions.resume(self._find(found, options["job"]), alias))
+            elif action == "backfill":
+                self._backfill(self._find(found, options["job"]), alias, options)
             else:
                 job = self._find(found, options["job"])
                 self.stdout.write(job_actions.trigger(job, alias, options["here"]))
@@ -428,6 +476,44 @@ class Command(AppCommand):
         self._write(lines)
         if left:
             sys.exit(exitcodes.USAGE)
+
+    def _backfill(self, job: Job[Any, Any], alias: str, options: dict[str, Any]) -> None:
+        """Run the range's ticks that have no run, a line each as it ends; exit as the
+        action's help says."""
+        now = backfill.now_of(alias)
+        start = backfill.moment("--start", options["start"], now)
+        end = now if options["end"] is None else backfill.moment("--end", options["end"], now)
+        end = min(end, now)  # a tick to come is the workers'
+        found = backfill.plan(job, alias, start, end)
+        pending = found.pending
+        self.stdout.write(
+            f"{job.name}: {len(found.ticks)} ticks from {start.isoformat()} to "
+            f"{end.isoformat()}, {len(pending)} without a run"
+            + (" (dry run: nothing runs)" if options["dry_run"] else "")
+        )
+        if options["dry_run"]:
+            self._write([f"  would run tick {tick.isoformat()}" for tick in pending])
+            return
+        worst = exitcodes.OK
+
+        def report(place: int, tick: datetime, result: RunResult) -> None:
+            nonlocal worst
+            code, said = outcome(job.name, result, None)
+            progress = backfill.bar(place, len(pending))
+            self.stdout.write(f"{progress} tick {tick.isoformat()}: {said}")
+            if code in (exitcodes.SIGINT, exitcodes.SIGTERM):
+                self.leave(code, f"{job.name}: backfill stopped at tick {tick.isoformat()}")
+            if worst == exitcodes.OK:
+                worst = code
+
+        ended = backfill.run(job, alias, pending, report)
+        ran = sum(result.ran for result in ended)
+        self.stdout.write(
+            f"{job.name}: backfill done: {ran} ran here, {len(ended) - ran} had run elsewhere "
+            "or were skipped"
+        )
+        if worst != exitcodes.OK:
+            sys.exit(worst)
 
     def _write(self, lines: list[str]) -> None:
         """Print each line of a table or listing."""

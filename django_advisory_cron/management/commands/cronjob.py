@@ -243,7 +243,7 @@ exit codes:
   2    usage error (an unknown job, a bad value), or a schedule that cannot run
   4    trigger: no cronworker is connected to the database, nothing was recorded
   69   the lock database cannot be reached, or is read-only (nothing was changed)
-  78   configuration error: a table missing (migrate), not PostgreSQL, a check
+  78   configuration error: run migrate; not PostgreSQL; a system check failed
   1, 75, 130, 143   trigger --here, backfill: as runlocked (1: a run failed)
 """
 

@@ -51,6 +51,7 @@ def jobs(fresh_registry: None, db_url: str) -> datetime:
         ("tl.paused", {"schedule": "30 * * * *"}),
         ("tl.jittered", {"schedule": "15 * * * *", "jitter": 600}),
         ("tl.called", {}),
+        ("tl.often", {"every": 10}),
     ):
         locked_task(name=name, **options)(lambda: None)
     now = database_now()
@@ -135,6 +136,12 @@ def test_draws_runs_skips_and_coming_ticks_without_a_script(
     assert "skipped: paused" in paused
     jittered = lane_of(page, "tl.jittered")
     assert jittered.count('<rect class="jitter"') == 6 and "(jitter)" in jittered
+
+    # Every 10 s: 2,160 ticks in six hours, 300 drawn, and the row says so.
+    assert lane_of(page, "tl.often").count('<line class="tick"') == 300
+    often = page.split('<tr class="timeline-row" data-job="tl.often">')[1].split("</tr>")[0]
+    assert "more than drawn: zoom in" in often
+    assert "more than drawn" not in page.split('data-job="tl.hourly">')[1].split("</tr>")[0]
 
     called = lane_of(page, "tl.called")
     assert 'class="run s-running" x="0.000%"' in called

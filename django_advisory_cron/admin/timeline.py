@@ -175,7 +175,7 @@ class TimelineAdmin(ReadOnlyAdmin):
                 "paused": lane.paused,
                 "paused_until": lane.paused_until,
                 "no_ticks": lane.no_ticks,
-                "more_runs": lane.more_runs,
+                "crowded": lane.crowded,
                 "job_url": f"{jobs_url}?{urlencode({SEARCH_VAR: lane.job.name})}",
                 "runs_url": f"{runs_url}?{urlencode({'job': lane.job.name})}"
                 if can_see_runs

@@ -38,8 +38,9 @@ LONGEST_STEP = timedelta(days=1)
 _LABELS = {status.value: str(status.label) for status in RunStatus}
 
 
-def _at(value: datetime, zone: tzinfo) -> str:
-    return value.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
+def _at(seconds: float, zone: tzinfo) -> str:
+    """A time given in seconds since the epoch, on the local clock, to the second."""
+    return datetime.fromtimestamp(seconds, zone).isoformat(" ", "seconds")[:19]
 
 
 def step_of(span: timedelta) -> timedelta:
@@ -57,7 +58,7 @@ def grid(window: Window, zone: tzinfo) -> list[tuple[float, datetime]]:
     at = (midnight + timedelta(seconds=(elapsed // seconds + 1) * seconds)).astimezone(zone)
     marks = []
     while at < window.ends:
-        marks.append((window.place(at), at))
+        marks.append((window.place(at.timestamp()), at))
         at = (at + step).astimezone(zone)
     return marks
 
@@ -70,19 +71,19 @@ def axis(window: Window) -> SafeString:
     for place, at in grid(window, zone):
         label = at.strftime("%H:%M")
         if at.date() != day:
-            label = at.strftime("%a %d %b %H:%M") if day is not None or place > 0 else label
+            label = at.strftime("%a %H:%M") if day is not None or place > 0 else label
             day = at.date()
         parts.append(
             f'<line class="grid" x1="{place:.3f}%" x2="{place:.3f}%" y1="22" y2="{HEIGHT}"/>'
             f'<text x="{place:.3f}%" y="18" class="axis-label">{escape(label)}</text>'
         )
-    if window.starts <= window.now <= window.ends:
-        place = window.place(window.now)
+    if window.shows_now:
+        place = window.place(window.at)
         parts.append(
             f'<line class="now" x1="{place:.3f}%" x2="{place:.3f}%" y1="0" y2="{HEIGHT}">'
-            f"<title>now: {_at(window.now, zone)}</title></line>"
+            f"<title>now: {_at(window.at, zone)}</title></line>"
         )
-    title = f"from {_at(window.starts, zone)} to {_at(window.ends, zone)}"
+    title = f"from {_at(window.start, zone)} to {_at(window.end, zone)}"
     return mark_safe(  # numbers and escaped text only
         f'<svg class="timeline-axis" xmlns="http://www.w3.org/2000/svg" width="100%" '
         f'height="{HEIGHT}" role="img" aria-label="{escape(title)}"><title>{escape(title)}'
@@ -90,7 +91,7 @@ def axis(window: Window) -> SafeString:
     )
 
 
-def _run_text(job: str, run: Run, now: datetime, zone: tzinfo) -> str:
+def _run_text(job: str, run: Run, now: float, zone: tzinfo) -> str:
     parts = [f"{job}: {_LABELS.get(run.status, run.status)}", f"started {_at(run.started, zone)}"]
     if run.finished is not None:
         parts.append(
@@ -120,14 +121,14 @@ def _flags(run: Run) -> str:
 
 def _run(lane: Lane, run: Run, window: Window, zone: tzinfo, runs_url: str) -> str:
     name = lane.job.name
-    title = escape(_run_text(name, run, window.now, zone))
+    title = escape(_run_text(name, run, window.at, zone))
     x = window.place(run.started)
     if run.skipped:
         return (
             f'<circle class="skip s-{run.status}" cx="{x:.3f}%" cy="20" r="3.5">'
             f"<title>{title}</title></circle>"
         )
-    end = run.finished or window.now
+    end = run.finished or window.at
     width = max(window.place(end) - x, MIN_WIDTH)
     flags = _flags(run)
     flag = f'<text class="flag" x="{x:.3f}%" y="9">{flags}</text>' if flags else ""
@@ -141,14 +142,14 @@ def _run(lane: Lane, run: Run, window: Window, zone: tzinfo, runs_url: str) -> s
 def _tick(lane: Lane, tick: Tick, window: Window) -> str:
     zone_name = str(tick.upcoming.local.tzinfo)
     x = window.place(tick.start)
+    at = window.place(tick.upcoming.tick.timestamp())
     text = f"{lane.job.name}: next tick {tick.upcoming.when} {tick.upcoming.offset} ({zone_name})"
-    shift = tick.start - tick.upcoming.tick
+    shift = tick.start - tick.upcoming.tick.timestamp()
     parts = []
-    if shift:
+    if shift > 0:
         text += f", starts {human_duration(shift)} after it (jitter)"
         parts.append(
-            f'<rect class="jitter" x="{window.place(tick.upcoming.tick):.3f}%" y="25" '
-            f'width="{x - window.place(tick.upcoming.tick):.3f}%" height="2"/>'
+            f'<rect class="jitter" x="{at:.3f}%" y="25" width="{x - at:.3f}%" height="2"/>'
         )
     if tick.upcoming.offset_change:
         text += f"; clocks change: {tick.upcoming.offset_change}"
@@ -172,8 +173,8 @@ def lane(row: Lane, window: Window, gridlines: Iterable[float], runs_url: str) -
     ]
     parts.extend(_run(row, run, window, zone, runs_url) for run in reversed(row.runs))
     parts.extend(_tick(row, tick, window) for tick in row.ticks)
-    if window.starts <= window.now <= window.ends:
-        place = window.place(window.now)
+    if window.shows_now:
+        place = window.place(window.at)
         parts.append(
             f'<line class="now" x1="{place:.3f}%" x2="{place:.3f}%" y1="0" y2="{HEIGHT}"/>'
         )

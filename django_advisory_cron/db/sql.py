@@ -621,7 +621,8 @@ def timeline_runs(
     """The timeline's window (``span`` long, ending at ``ends`` or ``ahead`` of the database's
     now) and, for each of ``jobs``, its pause and its runs in the window (at most ``limit``,
     newest first): ``(now, starts, ends, job, paused, paused_until, id, tick, started,
-    finished, status, manual, attempts, host)``."""
+    finished, status, manual, attempts, host)``, every time but ``paused_until`` in seconds
+    since the epoch."""
     return QUERIES["timeline_runs"], {
         "jobs": list(jobs),
         "span": span,

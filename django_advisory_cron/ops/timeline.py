@@ -10,8 +10,8 @@ start and end, jitter offsets and changes of the UTC offset marked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from django.db import connections
@@ -40,32 +40,54 @@ AHEAD = 0.25
 PER_ROW = 300
 
 
+def moment(seconds: float) -> datetime:
+    """A time read as seconds since the epoch."""
+    return datetime.fromtimestamp(seconds, timezone.utc)
+
+
 @dataclass(frozen=True)
 class Window:
-    """The time a timeline shows, and the database's now."""
+    """The time a timeline shows, and the database's now, in seconds since the epoch."""
 
-    starts: datetime
-    ends: datetime
-    now: datetime
+    start: float
+    end: float
+    at: float
+
+    @property
+    def starts(self) -> datetime:
+        return moment(self.start)
+
+    @property
+    def ends(self) -> datetime:
+        return moment(self.end)
+
+    @property
+    def now(self) -> datetime:
+        return moment(self.at)
 
     @property
     def span(self) -> timedelta:
-        return self.ends - self.starts
+        return timedelta(seconds=self.end - self.start)
 
-    def place(self, at: datetime) -> float:
-        """Where ``at`` falls across the window, in percent (clamped to its edges)."""
-        share = (at - self.starts) / self.span
+    @property
+    def shows_now(self) -> bool:
+        return self.start <= self.at <= self.end
+
+    def place(self, at: float) -> float:
+        """Where ``at`` (seconds since the epoch) falls across the window, in percent
+        (clamped to its edges)."""
+        share = (at - self.start) / (self.end - self.start)
         return min(max(share * 100, 0.0), 100.0)
 
 
 @dataclass(frozen=True)
 class Run:
-    """One run row, as a bar or a mark shows it."""
+    """One run row, as a bar or a mark shows it; its times in seconds since the epoch."""
 
     id: int
-    tick: datetime | None
-    started: datetime
-    finished: datetime | None
+    tick: float | None
+    started: float
+    finished: float | None
     status: str
     manual: bool
     attempts: int
@@ -84,10 +106,11 @@ class Run:
 
 @dataclass(frozen=True)
 class Tick:
-    """A tick to come: ``start`` is when its run starts (the tick plus its jitter offset)."""
+    """A tick to come: ``start`` is when its run starts (the tick plus its jitter offset), in
+    seconds since the epoch."""
 
     upcoming: upcoming.Upcoming
-    start: datetime
+    start: float
     #: "" or why it will not run: a pause, the schedule's start or end.
     skipped: str
 
@@ -101,8 +124,8 @@ class Lane:
     paused_until: datetime | None = None
     runs: list[Run] = field(default_factory=list)
     ticks: list[Tick] = field(default_factory=list)
-    #: More runs in the window than a row draws.
-    more_runs: bool = False
+    #: More runs, or more ticks, in the window than a row draws.
+    crowded: bool = False
     #: "" or why the job has no ticks to show: no schedule, disabled, a schedule that fails.
     no_ticks: str = ""
 
@@ -144,41 +167,43 @@ def read(
     with connections[app_settings.lock_database].cursor() as cursor:
         cursor.execute(text, params)
         rows = cursor.fetchall()
-    now, starts, window_ends = rows[0][:3]
-    window = Window(starts, window_ends, now)
+    window = Window(rows[0][1], rows[0][2], rows[0][0])
     lanes = {job.name: Lane(job) for job in jobs}
+    shortest = {}
+    for job in jobs:
+        try:
+            shortest[job.name] = job.schedule.min_interval.total_seconds() if job.schedule else 0
+        except InvalidSchedule:
+            shortest[job.name] = 0
     for row in rows:
         lane = lanes.get(row[3])
         if lane is None:
             continue
         lane.paused, lane.paused_until = row[4], row[5]
         if row[6] is not None:
-            lane.runs.append(_caught_up(Run(*row[6:]), lane.job))
+            lane.runs.append(_caught_up(Run(*row[6:]), lane.job, shortest[lane.job.name]))
     for lane in lanes.values():
-        lane.more_runs = len(lane.runs) > PER_ROW
+        lane.crowded = len(lane.runs) > PER_ROW
         del lane.runs[PER_ROW:]
     return window, list(lanes.values())
 
 
-def _caught_up(run: Run, job: Job[..., Any]) -> Run:
-    """``run``, marked when it started at or after the tick after its own: only a run that
-    came later than its schedule's shortest interval is looked at closer."""
-    if run.tick is None or run.skipped or job.schedule is None:
+def _caught_up(run: Run, job: Job[..., Any], shortest: float) -> Run:
+    """``run``, marked when it started at or after the tick after its own: only a run later
+    than its schedule's ``shortest`` interval (seconds) is looked at closer."""
+    if run.tick is None or run.skipped or not shortest or run.started - run.tick < shortest:
         return run
-    try:
-        if run.started - run.tick < job.schedule.min_interval:
-            return run
-        following = job.schedule.next_tick(run.tick)
-    except InvalidSchedule:
+    assert job.schedule is not None  # it has an interval
+    if run.started < job.schedule.next_tick(moment(run.tick)).timestamp():
         return run
-    if run.started < following:
-        return run
-    return Run(**{**run.__dict__, "caught_up": True})
+    return replace(run, caught_up=True)
 
 
 def add_ticks(window: Window, lanes: list[Lane]) -> None:
-    """Each lane's ticks between now (or the window's start, if later) and the window's end."""
-    after = max(window.now, window.starts)
+    """Each lane's ticks between now (or the window's start, if later) and the window's end.
+    Jobs with the same schedule share its ticks, computed once."""
+    after, until = moment(max(window.at, window.start)), window.ends
+    shared: dict[tuple[Any, ...], list[upcoming.Upcoming]] = {}
     for lane in lanes:
         job = lane.job
         if not job.enabled:
@@ -192,10 +217,19 @@ def add_ticks(window: Window, lanes: list[Lane]) -> None:
         if schedule is None:
             lane.no_ticks = "no schedule: runs when called"
             continue
-        if after >= window.ends:
+        if window.at >= window.end:
             continue
+        same = (job.cron, job.every, job.timezone)
+        if same not in shared:
+            shared[same] = upcoming.next_ticks(schedule, after, PER_ROW, until=until)
         state = JobState(job=job.name, paused=lane.paused, paused_until=lane.paused_until)
-        for tick in upcoming.next_ticks(schedule, after, PER_ROW, state, until=window.ends):
-            shift = offset(job.name, tick.tick, job.jitter)
-            outside = "" if job.in_window(tick.tick) else "outside the schedule's start and end"
-            lane.ticks.append(Tick(tick, tick.tick + shift, tick.skipped or outside))
+        lane.crowded = lane.crowded or len(shared[same]) == PER_ROW
+        for tick in shared[same]:
+            skipped = upcoming.paused_skip(state, tick.tick)
+            if not job.in_window(tick.tick):
+                skipped = "outside the schedule's start and end"
+            lane.ticks.append(
+                Tick(
+                    tick, (tick.tick + offset(job.name, tick.tick, job.jitter)).timestamp(), skipped
+                )
+            )

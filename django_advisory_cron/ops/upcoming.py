@@ -92,7 +92,7 @@ def next_ticks(
         local = tick.astimezone(zone)
         offset = local.utcoffset()
         change = "" if offset == previous else f"{offset_text(previous)} -> {offset_text(offset)}"
-        ticks.append(Upcoming(tick, local, change, _paused(state, tick)))
+        ticks.append(Upcoming(tick, local, change, paused_skip(state, tick)))
         at, previous = tick, offset
     return ticks
 
@@ -104,7 +104,7 @@ def offset_text(offset: timedelta | None) -> str:
     return f"UTC{sign}{hours:02d}:{minutes:02d}"
 
 
-def _paused(state: JobState | None, tick: datetime) -> str:
+def paused_skip(state: JobState | None, tick: datetime) -> str:
     """Why a pause skips ``tick`` ("" if it does not): the claim skips a tick while the
     pause has not ended."""
     if state is None or not state.paused:

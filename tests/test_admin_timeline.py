@@ -8,16 +8,22 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from django_advisory_cron import locked_task
+from django_advisory_cron.admin import timeline_svg
+from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.ops import timeline
 from django_advisory_cron.run import control
 from tests.admin_users import logged_in
 from tests.test_admin import app_queries
@@ -226,3 +232,66 @@ def test_clock_changes_are_marked_on_the_ticks_to_come(
     assert "clocks change: UTC+01:00 -&gt; UTC+02:00" in paris
     assert paris.count('<text class="flag dst"') == 1
     assert paris.count('<line class="tick"') == 24
+
+
+@pytest.fixture
+def viewer(db_url: str, django_user_model: Any) -> Client:
+    return logged_in(django_user_model, "viewer", ["view_registeredjob", "view_jobrun"])
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    span=st.one_of(st.sampled_from(list(timeline.SPANS)), st.text(max_size=8)),
+    end=st.one_of(
+        st.datetimes(timezones=st.sampled_from([UTC, ZoneInfo("Europe/Paris")])).map(
+            datetime.isoformat
+        ),
+        st.text(max_size=30),
+    ),
+    status=st.one_of(st.sampled_from(list(timeline.STATUS_FILTERS)), st.text(max_size=8)),
+    search=st.text(max_size=20),
+)
+@example(span="7d", end="9998-12-31T23:59:59+00:00", status="", search="")
+@example(span="7d", end="0001-01-01T00:00:00", status="", search="")
+@example(span="\0", end="\0", status="\0", search="\0")
+def test_any_parameters_show_the_page_or_say_why_in_one_line(
+    viewer: Client, span: str, end: str, status: str, search: str
+) -> None:
+    query = {"span": span, "end": end, "status": status, "q": search}
+    response = viewer.get(TIMELINE_URL, query)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'id="timeline"' in page and "Traceback" not in page
+    warnings = re.findall(r'<li class="warning">(.*?)</li>', page, re.DOTALL)
+    assert all(line.startswith("Timeline: ") and "\n" not in line for line in warnings)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    start=st.datetimes(
+        min_value=datetime(1971, 1, 1), max_value=datetime(9990, 1, 1), timezones=st.just(UTC)
+    ),
+    span=st.sampled_from(list(timeline.SPANS.values())),
+    zone=st.sampled_from(
+        [
+            UTC,
+            ZoneInfo("Europe/Paris"),
+            ZoneInfo("America/Santiago"),
+            ZoneInfo("Australia/Lord_Howe"),
+        ]
+    ),
+)
+def test_the_axis_marks_stay_in_order_within_the_window(
+    start: datetime, span: timedelta, zone: ZoneInfo
+) -> None:
+    window = timeline.Window(start.timestamp(), (start + span).timestamp(), start.timestamp())
+    marks = timeline_svg.grid(window, zone)
+    places = [place for place, _at in marks]
+    assert places == sorted(places) and all(0 <= place <= 100 for place in places)
+    assert len(marks) >= span / timeline_svg.step_of(span) - 2
+    assert all(window.start < at.timestamp() < window.end for _place, at in marks)

@@ -48,10 +48,20 @@ SPAN_LABELS = {
 }
 
 
+#: The years a window may end in: a week either side stays within what Python and the
+#: database both hold.
+YEARS = (1971, 9998)
+
+
 def _end(text: str) -> datetime:
     """A window's end given as an ISO date-time (in the current time zone when it names
-    none); raises ``ValueError``."""
-    value = datetime.fromisoformat(text)
+    none); raises ``ValueError`` saying why it is not one."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date and time (such as 2026-12-24T18:00)") from None
+    if not YEARS[0] <= value.year <= YEARS[1]:
+        raise ValueError(f"{text!r} is not between the years {YEARS[0]} and {YEARS[1]}")
     if timezone.is_naive(value):
         value = timezone.make_aware(value)
     return value
@@ -94,12 +104,9 @@ class TimelineAdmin(ReadOnlyAdmin):
         if query.get(END_VAR):
             try:
                 end = _end(query[END_VAR])
-            except ValueError:
+            except ValueError as error:
                 self.message_user(
-                    request,
-                    f"Timeline: {query[END_VAR]!r} is not a date and time (such as "
-                    "2026-12-24T18:00); showing up to now.",
-                    messages.WARNING,
+                    request, f"Timeline: {error}; showing up to now.", messages.WARNING
                 )
         status = query.get(STATUS_VAR, "")
         if status and status not in timeline.STATUS_FILTERS:

@@ -22,6 +22,7 @@ from django_advisory_cron import locked_task
 from django_advisory_cron.admin import timeline_svg
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.db.execute import database_now
+from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.ops import timeline
 from django_advisory_cron.run import control
@@ -295,3 +296,15 @@ def test_the_axis_marks_stay_in_order_within_the_window(
     assert places == sorted(places) and all(0 <= place <= 100 for place in places)
     assert len(marks) >= span / timeline_svg.step_of(span) - 2
     assert all(window.start < at.timestamp() < window.end for _place, at in marks)
+
+
+def test_ticks_outside_the_schedules_start_and_end_are_marked_skipped() -> None:
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    ends = now + timedelta(hours=3, minutes=30)
+    job = Job(lambda: None, "tl.until", cron="0 * * * *", ends=ends)
+    window = timeline.Window(now.timestamp() - 3600, now.timestamp() + 6 * 3600, now.timestamp())
+    lane = timeline.Lane(job)
+    timeline.add_ticks(window, [lane])
+    assert [tick.skipped for tick in lane.ticks] == [""] * 3 + [
+        "outside the schedule's start and end"
+    ] * 3

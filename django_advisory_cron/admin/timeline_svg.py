@@ -64,19 +64,29 @@ def grid(window: Window, zone: tzinfo) -> list[tuple[float, datetime]]:
 
 
 def axis(window: Window) -> SafeString:
-    """The labelled time axis, with "now" marked when it is within the window."""
+    """The labelled time axis, with "now" marked when it is within the window: a mark at
+    midnight names its day ("Sun"), the first of the window its day and time; a label too
+    close to the right edge to fit is left out (its line stays), each has its full date as its
+    title."""
     zone = timezone.get_current_timezone()
     parts = []
     day = None
     for place, at in grid(window, zone):
         label = at.strftime("%H:%M")
         if at.date() != day:
-            label = at.strftime("%a %H:%M") if day is not None or place > 0 else label
+            if at.hour == at.minute == 0:
+                label = at.strftime("%a")
+            elif day is None:
+                label = at.strftime("%a %H:%M")
             day = at.date()
         parts.append(
             f'<line class="grid" x1="{place:.3f}%" x2="{place:.3f}%" y1="22" y2="{HEIGHT}"/>'
-            f'<text x="{place:.3f}%" y="18" class="axis-label">{escape(label)}</text>'
         )
+        if place < 92:
+            parts.append(
+                f'<text x="{place:.3f}%" y="18" class="axis-label">{escape(label)}'
+                f"<title>{at:%Y-%m-%d %H:%M %Z}</title></text>"
+            )
     if window.shows_now:
         place = window.place(window.at)
         parts.append(

@@ -619,8 +619,8 @@ def timeline_runs(
     limit: int,
 ) -> Statement:
     """The timeline's window (``span`` long, ending at ``ends`` or ``ahead`` of the database's
-    now) and, for each of ``jobs``, its pause and its runs in the window (at most ``limit``,
-    newest first): ``(now, starts, ends, job, paused, paused_until, id, tick, started,
+    now) and, for each of ``jobs``, its pause and its runs in the window (its ``limit`` newest,
+    in no order): ``(now, starts, ends, job, paused, paused_until, id, tick, started,
     finished, status, manual, attempts, host)``, every time but ``paused_until`` in seconds
     since the epoch."""
     return QUERIES["timeline_runs"], {

@@ -183,6 +183,7 @@ def read(
         if row[6] is not None:
             lane.runs.append(_caught_up(Run(*row[6:]), lane.job, shortest[lane.job.name]))
     for lane in lanes.values():
+        lane.runs.sort(key=lambda run: (run.started, run.id), reverse=True)
         lane.crowded = len(lane.runs) > PER_ROW
         del lane.runs[PER_ROW:]
     return window, list(lanes.values())

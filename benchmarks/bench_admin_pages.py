@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.django_setup import setup
+from benchmarks.django_setup import hourly_jobs_and_admin, setup
 from benchmarks.measure import interleaved
 
 FILL = """
@@ -66,21 +66,13 @@ def main() -> None:
 
     server, _url = setup()
     from django.conf import settings
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
     from django.test.utils import CaptureQueriesContext, override_settings
     from django.utils import timezone
 
-    from django_advisory_cron import locked_task
-
     try:
-        for number in range(args.jobs):
-            locked_task(name=f"bench.job{number}", schedule=f"{number % 60} * * * *")(lambda: None)
-        user = get_user_model().objects.create_superuser("bench", password="bench")
-        client = Client()
-        client.force_login(user)
+        _user, client = hourly_jobs_and_admin(args.jobs)
         anchor = timezone.now()
         day = timezone.localtime(anchor - timedelta(days=2))
         runs = "/admin/django_advisory_cron/jobrun/"

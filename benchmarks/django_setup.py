@@ -71,3 +71,19 @@ def setup() -> tuple[Any, str]:
     print(observer.header())
     observer.close()
     return server, url
+
+
+def hourly_jobs_and_admin(count: int) -> tuple[Any, Any]:
+    """Register ``count`` hourly jobs, ``bench.job0`` ..., each at minute ``number % 60``, and
+    a superuser; return the user and a test client logged in as them."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from django_advisory_cron import locked_task
+
+    for number in range(count):
+        locked_task(name=f"bench.job{number}", schedule=f"{number % 60} * * * *")(lambda: None)
+    user = get_user_model().objects.create_superuser("bench", password="bench")
+    client = Client()
+    client.force_login(user)
+    return user, client

@@ -329,6 +329,17 @@ class RegisteredJob(JobRun):
         permissions = [("operate_job", _("Can pause, resume and run jobs now"))]
 
 
+class Timeline(JobRun):
+    """The admin's Timeline page: every job's runs and coming ticks along one time axis. No
+    table and no permission of its own: whoever may see the Jobs page may see it."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("timeline")
+        verbose_name_plural = _("timeline")
+        default_permissions = ()
+
+
 class EnqueuedTick(models.Model):
     """A tick handed to a task queue (``deliver="tasks"``): the claim that makes schedulers
     enqueue each tick once.

@@ -58,7 +58,7 @@ from django.test import Client
 
 client = Client()
 client.force_login(get_user_model().objects.create_superuser("root", password="pw"))
-for page in ("heldlock", "registeredjob", "jobrun", "schedule"):
+for page in ("heldlock", "registeredjob", "jobrun", "timeline", "schedule"):
     answer = client.get(f"/admin/django_advisory_cron/{page}/", follow=True)
     said = [title for title in TITLES if f"{title}: {REFUSED}" in unescape(answer.text)]
     went = answer.redirect_chain[-1][0] if answer.redirect_chain else ""
@@ -70,13 +70,14 @@ print("app", index.status_code, REFUSED in unescape(index.text))
 
 def test_the_admin_pages_say_they_need_postgresql(sqlite_project: None, manage: Any) -> None:
     assert manage("migrate", SETTINGS, "--verbosity", "0").returncode == 0
-    titles = ("Held locks", "Jobs", "Job runs")
+    titles = ("Held locks", "Jobs", "Job runs", "Timeline")
     shown = manage(
         "shell", SETTINGS, "-c", f"REFUSED = {REFUSED!r}\nTITLES = {titles!r}\n" + ADMIN_PAGES
     )
     assert shown.returncode == 0, shown.stderr[-2000:]
     lines = shown.stdout.splitlines()
-    for page, title in zip(("heldlock", "registeredjob", "jobrun"), titles, strict=True):
+    pages = ("heldlock", "registeredjob", "jobrun", "timeline")
+    for page, title in zip(pages, titles, strict=True):
         assert f"{page} 200 /admin/ [{title!r}]" in lines, shown.stdout
     assert "schedule 200  []" in lines, shown.stdout  # its rows are plain rows
     assert "app 200 True" in lines, shown.stdout

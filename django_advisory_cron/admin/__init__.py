@@ -4,6 +4,8 @@
 - `runs`: Job runs, the run history.
 - `jobs`: Jobs, with Pause / Resume / Run now.
 - `schedules`: Schedules, the ones kept in the database.
+- `timeline`: Timeline, every job's runs and coming ticks along one time axis
+  (`timeline_svg` draws it).
 - `common`: what several of them share.
 
 Only the schedules are editable, with Django's model permissions; the other pages are
@@ -12,13 +14,15 @@ read-only.
 
 from django.contrib import admin
 
-from ..models import HeldLock, JobRun, RegisteredJob, Schedule
+from ..models import HeldLock, JobRun, RegisteredJob, Schedule, Timeline
 from .heldlocks import HeldLockAdmin
 from .jobs import RegisteredJobAdmin
 from .runs import JobRunAdmin
 from .schedules import ScheduleAdmin
+from .timeline import TimelineAdmin
 
 admin.site.register(HeldLock, HeldLockAdmin)
 admin.site.register(JobRun, JobRunAdmin)
 admin.site.register(RegisteredJob, RegisteredJobAdmin)
 admin.site.register(Schedule, ScheduleAdmin)
+admin.site.register(Timeline, TimelineAdmin)

@@ -689,6 +689,43 @@ CROSS JOIN LATERAL (
 ) AS r
 ORDER BY r.job, r.started DESC, r.id DESC
 
+-- name: timeline_runs
+-- The timeline's window on the database's clock (it ends at %(ends)s, or %(ahead)s after now),
+-- then for each job its pause and its runs in the window: those started in it (newest first, at
+-- most %(limit)s), and its last run (not a skip) started before it when that run was still
+-- going at the window's start (a job's runs do not overlap: its lock). Each part is a short
+-- walk of the (job, started) index, however long the history. One row per run, in no order
+-- (sorting thousands of rows by a job's name costs the server more than sorting each job's
+-- few in Python); a job without a run in the window has one row whose run columns are NULL;
+-- no job at all: one row of the window alone. Times are seconds since the epoch: a page reads thousands of them, and a
+-- number costs the driver a tenth of what a timestamp does.
+WITH w AS (
+    SELECT now() AS now,
+           COALESCE(%(ends)s::timestamptz, now() + %(ahead)s::interval) AS ends
+), b AS (
+    SELECT now, ends - %(span)s::interval AS starts, ends FROM w
+)
+SELECT extract(epoch FROM b.now)::float8, extract(epoch FROM b.starts)::float8,
+       extract(epoch FROM b.ends)::float8, j.job, COALESCE(s.paused, false), s.paused_until,
+       r.id, extract(epoch FROM r.tick)::float8, extract(epoch FROM r.started)::float8,
+       extract(epoch FROM r.finished)::float8, r.status, r.manual, r.attempts, r.host
+FROM b
+LEFT JOIN unnest(%(jobs)s::text[]) AS j(job) ON true
+LEFT JOIN "django_advisory_cron_jobstate" AS s ON s.job = j.job
+LEFT JOIN LATERAL (
+    (SELECT t.id, t.tick, t.started, t.finished, t.status, t.manual, t.attempts, t.host
+       FROM "django_advisory_cron_jobrun" AS t
+      WHERE t.job = j.job AND t.started >= b.starts AND t.started < b.ends
+      ORDER BY t.started DESC, t.id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT e.* FROM (
+        SELECT t.id, t.tick, t.started, t.finished, t.status, t.manual, t.attempts, t.host
+          FROM "django_advisory_cron_jobrun" AS t
+         WHERE t.job = j.job AND t.started < b.starts AND t.status <> ALL(%(skips)s::text[])
+         ORDER BY t.started DESC, t.id DESC LIMIT 1) AS e
+      WHERE COALESCE(e.finished, b.now) > b.starts)
+) AS r ON true
+
 -- name: failures_in_a_row
 -- How many runs of the job failed since its last success before the run, that run included.
 WITH this AS (

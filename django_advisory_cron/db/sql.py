@@ -8,7 +8,7 @@ may leave out is guarded by a parameter, not spliced in), and its named paramete
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from ..core.keys import LockKey
@@ -607,6 +607,30 @@ def recent_runs(jobs: list[str], *, skips: list[str], limit: int) -> Statement:
     ``(job, tick, host, pid, status, seconds)``, the seconds it ran (so far, for a running
     one) computed here, so a page of run charts converts no start and end times."""
     return QUERIES["recent_runs"], {"jobs": list(jobs), "skips": list(skips), "limit": limit}
+
+
+def timeline_runs(
+    jobs: list[str],
+    *,
+    span: timedelta,
+    ahead: timedelta,
+    ends: datetime | None,
+    skips: list[str],
+    limit: int,
+) -> Statement:
+    """The timeline's window (``span`` long, ending at ``ends`` or ``ahead`` of the database's
+    now) and, for each of ``jobs``, its pause and its runs in the window (its ``limit`` newest,
+    in no order): ``(now, starts, ends, job, paused, paused_until, id, tick, started,
+    finished, status, manual, attempts, host)``, every time but ``paused_until`` in seconds
+    since the epoch."""
+    return QUERIES["timeline_runs"], {
+        "jobs": list(jobs),
+        "span": span,
+        "ahead": ahead,
+        "ends": ends,
+        "skips": list(skips),
+        "limit": limit,
+    }
 
 
 def failures_in_a_row(*, job: str, run_id: int, failing: list[str], limit: int | None) -> Statement:

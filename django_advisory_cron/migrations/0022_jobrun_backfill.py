@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
     writes, needs no change."""
 
     dependencies = [
-        ("django_advisory_cron", "0018_schedule_jitter"),
+        ("django_advisory_cron", "0020_timeline"),
     ]
 
     operations = [

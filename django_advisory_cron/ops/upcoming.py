@@ -72,20 +72,27 @@ def zone_of(schedule: Schedule) -> str:
 
 
 def next_ticks(
-    schedule: Schedule, now: datetime, count: int, state: JobState | None = None
+    schedule: Schedule,
+    now: datetime,
+    count: int,
+    state: JobState | None = None,
+    until: datetime | None = None,
 ) -> list[Upcoming]:
     """The ``count`` ticks after ``now`` (at most [MOST][django_advisory_cron.ops.upcoming.MOST]),
-    each marked as the module says; ``state`` is the job's, with its pause."""
+    and not after ``until`` when given, each marked as the module says; ``state`` is the job's,
+    with its pause."""
     zone = zoneinfo.ZoneInfo(zone_of(schedule))
     ticks: list[Upcoming] = []
     at = now
     previous = now.astimezone(zone).utcoffset()
     for _ in range(min(count, MOST)):
         tick = schedule.next_tick(at)
+        if until is not None and tick > until:
+            break
         local = tick.astimezone(zone)
         offset = local.utcoffset()
         change = "" if offset == previous else f"{offset_text(previous)} -> {offset_text(offset)}"
-        ticks.append(Upcoming(tick, local, change, _paused(state, tick)))
+        ticks.append(Upcoming(tick, local, change, paused_skip(state, tick)))
         at, previous = tick, offset
     return ticks
 
@@ -97,7 +104,7 @@ def offset_text(offset: timedelta | None) -> str:
     return f"UTC{sign}{hours:02d}:{minutes:02d}"
 
 
-def _paused(state: JobState | None, tick: datetime) -> str:
+def paused_skip(state: JobState | None, tick: datetime) -> str:
     """Why a pause skips ``tick`` ("" if it does not): the claim skips a tick while the
     pause has not ended."""
     if state is None or not state.paused:

@@ -3,10 +3,10 @@
 Places are percents of the row's width, so a row fills its column at any window width and
 keeps its height, with no script. Every bar and mark has a ``<title>`` (the browser's hover
 text, what a screen reader reads) and a shape or letter besides its colour: a failure is a
-bar with ``!`` above it, a manual run ``M``, a retried one ``R``, a catch-up ``C``; a skip a
-hollow circle; a tick to come a dashed line (dotted when it will be skipped), ``±`` where the
-clocks change. A run's bar links to its page. Built with plain string formatting, the text of
-the runs escaped: a page may draw thousands of bars.
+bar with ``!`` above it, a manual run ``M``, a retried one ``R``, a catch-up ``C``, a
+backfill ``B``; a skip a hollow circle; a tick to come a dashed line (dotted when it will be
+skipped), ``±`` where the clocks change. A run's bar links to its page. Built with plain
+string formatting, the text of the runs escaped: a page may draw thousands of bars.
 """
 
 from __future__ import annotations
@@ -114,6 +114,8 @@ def _run_text(job: str, run: Run, now: float, zone: tzinfo) -> str:
         parts.append("caught up after its next tick had passed")
     if run.manual:
         parts.append("run by hand")
+    if run.backfill:
+        parts.append("a backfill")
     if run.attempts > 1:
         parts.append(f"{run.attempts} attempts")
     parts.append(f"host {run.host}")
@@ -126,6 +128,7 @@ def _flags(run: Run) -> str:
         + ("M" if run.manual else "")
         + ("R" if run.attempts > 1 else "")
         + ("C" if run.caught_up else "")
+        + ("B" if run.backfill else "")
     )
 
 

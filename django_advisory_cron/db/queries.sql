@@ -708,18 +708,21 @@ WITH w AS (
 SELECT extract(epoch FROM b.now)::float8, extract(epoch FROM b.starts)::float8,
        extract(epoch FROM b.ends)::float8, j.job, COALESCE(s.paused, false), s.paused_until,
        r.id, extract(epoch FROM r.tick)::float8, extract(epoch FROM r.started)::float8,
-       extract(epoch FROM r.finished)::float8, r.status, r.manual, r.attempts, r.host
+       extract(epoch FROM r.finished)::float8, r.status, r.manual, r.attempts, r.host,
+       r.backfill
 FROM b
 LEFT JOIN unnest(%(jobs)s::text[]) AS j(job) ON true
 LEFT JOIN "django_advisory_cron_jobstate" AS s ON s.job = j.job
 LEFT JOIN LATERAL (
-    (SELECT t.id, t.tick, t.started, t.finished, t.status, t.manual, t.attempts, t.host
+    (SELECT t.id, t.tick, t.started, t.finished, t.status, t.manual, t.attempts, t.host,
+           t.backfill
        FROM "django_advisory_cron_jobrun" AS t
       WHERE t.job = j.job AND t.started >= b.starts AND t.started < b.ends
       ORDER BY t.started DESC, t.id DESC LIMIT %(limit)s)
     UNION ALL
     (SELECT e.* FROM (
-        SELECT t.id, t.tick, t.started, t.finished, t.status, t.manual, t.attempts, t.host
+        SELECT t.id, t.tick, t.started, t.finished, t.status, t.manual, t.attempts, t.host,
+           t.backfill
           FROM "django_advisory_cron_jobrun" AS t
          WHERE t.job = j.job AND t.started < b.starts AND t.status <> ALL(%(skips)s::text[])
          ORDER BY t.started DESC, t.id DESC LIMIT 1) AS e

@@ -92,6 +92,8 @@ class Run:
     manual: bool
     attempts: int
     host: str
+    #: Started by ``cronjob backfill`` (late on purpose: never a catch-up).
+    backfill: bool
     #: Started after the tick that followed its own: a missed tick run late, after a gap.
     caught_up: bool = False
 
@@ -192,7 +194,8 @@ def read(
 def _caught_up(run: Run, job: Job[..., Any], shortest: float) -> Run:
     """``run``, marked when it started at or after the tick after its own: only a run later
     than its schedule's ``shortest`` interval (seconds) is looked at closer."""
-    if run.tick is None or run.skipped or not shortest or run.started - run.tick < shortest:
+    late = run.started - (run.tick or 0)
+    if run.tick is None or run.skipped or run.backfill or not shortest or late < shortest:
         return run
     assert job.schedule is not None  # it has an interval
     if run.started < job.schedule.next_tick(moment(run.tick)).timestamp():

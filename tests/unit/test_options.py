@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.admin.schedules import GROUPS, ScheduleForm
-from django_advisory_cron.db import sql
 from django_advisory_cron.jobs import declared
 from django_advisory_cron.jobs.definitions import Definition, to_job
 from django_advisory_cron.jobs.options import (
@@ -41,7 +40,6 @@ def test_every_option_is_a_definition_field_and_a_column() -> None:
     fields = {field.name for field in dataclasses.fields(Definition)} - {"changed"}
     columns = {field.name for field in Schedule._meta.concrete_fields} - NOT_OPTIONS
     assert set(names) == fields == columns
-    assert set(sql.SCHEDULE_COLUMNS) == {*names, "changed"}
 
 
 def test_every_option_has_help_a_flag_or_how_it_is_set() -> None:

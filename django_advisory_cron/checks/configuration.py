@@ -13,23 +13,14 @@ from django.db import DatabaseError
 
 from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
-from ..core.jitter import jitter_problem
 from ..core.schedule import validate, zone_problem
 from ..db import sql
 from ..db.connections import WARM_POOL_SIZE, unpooled_connection
 from ..db.execute import fetch_one
 from ..exceptions import AdvisoryCronError, InvalidSchedule
 from ..jobs import declared
-from ..jobs.job import (
-    MAX_JOB_NAME,
-    Job,
-    catch_up_problem,
-    max_lateness_problem,
-    never_fires_problem,
-    registry,
-    timezone_problem,
-)
-from ..jobs.options import code_seconds_problem
+from ..jobs.job import MAX_JOB_NAME, never_fires_problem, registry, timezone_problem
+from ..jobs.options import CHECKS
 from ..ops import monitoring
 from . import pooling as pooler_checks
 from .capture import check_captured_loggers
@@ -215,27 +206,11 @@ def _option_errors() -> list[checks.CheckMessage]:
                 None if job.timezone is None else zone_problem(job.timezone),
                 "Use an IANA name such as 'Europe/Berlin', or remove timezone= to use TIME_ZONE.",
             ),
-            ("E021", catch_up_problem(job.catch_up), "Use 'latest', 'all' or 'none'."),
-            (
-                "E022",
-                max_lateness_problem(job.max_lateness),
-                "Give a positive number of seconds, or remove max_lateness=.",
-            ),
-            (
-                "E024",
-                code_seconds_problem("late_after", job.late_after),
-                "Give a number of seconds or a timedelta, or remove late_after=.",
-            ),
+            *((check.id, check.problem(job), check.hint) for check in CHECKS),
             (
                 "E023",
                 timezone_problem(job.timezone, cron=job.cron, every=job.every),
                 "Remove timezone=, or give the job a cron schedule=.",
-            ),
-            (
-                "E025",
-                _jitter_problem(job),
-                "Give a jitter shorter than the shortest interval between its ticks, or remove "
-                "jitter=.",
             ),
         ]
         errors.extend(
@@ -244,14 +219,6 @@ def _option_errors() -> list[checks.CheckMessage]:
             if problem
         )
     return errors
-
-
-def _jitter_problem(job: Job[..., Any]) -> str | None:
-    """Why ``job``'s jitter cannot spread its ticks (a bad schedule is E005's business)."""
-    try:
-        return jitter_problem(job.jitter, job.schedule)
-    except InvalidSchedule:
-        return None
 
 
 def check_monitoring(

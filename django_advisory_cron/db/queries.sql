@@ -567,16 +567,18 @@ LISTEN django_advisory_cron_run
 LISTEN django_advisory_cron_schedules
 
 -- name: schedule_rows
--- Every schedule kept in the database (sql.SCHEDULE_COLUMNS, a time Python cannot hold read
--- as NULL), the names of those times, and the version the schedules make (any write or
--- delete changes it). Python holds a day inside its years 1 to 9999, for any zone: the
--- database takes more ('infinity', the year 200000), which the driver cannot read.
-SELECT s.name, s.override, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone,
-       s.enabled, s.catch_up, s.max_lateness, s.late_after, s.timeout, s.deliver, s.description,
+-- Every schedule kept in the database (its options in the order of jobs/options.OPTIONS,
+-- then changed; a time Python cannot hold read as NULL), the names of those times, and the
+-- version the schedules make (any write or delete changes it). Python holds a day inside its
+-- years 1 to 9999, for any zone: the database takes more ('infinity', the year 200000),
+-- which the driver cannot read.
+SELECT s.name, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone, s.enabled,
+       s.override, s.catch_up, s.max_lateness, s.late_after, s.jitter, s.timeout, s.deliver,
+       s.description,
        CASE WHEN s.starts BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.starts END,
        CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
-       s.retries, s.retry_backoff, s.at_most_once, s.capture, s.jitter,
+       s.retries, s.retry_backoff, s.at_most_once, s.capture,
        CASE WHEN s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.changed END,
        concat_ws(' and ',

@@ -504,21 +504,13 @@ def listen() -> list[Statement]:
 
 # -- the pooling probe and the admin --------------------------------------------------------
 
-#: The columns of a schedule kept in the database, in the order ``schedule_rows`` reads them.
-# fmt: off
-SCHEDULE_COLUMNS = (
-    "name", "override", "job", "command", "args", "kwargs", "cron", "every", "timezone",
-    "enabled", "catch_up", "max_lateness", "late_after", "timeout", "deliver", "description",
-    "starts", "ends", "retries", "retry_backoff", "at_most_once", "capture", "jitter", "changed",
-)
-# fmt: on
-
 
 def schedule_rows() -> Statement:
     """Every schedule kept in the database, and the version they make (the same as a
-    sighting's), read together: ``SCHEDULE_COLUMNS``, the names of its times Python cannot
-    hold (read as ``NULL``; ``''``: none), then the version, one row each; a single row of
-    ``NULL`` columns and the version when there is none."""
+    sighting's), read together: its options in the order of the options' table, then
+    ``changed`` (the catalog names them so), the names of its times Python cannot hold (read
+    as ``NULL``; ``''``: none), then the version, one row each; a single row of ``NULL``
+    columns and the version when there is none."""
     return QUERIES["schedule_rows"], {}
 
 

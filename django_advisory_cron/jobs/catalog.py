@@ -28,6 +28,7 @@ from ..db.execute import fetch_all
 from ..exceptions import UnknownJob, first_line
 from .definitions import Definition, overridden, to_job
 from .job import Job, registry
+from .options import BY_NAME
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -159,7 +160,7 @@ def read(connection: BaseDatabaseWrapper) -> Catalog:
     last = _last
     if last is not None and last.made_from(rows, code):
         return last.catalog
-    names = (*sql.SCHEDULE_COLUMNS, "unreadable")
+    names = (*BY_NAME, "changed", "unreadable")
     definitions, unreadable = [], {}
     for row in rows:
         if row[0] is None:

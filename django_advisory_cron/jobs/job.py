@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
-from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..conf import CatchUp
 from ..core.jitter import jitter_problem
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
 from ..core.retries import RetryPolicy, policy_problem
@@ -24,7 +24,13 @@ from ..core.schedule import (
 from ..core.scopes import Scope, check_scope
 from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
-from .options import code_seconds, code_seconds_problem
+from .options import (
+    catch_up_problem,
+    code_seconds,
+    code_seconds_problem,
+    max_lateness_problem,
+    seconds_of,
+)
 
 if TYPE_CHECKING:
     from ..run.runner import RunResult
@@ -218,42 +224,13 @@ class Job(Generic[P, R]):
         return f"<Job {self.name}>"
 
 
-def catch_up_problem(catch_up: object) -> str | None:
-    """Why ``catch_up`` is not a catch-up policy, or ``None``."""
-    if catch_up is None or (isinstance(catch_up, str) and catch_up in CATCH_UP_CHOICES):
-        return None
-    choices = ", ".join(map(repr, CATCH_UP_CHOICES))
-    return f"catch_up must be one of {choices} (or None for the CATCH_UP setting), not {catch_up!r}"
-
-
-def _seconds(value: object) -> float | None:
-    """``value``, seconds or a ``timedelta``, as float seconds (``None``: neither)."""
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def max_lateness_problem(max_lateness: object) -> str | None:
-    """Why ``max_lateness`` is not a positive number of seconds or ``timedelta``, or ``None``."""
-    if max_lateness is None:
-        return None
-    seconds = _seconds(max_lateness)
-    if seconds is None:
-        return f"max_lateness must be seconds or a timedelta, not {max_lateness!r}"
-    if not seconds > 0:  # also refuses NaN
-        return f"max_lateness must be positive, not {max_lateness!r}"
-    return None
-
-
 def jitter_seconds(jitter: object, schedule: Schedule | None) -> float | None:
     """``jitter`` (seconds or a ``timedelta``) as the seconds a job holds. Raises
     ``ValueError``, in one line, for what is no duration from 0 up to below the shortest
     interval between the ticks of ``schedule``."""
     if jitter is None:
         return None
-    seconds = _seconds(jitter)
+    seconds = seconds_of(jitter)
     if seconds is None:
         raise ValueError(f"jitter must be seconds or a timedelta, not {jitter!r}")
     if not 0 <= seconds < math.inf:  # also refuses NaN

@@ -17,14 +17,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core.jitter import jitter_problem
 from ..core.moments import UTC
 from ..core.schedule import EPOCH, seconds_text
 from ..delivery import targets
+from ..exceptions import InvalidSchedule
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
     from ..core.retries import RetryPolicy
+    from ..core.schedule import Schedule
 
 #: Where an option shows on the admin's form: the heading it is under (the admin names them).
 Group = Literal["", "calls", "when", "options", "around"]
@@ -57,6 +60,32 @@ class Shown(Protocol):
     def retry(self) -> RetryPolicy | None: ...
     @property
     def jitter(self) -> float | None: ...
+
+
+class Checked(Shown, Protocol):
+    """What the system checks read of a job defined in code, by the options' ``check``."""
+
+    @property
+    def catch_up(self) -> object: ...
+    @property
+    def max_lateness(self) -> object: ...
+    @property
+    def late_after(self) -> object: ...
+    @property
+    def schedule(self) -> Schedule | None: ...
+
+
+@dataclass(frozen=True)
+class Check:
+    """The system check of an option of a job defined in code: ``@locked_task`` refuses a
+    bad value, a job registered without it (or changed since) is checked at start-up."""
+
+    #: Its id, without the app's prefix (``E021``), one for each kind of problem.
+    id: str
+    #: Why the job's value is refused, in one line, or ``None``.
+    problem: Callable[[Checked], str | None]
+    #: What to do about it.
+    hint: str
 
 
 @dataclass(frozen=True)
@@ -97,6 +126,11 @@ class Option:
     build: Callable[[Any], Any] | None = None
     #: The start of the problems the admin's form shows at this field, as a pattern.
     problems: str = ""
+    #: Its ``@locked_task`` keyword (``None``: a job defined in code has none); a test holds
+    #: the decorator's signature to these.
+    keyword: str | None = None
+    #: The system check of its value on a job defined in code (``None``: none of its own).
+    check: Check | None = None
 
     def help_text(self) -> str:
         """The flag's help (the delivery targets' is made from them as they registered)."""
@@ -150,6 +184,43 @@ def code_seconds_problem(name: str, value: object) -> str | None:
     except ValueError as error:
         return str(error)
     return None
+
+
+def seconds_of(value: object) -> float | None:
+    """``value``, seconds or a ``timedelta``, as float seconds (``None``: neither)."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def catch_up_problem(catch_up: object) -> str | None:
+    """Why ``catch_up`` is not a catch-up policy, or ``None``."""
+    if catch_up is None or (isinstance(catch_up, str) and catch_up in CATCH_UP_CHOICES):
+        return None
+    choices = ", ".join(map(repr, CATCH_UP_CHOICES))
+    return f"catch_up must be one of {choices} (or None for the CATCH_UP setting), not {catch_up!r}"
+
+
+def max_lateness_problem(max_lateness: object) -> str | None:
+    """Why ``max_lateness`` is not a positive number of seconds or ``timedelta``, or ``None``."""
+    if max_lateness is None:
+        return None
+    seconds = seconds_of(max_lateness)
+    if seconds is None:
+        return f"max_lateness must be seconds or a timedelta, not {max_lateness!r}"
+    if not seconds > 0:  # also refuses NaN
+        return f"max_lateness must be positive, not {max_lateness!r}"
+    return None
+
+
+def spread_problem(job: Checked) -> str | None:
+    """Why ``job``'s jitter cannot spread its ticks (a bad schedule is E005's business)."""
+    try:
+        return jitter_problem(job.jitter, job.schedule)
+    except InvalidSchedule:
+        return None
 
 
 def catch_up_policy(value: str) -> CatchUp | None:
@@ -219,6 +290,7 @@ OPTIONS = (
         problems=(
             r"a schedule needs a name|the name |there is no job .* defined in code to override$"
         ),
+        keyword="name",
     ),
     Option(
         "job", "job", "job", "--job", "JOB", "the registered job it calls", "calls", text=True,
@@ -257,7 +329,7 @@ OPTIONS = (
             "leave it empty and give an interval."
         ),
         overridable=True, text=True,
-        build=_or_none, problems=r"bad cron expression: |'.*' never fires: ",
+        build=_or_none, problems=r"bad cron expression: |'.*' never fires: ", keyword="schedule",
     ),
     Option(
         "every", "interval", "every", "--every", "SECONDS",
@@ -265,13 +337,14 @@ OPTIONS = (
         _("An interval in seconds, instead of a cron expression."),
         overridable=True, least=timedelta(seconds=1),
         build=lambda value: optional_duration("every", value), problems=r"the interval must ",
+        keyword="every",
     ),
     Option(
         "timezone", "time zone", "timezone", "--timezone", "ZONE",
         "the zone the cron expression is read in (else TIME_ZONE)", "when",
         _("The IANA time zone of the cron expression, such as Europe/Berlin (empty: TIME_ZONE)."),
         overridable=True, text=True,
-        build=_or_none, problems=r"a time zone |timezone ",
+        build=_or_none, problems=r"a time zone |timezone ", keyword="timezone",
     ),
     Option(
         "enabled", "enabled", "enabled", None, "", "--enable or --disable (add: --disabled)",
@@ -291,12 +364,20 @@ OPTIONS = (
         "catch_up", "catch-up", "catch_up", "--catch-up", "POLICY",
         "which missed ticks run: latest, all or none", "options",
         _("Which missed ticks run after a gap (empty: the CATCH_UP setting)."),
-        build=catch_up_policy, problems="catch-up ",
+        build=catch_up_policy, problems="catch-up ", keyword="catch_up",
+        check=Check(
+            "E021", lambda job: catch_up_problem(job.catch_up), "Use 'latest', 'all' or 'none'."
+        ),
     ),
     Option(
         "max_lateness", "max lateness", "max_lateness", "--max-lateness", "SECONDS",
         "a tick later than this is skipped", "options", least=timedelta(microseconds=1),
         build=lambda value: as_seconds("max_lateness", value), problems="the max lateness ",
+        keyword="max_lateness",
+        check=Check(
+            "E022", lambda job: max_lateness_problem(job.max_lateness),
+            "Give a positive number of seconds, or remove max_lateness=.",
+        ),
     ),
     Option(
         "late_after", "lateness target (late_after)", "late_after", "--late-after", "SECONDS",
@@ -310,6 +391,11 @@ OPTIONS = (
         ),
         least=timedelta(microseconds=1),
         build=lambda value: as_seconds("late_after", value), problems="the lateness target ",
+        keyword="late_after",
+        check=Check(
+            "E024", lambda job: code_seconds_problem("late_after", job.late_after),
+            "Give a number of seconds or a timedelta, or remove late_after=.",
+        ),
     ),
     Option(
         "jitter", "jitter", "jitter", "--jitter", "SECONDS",
@@ -323,11 +409,18 @@ OPTIONS = (
         ),
         least=timedelta(0), shown=lambda job: job.jitter,
         build=lambda value: as_seconds("jitter", value) or None, problems="the jitter ",
+        keyword="jitter",
+        check=Check(
+            "E025", spread_problem,
+            "Give a jitter shorter than the shortest interval between its ticks, or remove "
+            "jitter=.",
+        ),
     ),
     Option(
         "timeout", "timeout", "timeout", "--timeout", "SECONDS", "stop a run that takes longer",
         "options", least=timedelta(microseconds=1),
         build=lambda value: as_seconds("timeout", value), problems="the timeout ",
+        keyword="timeout",
     ),
     Option(
         "deliver", "delivery", "deliver", "--deliver", "TARGET", _deliver_help, "options",
@@ -337,6 +430,7 @@ OPTIONS = (
         ),
         text=True, shown=lambda job: job.deliver,
         build=delivery, problems="deliver |unknown delivery |a schedule sent to [^;]* runs in ",
+        keyword="deliver",
     ),
     Option(
         "description", "description", "description", "--description", "TEXT",
@@ -365,7 +459,7 @@ OPTIONS = (
             "the job's retry_on, in code."
         ),
         around=True, shown=_retries,
-        problems="retries must ",
+        problems="retries must ", keyword="retries",
     ),
     Option(
         "retry_backoff", "retry back-off", "retry_backoff", "--retry-backoff", "SECONDS",
@@ -378,6 +472,7 @@ OPTIONS = (
         ),
         around=True, least=timedelta(microseconds=1), shown=_backoff,
         problems="retry_backoff must |a retry back-off |the retry back-off ",
+        keyword="retry_backoff",
     ),
     Option(
         "at_most_once", "at most once", "at_most_once", "--at-most-once", "yes|no",
@@ -388,7 +483,7 @@ OPTIONS = (
             "Yes: a tick whose run was interrupted (a stop signal, kill -9) stays taken. No: it "
             "is given back, and may run again. Empty: as its job does (a command: no)."
         ),
-        "inherit", around=True,
+        "inherit", around=True, keyword="at_most_once",
     ),
     Option(
         "capture", "captured output", "capture", "--capture", "yes|no",
@@ -399,7 +494,7 @@ OPTIONS = (
             "Keep what a run logs (its job's module logger; a command's output) with the run. "
             "Empty: as its job does (a command: yes)."
         ),
-        "inherit", around=True, shown=lambda job: job.capture is not None,
+        "inherit", around=True, shown=lambda job: job.capture is not None, keyword="capture",
     ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}
@@ -415,6 +510,8 @@ CHECKED = {name: build for name, build in BUILT.items() if not BY_NAME[name].ove
 #: What an override must leave empty (its description is a note, and what it calls is judged
 #: apart).
 NOT_OVERRIDABLE = (*CHECKED, *AROUND)
+#: The checks of a job defined in code that its options have of their own.
+CHECKS = tuple(option.check for option in OPTIONS if option.check is not None)
 #: The durations, in seconds.
 DURATIONS = tuple(option.name for option in OPTIONS if option.least is not None)
 #: The text columns (their lengths are the model's) and the JSON ones, by what people call them.

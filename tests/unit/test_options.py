@@ -4,10 +4,13 @@ and what its rules accept builds a job that a schedule row holds."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import inspect
 import re
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from django.db import models
@@ -15,14 +18,16 @@ from hypothesis import HealthCheck, given, settings
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.admin.schedules import GROUPS, ScheduleForm
-from django_advisory_cron.db import sql
-from django_advisory_cron.jobs import declared
+from django_advisory_cron.checks.configuration import check_jobs
+from django_advisory_cron.jobs import declared, job
 from django_advisory_cron.jobs.definitions import Definition, to_job
 from django_advisory_cron.jobs.options import (
     BY_NAME,
+    CHECKS,
     EARLIEST,
     LATEST,
     OPTIONS,
+    Check,
     duration,
     within_span,
 )
@@ -33,6 +38,14 @@ from tests.test_schedule_properties import definitions
 
 #: The schedule's columns that are no option: the database's to set, or the admin's.
 NOT_OPTIONS = {"id", "created", "changed", "changed_by"}
+#: A value ``@locked_task`` refuses, for each option with a check of its own (an every=10
+#: job's).
+REFUSED: dict[str, Any] = {
+    "catch_up": "sometimes",
+    "max_lateness": -1.0,
+    "late_after": -1.0,
+    "jitter": 10,
+}
 
 
 def test_every_option_is_a_definition_field_and_a_column() -> None:
@@ -41,7 +54,6 @@ def test_every_option_is_a_definition_field_and_a_column() -> None:
     fields = {field.name for field in dataclasses.fields(Definition)} - {"changed"}
     columns = {field.name for field in Schedule._meta.concrete_fields} - NOT_OPTIONS
     assert set(names) == fields == columns
-    assert set(sql.SCHEDULE_COLUMNS) == {*names, "changed"}
 
 
 def test_every_option_has_help_a_flag_or_how_it_is_set() -> None:
@@ -75,6 +87,50 @@ def test_the_decorator_refuses_an_unknown_keyword_as_python_does() -> None:
         TypeError, match=r"locked_task\(\) got an unexpected keyword argument 'cron'"
     ):
         locked_task(cron="* * * * *")  # type: ignore[call-overload]
+
+
+def test_the_decorator_s_signatures_list_the_options_keywords_alike() -> None:
+    """Its overload for keywords and its definition spell each keyword, its type and its
+    default the same, and every option a job defined in code sets is one of them."""
+    tree = ast.parse(inspect.getsource(job))
+    signatures = [
+        [
+            (arg.arg, ast.unparse(arg.annotation or arg), ast.unparse(default or arg))
+            for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
+        ]
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name == "locked_task"
+    ]
+    with_keywords = [signature for signature in signatures if signature]
+    assert len(signatures) == 3 and len(with_keywords) == 2
+    assert with_keywords[0] == with_keywords[1]
+    keywords = {name for name, _type, _default in with_keywords[0]}
+    missing = {option.keyword for option in OPTIONS if option.keyword} - keywords
+    assert not missing, f"@locked_task has no keyword {missing}: add it to both signatures"
+
+
+def test_a_job_holds_each_option_its_code_sets_by_the_option_s_name() -> None:
+    fields = {field.name for field in dataclasses.fields(job.Job)}
+    in_code = {option.name for option in OPTIONS if option.keyword}
+    assert in_code - fields == {"retries", "retry_backoff"}  # its retry policy holds them
+    assert "retry" in fields
+
+
+@pytest.mark.usefixtures("fresh_registry")
+@pytest.mark.parametrize("option", CHECKS, ids=lambda check: check.id)
+def test_an_option_s_check_refuses_what_the_decorator_refuses(option: Check) -> None:
+    (name,) = [each.name for each in OPTIONS if each.check is option]
+    keyword = BY_NAME[name].keyword
+    assert keyword is not None
+    with pytest.raises(ValueError, match="@locked_task 'refused': "):
+        locked_task(name="refused", every=10, **{keyword: REFUSED[name]})(print)
+    job.registry.register(job.Job(func=print, name="by_hand", every=timedelta(seconds=10)))
+    job.registry.register(
+        job.Job(
+            func=print, name="by_hand_bad", every=timedelta(seconds=10), **{name: REFUSED[name]}
+        )
+    )
+    assert [message.id for message in check_jobs()] == [f"django_advisory_cron.{option.id}"]
 
 
 @pytest.mark.parametrize("name", [option.name for option in OPTIONS if option.least])

@@ -55,7 +55,7 @@ def main() -> None:
 
     from django_advisory_cron import locked_task
     from django_advisory_cron.core.statuses import SKIPS
-    from django_advisory_cron.db import sql
+    from django_advisory_cron.db import reads
     from django_advisory_cron.ops.status import LATENESS_BUCKETS, job_statuses
 
     try:
@@ -89,7 +89,7 @@ def main() -> None:
 
         def statement(targets: list[str]) -> None:
             since = timezone.now() - timedelta(seconds=window)
-            text, params = sql.job_summaries(
+            text, params = reads.job_summaries(
                 names,
                 skips=list(SKIPS),
                 since=since,

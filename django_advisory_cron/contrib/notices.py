@@ -32,7 +32,7 @@ from django.core.mail import mail_admins
 from ..conf import FailureNotices as Settings
 from ..conf import app_settings
 from ..core.statuses import FAILING, RunStatus
-from ..db import sql
+from ..db import reads
 from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..exceptions import first_line
@@ -72,7 +72,7 @@ def alias(job: Any, run: Any) -> str:
 
 
 def failures_in_a_row(job: Any, run: Any, limit: int | None) -> int:
-    statement = sql.failures_in_a_row(
+    statement = reads.failures_in_a_row(
         job=job.name, run_id=run.run_id, failing=list(FAILING), limit=limit
     )
     row = fetch_one(alias(job, run), statement)

@@ -622,7 +622,7 @@ SELECT holder.pid, pg_terminate_backend(holder.pid)
          WHERE granted AND pid = ANY(%(pids)s) AND pid <> pg_backend_pid()) AS holder
 
 -- name: job_summaries
--- Per job: its last run that was not a skip (sql.RUN_COLUMNS), the start of its last
+-- Per job: its last run that was not a skip (reads.RUN_COLUMNS), the start of its last
 -- success, and its runs per status since %(since)s. The last run walks the (job, started)
 -- index past the skips after it (in its order, so no other index is cheaper); the last
 -- success is one descent of (job, status, started, id), however long ago it was (a job that

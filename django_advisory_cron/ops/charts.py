@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from ..conf import app_settings
 from ..core.statuses import SKIPS
-from ..db import sql
+from ..db import reads
 from ..models import RunStatus
 
 #: How many runs a strip shows.
@@ -65,7 +65,7 @@ def recent_runs(names: list[str], limit: int = RUNS_SHOWN) -> dict[str, list[Cha
     if not names:
         return runs
     alias = app_settings.lock_database
-    text, params = sql.recent_runs(names, skips=list(SKIPS), limit=limit)
+    text, params = reads.recent_runs(names, skips=list(SKIPS), limit=limit)
     with connections[alias].cursor() as cursor:
         cursor.execute(text, params)
         for row in cursor.fetchall():

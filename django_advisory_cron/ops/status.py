@@ -35,7 +35,7 @@ from django.utils import timezone
 from ..conf import app_settings
 from ..core.schedule import Every, Schedule
 from ..core.statuses import FAILING, SKIPS
-from ..db import sql
+from ..db import reads
 from ..db.aliases import lock_database
 from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
@@ -332,19 +332,19 @@ def job_statuses(
     if not statuses:
         return []
     since = None if window is None else now - timedelta(seconds=window)
-    statement = sql.job_summaries(
+    statement = reads.job_summaries(
         list(statuses),
         skips=list(SKIPS),
         since=since,
         late_bounds=list(LATENESS_BUCKETS),
         targets=[job.name for job in jobs if job.late_after is not None],
     )
-    width = len(sql.RUN_COLUMNS)
+    width = len(reads.RUN_COLUMNS)
     rows = fetch_all(alias, statement)
     for name, *run, last_success, counts, buckets, seconds, tick, started in rows:
         item = statuses[name]
         if run[0] is not None:
-            item.last_run = JobRun.from_db(alias, list(sql.RUN_COLUMNS), run[:width])
+            item.last_run = JobRun.from_db(alias, list(reads.RUN_COLUMNS), run[:width])
         item.last_success = last_success
         if window is not None:
             item.run_counts = json.loads(counts) if counts else {}

@@ -2,7 +2,7 @@
 on the database's clock.
 
 The runs and the pauses of every job shown, and the window itself, come from one statement
-(``sql.timeline_runs``): a short index walk per job, so the cost follows what the window
+(``reads.timeline_runs``): a short index walk per job, so the cost follows what the window
 holds, never the length of the history. The ticks to come are computed here, as ``cronjob
 next`` computes them ([upcoming][django_advisory_cron.ops.upcoming]): pauses, a schedule's
 start and end, jitter offsets and changes of the UTC offset marked.
@@ -19,7 +19,7 @@ from django.db import connections
 from ..conf import app_settings
 from ..core.jitter import offset
 from ..core.statuses import FAILING, SKIPS
-from ..db import sql
+from ..db import reads
 from ..exceptions import InvalidSchedule
 from ..jobs.job import Job
 from ..models import JobState, RunStatus
@@ -158,7 +158,7 @@ def read(
 ) -> tuple[Window, list[Lane]]:
     """The window (``span`` long, ending at ``ends``, else a quarter of it after now) and a
     lane per job of ``jobs``, in their order, with its runs (no ticks yet: ``add_ticks``)."""
-    text, params = sql.timeline_runs(
+    text, params = reads.timeline_runs(
         [job.name for job in jobs],
         span=span,
         ahead=span * AHEAD,

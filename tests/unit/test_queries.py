@@ -9,7 +9,7 @@ import re
 import pytest
 from django.db import models
 
-from django_advisory_cron.db import sql
+from django_advisory_cron.db import reads, sql
 from django_advisory_cron.db.queries import QUERIES, parse
 from django_advisory_cron.jobs.options import BY_NAME
 from django_advisory_cron.models import (
@@ -77,13 +77,13 @@ def test_every_status_named_is_a_run_status_and_every_taking_list_is_tick_taking
 
 
 def test_the_columns_read_are_the_python_tuples_in_their_order() -> None:
-    assert set(sql.RUN_COLUMNS) <= columns(JobRun)
+    assert set(reads.RUN_COLUMNS) <= columns(JobRun)
     # The catalog names a schedule row's values by the options' table, then ``changed``.
     read = re.findall(r"\bs\.(\w+)", QUERIES["schedule_rows"].split("concat_ws")[0])
     assert list(dict.fromkeys(read)) == [*BY_NAME, "changed"]
     assert set(read) <= columns(ScheduleRow)
     summary = QUERIES["job_summaries"].split("FROM")[0]
-    assert re.findall(r"\br\.(\w+)", summary) == list(sql.RUN_COLUMNS)
+    assert re.findall(r"\br\.(\w+)", summary) == list(reads.RUN_COLUMNS)
 
 
 def test_the_names_python_shares_with_the_statements_are_the_same() -> None:

@@ -20,10 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connections
-
 from ..db import sql
 from ..db.aliases import lock_database
+from ..db.execute import fetch_all
 from ..lock.shared import ClaimConnection
 from ..run.history import HOST
 
@@ -77,10 +76,7 @@ def _parse(application_name: str) -> tuple[str, int | None]:
 
 def live_workers(using: str | None = None) -> list[LiveWorker]:
     """The workers connected to the lock database now, oldest first."""
-    text, params = sql.live_workers(PRESENCE_NAME)
-    with connections[lock_database(using)].cursor() as cursor:
-        cursor.execute(text, params)
-        rows = cursor.fetchall()
+    rows = fetch_all(lock_database(using), sql.live_workers(PRESENCE_NAME))
     workers = []
     for name, since, client_addr in rows:
         host, pid = _parse(name)

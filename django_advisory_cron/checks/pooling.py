@@ -21,6 +21,8 @@ from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
 from ..db import pooler, sql
 from ..db.connections import standby_at, unpooled_connection
+from ..db.execute import fetch_one
+from ..exceptions import DatabaseUnavailable
 from ..jobs.job import Job, registry
 
 FIX_HINT = (
@@ -152,10 +154,8 @@ def _synchronous_warning(alias: str) -> list[checks.CheckMessage]:
     can still be lost in a failover. A database that cannot be reached is left to W011."""
     connection = unpooled_connection(alias)
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(*sql.synchronous_standby_names())
-            row = cursor.fetchone()
-    except DatabaseError:
+        row = fetch_one(connection, sql.synchronous_standby_names())
+    except (DatabaseError, DatabaseUnavailable):
         return []
     finally:
         connection.close()

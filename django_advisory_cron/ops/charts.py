@@ -17,13 +17,13 @@ from datetime import datetime, timedelta, tzinfo
 from html import escape
 from typing import NamedTuple
 
-from django.db import connections
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 from ..conf import app_settings
 from ..core.statuses import SKIPS
 from ..db import reads
+from ..db.execute import fetch_all
 from ..models import RunStatus
 
 #: How many runs a strip shows.
@@ -64,13 +64,10 @@ def recent_runs(names: list[str], limit: int = RUNS_SHOWN) -> dict[str, list[Cha
     runs: defaultdict[str, list[ChartRun]] = defaultdict(list)
     if not names:
         return runs
-    alias = app_settings.lock_database
-    text, params = reads.recent_runs(names, skips=list(SKIPS), limit=limit)
-    with connections[alias].cursor() as cursor:
-        cursor.execute(text, params)
-        for row in cursor.fetchall():
-            run = ChartRun(*row)
-            runs[run.job].append(run._replace(seconds=max(float(run.seconds or 0.0), 0.0)))
+    statement = reads.recent_runs(names, skips=list(SKIPS), limit=limit)
+    for row in fetch_all(app_settings.lock_database, statement):
+        run = ChartRun(*row)
+        runs[run.job].append(run._replace(seconds=max(float(run.seconds or 0.0), 0.0)))
     for job_runs in runs.values():
         job_runs.reverse()
     return runs

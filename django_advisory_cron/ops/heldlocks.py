@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connections
 from django.db.models import (
     BooleanField,
     Case,
@@ -40,6 +39,7 @@ from django.db.models.functions import Coalesce, Now, Substr
 from ..conf import app_settings
 from ..db import pooler, sql
 from ..db.aliases import lock_database
+from ..db.execute import fetch_all
 from ..jobs.job import Job, registry
 from ..models import HeldLock, JobRun, RunStatus
 
@@ -206,9 +206,7 @@ def terminate(pids: list[int]) -> tuple[list[int], list[int]]:
     reused since the page was rendered) is refused, as is our own backend. Returns
     ``(terminated, refused)``.
     """
-    text, params = sql.terminate_holders(pids)
-    with connections[app_settings.lock_database].cursor() as cursor:
-        cursor.execute(text, params)
-        done = sorted(int(pid) for pid, ok in cursor.fetchall() if ok)
+    rows = fetch_all(app_settings.lock_database, sql.terminate_holders(pids))
+    done = sorted(int(pid) for pid, ok in rows if ok)
     refused = sorted(set(pids) - set(done))
     return done, refused

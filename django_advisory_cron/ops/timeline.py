@@ -14,12 +14,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from django.db import connections
-
 from ..conf import app_settings
 from ..core.jitter import offset
 from ..core.statuses import FAILING, SKIPS
 from ..db import reads
+from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
 from ..jobs.job import Job
 from ..models import JobState, RunStatus
@@ -158,7 +157,7 @@ def read(
 ) -> tuple[Window, list[Lane]]:
     """The window (``span`` long, ending at ``ends``, else a quarter of it after now) and a
     lane per job of ``jobs``, in their order, with its runs (no ticks yet: ``add_ticks``)."""
-    text, params = reads.timeline_runs(
+    statement = reads.timeline_runs(
         [job.name for job in jobs],
         span=span,
         ahead=span * AHEAD,
@@ -166,9 +165,7 @@ def read(
         skips=list(SKIPS),
         limit=PER_ROW + 1,
     )
-    with connections[app_settings.lock_database].cursor() as cursor:
-        cursor.execute(text, params)
-        rows = cursor.fetchall()
+    rows = fetch_all(app_settings.lock_database, statement)
     window = Window(rows[0][1], rows[0][2], rows[0][0])
     lanes = {job.name: Lane(job) for job in jobs}
     shortest = {}

@@ -13,11 +13,12 @@ from __future__ import annotations
 import calendar
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 from croniter import croniter
 
-_DAY = timedelta(days=1)
+#: Months whose matching days one expression keeps (a few years' worth, for any schedule).
+_MONTHS_KEPT = 64
 #: How far the search goes, as croniter's: an expression with no time in it is refused.
 YEARS = 50
 
@@ -55,13 +56,29 @@ class CronFields:
         self.day_or = day_or and not (every_day or every_weekday)
         self.has_seconds = has_seconds
         self.step = timedelta(seconds=1) if has_seconds else timedelta(minutes=1)
+        self._earliest = hours[0], minutes[0], seconds[0]
+        self._latest = hours[-1], minutes[-1], seconds[-1]
+        self._month_cache: dict[tuple[int, int], tuple[int, ...]] = {}
 
-    def _day_matches(self, day: date) -> bool:
-        if day.month not in self.months:
-            return False
-        in_month = self.every_day or day.day in self.day_set
-        in_week = self.every_weekday or (day.weekday() + 1) % 7 in self.weekdays
-        return in_month or in_week if self.day_or else in_month and in_week
+    def _month_days(self, year: int, month: int) -> tuple[int, ...]:
+        """The matching days of a matching month, ascending, worked out once per month."""
+        days = self._month_cache.get((year, month))
+        if days is None:
+            length = calendar.monthrange(year, month)[1]
+            first = (calendar.weekday(year, month, 1) + 1) % 7  # cron's weekday: Sunday is 0
+            every_day, every_weekday, day_or = self.every_day, self.every_weekday, self.day_or
+            day_set, weekdays = self.day_set, self.weekdays
+            found = []
+            for day in range(1, length + 1):
+                in_month = every_day or day in day_set
+                in_week = every_weekday or (first + day - 1) % 7 in weekdays
+                if in_month or in_week if day_or else in_month and in_week:
+                    found.append(day)
+            days = tuple(found)
+            if len(self._month_cache) >= _MONTHS_KEPT:
+                self._month_cache.clear()
+            self._month_cache[(year, month)] = days
+        return days
 
     def _time_from(self, hour: int, minute: int, second: int) -> tuple[int, int, int] | None:
         """The first matching time of day at or after ``hour:minute:second``."""
@@ -89,58 +106,70 @@ class CronFields:
 
     def next_after(self, start: datetime) -> datetime | None:
         """The first matching naive time strictly after the naive ``start`` (croniter's
-        ``get_next``), or ``None`` if none comes within :data:`YEARS` years."""
+        ``get_next``), or ``None`` if none comes within :data:`YEARS` years.
+
+        Jumps field by field: to the next matching month, its next matching day, and the
+        first matching time of that day; only the starting day is searched from a time."""
         first = self._whole(start) + self.step
-        day, limit = first.date(), first.year + YEARS
-        found = self._time_from(first.hour, first.minute, first.second)
-        while day.year <= limit:
-            if self._day_matches(day) and found is not None:
-                return datetime(day.year, day.month, day.day, *found)
-            day = self._next_day(day)
-            found = self.hours[0], self.minutes[0], self.seconds[0]
-        return None
+        year, month, limit = first.year, first.month, first.year + YEARS
+        months = self.months
+        if month in months:
+            days = self._month_days(year, month)
+            index = bisect_left(days, first.day)
+            if index < len(days) and days[index] == first.day:
+                found = self._time_from(first.hour, first.minute, first.second)
+                if found is not None:
+                    return datetime(year, month, first.day, *found)
+                index += 1
+            if index < len(days):
+                return datetime(year, month, days[index], *self._earliest)
+        index = bisect_right(months, month)
+        while True:
+            if index == len(months):
+                year, index = year + 1, 0
+                if year > limit:
+                    return None
+            month = months[index]
+            days = self._month_days(year, month)
+            if days:
+                return datetime(year, month, days[0], *self._earliest)
+            index += 1
 
     def previous_before(self, start: datetime) -> datetime | None:
         """The last matching naive time strictly before the naive ``start`` (croniter's
-        ``get_prev``), or ``None`` if none came within :data:`YEARS` years."""
+        ``get_prev``), or ``None`` if none came within :data:`YEARS` years; the same jumps
+        backwards."""
         whole = self._whole(start)
         last = whole if whole < start else whole - self.step
-        day, limit = last.date(), last.year - YEARS
-        found = self._time_until(last.hour, last.minute, last.second)
-        while day.year >= limit:
-            if self._day_matches(day) and found is not None:
-                return datetime(day.year, day.month, day.day, *found)
-            day = self._previous_day(day)
-            found = self.hours[-1], self.minutes[-1], self.seconds[-1]
-        return None
+        year, month, limit = last.year, last.month, last.year - YEARS
+        months = self.months
+        if month in months:
+            days = self._month_days(year, month)
+            index = bisect_right(days, last.day)
+            if index and days[index - 1] == last.day:
+                found = self._time_until(last.hour, last.minute, last.second)
+                if found is not None:
+                    return datetime(year, month, last.day, *found)
+                index -= 1
+            if index:
+                return datetime(year, month, days[index - 1], *self._latest)
+        index = bisect_left(months, month) - 1
+        while True:
+            if index < 0:
+                year, index = year - 1, len(months) - 1
+                if year < limit:
+                    return None
+            month = months[index]
+            days = self._month_days(year, month)
+            if days:
+                return datetime(year, month, days[-1], *self._latest)
+            index -= 1
 
     def _whole(self, moment: datetime) -> datetime:
         """``moment`` truncated to the expression's unit, the second or the minute."""
         if self.has_seconds:
             return moment.replace(microsecond=0)
         return moment.replace(second=0, microsecond=0)
-
-    def _next_day(self, day: date) -> date:
-        """The next day, or the first of the next matching month when that is later."""
-        following = day + _DAY
-        if following.month in self.months:
-            return following
-        months, year = self.months, following.year
-        index = bisect_left(months, following.month)
-        if index == len(months):
-            return date(year + 1, months[0], 1)
-        return date(year, months[index], 1)
-
-    def _previous_day(self, day: date) -> date:
-        """The day before, or the last of the previous matching month when that is earlier."""
-        previous = day - _DAY
-        if previous.month in self.months:
-            return previous
-        months, year = self.months, previous.year
-        index = bisect_right(months, previous.month)
-        month = months[index - 1] if index else months[-1]
-        year = year if index else year - 1
-        return date(year, month, calendar.monthrange(year, month)[1])
 
 
 def fields(expression: str, *, day_or: bool) -> CronFields | None:

@@ -88,6 +88,11 @@ def _wall(instant: datetime, zone: tzinfo) -> datetime:
 def _occurrences(wall: datetime, zone: tzinfo) -> list[datetime]:
     """The UTC instants showing the naive local time ``wall``: two when the clocks go back
     over it, none when they skip it."""
+    local = wall.replace(tzinfo=zone, fold=0)  # ``wall`` may carry a fold: read both
+    offset = local.utcoffset()
+    if offset is not None and offset == local.replace(fold=1).utcoffset():
+        # Both readings agree (PEP 495): an ordinary local time, the usual case, at one instant.
+        return [(wall - offset).replace(tzinfo=_UTC, fold=0)]
     found = {wall.replace(tzinfo=zone, fold=fold).astimezone(_UTC) for fold in (0, 1)}
     return sorted(t for t in found if _wall(t, zone) == wall)
 

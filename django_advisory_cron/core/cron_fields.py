@@ -3,19 +3,21 @@
 croniter parses an expression again for every starting point and steps through it with dates
 it builds and checks, about a tenth of a millisecond per time; a schedule asks for a time on
 every tick, preview and backfill. Plain fields (numbers, lists, ranges, steps, names) are
-read here once into sorted values and searched directly. Fields with croniter's extensions
-(``L``, ``#``, ``W``) have no such reading: ``fields`` returns ``None`` for them, and croniter
-answers as before.
+read here once into sorted values and searched directly, jumping from a month to its next
+matching day and that day's first matching time. Day fields with croniter's extensions (``L``,
+``#``, ``W``) are read by croniter, a month at a time: the days it matches in a month are kept
+like the others.
 """
 
 from __future__ import annotations
 
 import calendar
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Literal
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 #: Months whose matching days one expression keeps (a few years' worth, for any schedule).
 _MONTHS_KEPT = 64
@@ -23,12 +25,92 @@ _MONTHS_KEPT = 64
 YEARS = 50
 
 
-def _values(expanded: Sequence[object], size: int, first: int = 0) -> tuple[int, ...] | None:
-    """A field's matching values, ascending; ``None`` if it holds anything but numbers."""
-    if list(expanded) == ["*"]:
+def _values(expanded: Sequence[object], size: int, first: int = 0) -> tuple[int, ...]:
+    """A field's matching values, ascending (croniter reads a ``*`` in a list as the field's
+    every value)."""
+    if "*" in expanded:
         return tuple(range(first, first + size))
-    numbers = {value for value in expanded if isinstance(value, int)}
-    return tuple(sorted(numbers)) if len(numbers) == len(set(expanded)) else None
+    return tuple(sorted({value for value in expanded if isinstance(value, int)}))
+
+
+def _last_or_nearest(
+    days: frozenset[int], last: bool, nearest: frozenset[int]
+) -> Callable[[int, int], tuple[int, ...]]:
+    """A month's days for a day of month field with ``L`` (the last day, beside listed days)
+    or ``W`` (the weekday nearest to a day, croniter's reading), the weekday field ``*``."""
+
+    def month_days(year: int, month: int) -> tuple[int, ...]:
+        length = calendar.monthrange(year, month)[1]
+        found = {day for day in days if day <= length} if not nearest else set()
+        if last:
+            found.add(length)
+        for wanted in nearest:
+            day = min(wanted, length)
+            weekday = calendar.weekday(year, month, day)  # Monday is 0
+            if weekday == 5:  # Saturday: the Friday before, or the Monday after the 1st
+                day = day - 1 if day > 1 else day + 2
+            elif weekday == 6:  # Sunday: the Monday after, or the Friday before the last day
+                day = day + 1 if day < length else day - 2
+            found.add(day)
+        return tuple(sorted(found))
+
+    return month_days
+
+
+def _nth_weekdays(nth: dict[int, set[int | Literal["l"]]]) -> Callable[[int, int], tuple[int, ...]]:
+    """A month's days for a weekday field of ``#`` (``1#2``: the second Monday) and ``L``
+    (``L5``: the last Friday), the day of month field ``*``."""
+
+    def month_days(year: int, month: int) -> tuple[int, ...]:
+        length = calendar.monthrange(year, month)[1]
+        first = (calendar.weekday(year, month, 1) + 1) % 7  # cron's weekday: Sunday is 0
+        found = set()
+        for weekday, which in nth.items():
+            dates = range(1 + (weekday - first) % 7, length + 1, 7)
+            for n in which:
+                if n == "l":
+                    found.add(dates[-1])
+                elif n <= len(dates):
+                    found.add(dates[n - 1])
+        return tuple(sorted(found))
+
+    return month_days
+
+
+def _croniters_days(expression: str, day_or: bool) -> Callable[[int, int], tuple[int, ...]]:
+    """A month's matching days as croniter finds them, where both day fields are restricted
+    and one uses an extension: its midnights over that month (asked once a month)."""
+    written = expression.split()
+    midnights = f"0 0 {written[2]} * {written[4]}"
+
+    def days(year: int, month: int) -> tuple[int, ...]:
+        start = datetime(year, month, 1, tzinfo=timezone.utc) - timedelta(minutes=1)
+        walk, found = croniter(midnights, start, day_or=day_or), []
+        try:
+            while (day := walk.get_next(datetime)).month == month and day.year == year:
+                found.append(day.day)
+        except CroniterBadDateError:  # none in this month, nor for years after it
+            pass
+        return tuple(found)
+
+    return days
+
+
+def _extended_days(
+    parsed: croniter, expression: str, day_or: bool
+) -> Callable[[int, int], tuple[int, ...]] | None:
+    """How a month's days are found when a day field uses croniter's extensions (``L``,
+    ``#``, ``W``); ``None`` when neither does."""
+    expanded, nth, nearest = parsed.expanded, parsed.nth_weekday_of_month, parsed.nearest_weekday
+    last = "l" in expanded[2] and "*" not in expanded[2]
+    if not (nth or nearest or last):
+        return None
+    if "*" in expanded[4] and not nth:
+        listed = frozenset(_values(expanded[2], 31, 1))
+        return _last_or_nearest(listed, last, frozenset(int(day) for day in nearest))
+    if "*" in expanded[2] and not nearest:
+        return _nth_weekdays(nth)
+    return _croniters_days(expression, day_or)
 
 
 class CronFields:
@@ -47,8 +129,10 @@ class CronFields:
         every_day: bool,
         every_weekday: bool,
         day_or: bool,
+        month_days: Callable[[int, int], tuple[int, ...]] | None = None,
     ) -> None:
         self.seconds, self.minutes, self.hours = seconds, minutes, hours
+        self._days_of = month_days or self._matching_days
         self.days, self.day_set, self.months = days, frozenset(days), months
         self.weekdays = weekdays
         self.every_day, self.every_weekday = every_day, every_weekday
@@ -64,21 +148,25 @@ class CronFields:
         """The matching days of a matching month, ascending, worked out once per month."""
         days = self._month_cache.get((year, month))
         if days is None:
-            length = calendar.monthrange(year, month)[1]
-            first = (calendar.weekday(year, month, 1) + 1) % 7  # cron's weekday: Sunday is 0
-            every_day, every_weekday, day_or = self.every_day, self.every_weekday, self.day_or
-            day_set, weekdays = self.day_set, self.weekdays
-            found = []
-            for day in range(1, length + 1):
-                in_month = every_day or day in day_set
-                in_week = every_weekday or (first + day - 1) % 7 in weekdays
-                if in_month or in_week if day_or else in_month and in_week:
-                    found.append(day)
-            days = tuple(found)
+            days = self._days_of(year, month)
             if len(self._month_cache) >= _MONTHS_KEPT:
                 self._month_cache.clear()
             self._month_cache[(year, month)] = days
         return days
+
+    def _matching_days(self, year: int, month: int) -> tuple[int, ...]:
+        """The days of a month that the day of month and weekday fields match, with the rule."""
+        length = calendar.monthrange(year, month)[1]
+        first = (calendar.weekday(year, month, 1) + 1) % 7  # cron's weekday: Sunday is 0
+        every_day, every_weekday, day_or = self.every_day, self.every_weekday, self.day_or
+        day_set, weekdays = self.day_set, self.weekdays
+        found = []
+        for day in range(1, length + 1):
+            in_month = every_day or day in day_set
+            in_week = every_weekday or (first + day - 1) % 7 in weekdays
+            if in_month or in_week if day_or else in_month and in_week:
+                found.append(day)
+        return tuple(found)
 
     def _time_from(self, hour: int, minute: int, second: int) -> tuple[int, int, int] | None:
         """The first matching time of day at or after ``hour:minute:second``."""
@@ -172,29 +260,21 @@ class CronFields:
         return moment.replace(second=0, microsecond=0)
 
 
-def fields(expression: str, *, day_or: bool) -> CronFields | None:
-    """``expression``'s fields read for searching, with croniter's ``day_or``; ``None`` when a
-    field uses one of croniter's extensions (``L``, ``#``, ``W``)."""
+def fields(expression: str, *, day_or: bool) -> CronFields:
+    """``expression``'s fields read for searching, with croniter's ``day_or``."""
     parsed = croniter(expression)
     expanded = parsed.expanded
-    if parsed.nth_weekday_of_month or parsed.nearest_weekday:
-        return None
     seconds = _values(expanded[5], 60) if len(expanded) == 6 else (0,)
-    minutes, hours = _values(expanded[0], 60), _values(expanded[1], 24)
-    days, months = _values(expanded[2], 31, 1), _values(expanded[3], 12, 1)
-    weekdays = _values(expanded[4], 7)
-    if None in (seconds, minutes, hours, days, months, weekdays):
-        return None
-    assert seconds and minutes and hours and days and months and weekdays
     return CronFields(
         seconds,
-        minutes,
-        hours,
-        days,
-        months,
-        frozenset(value % 7 for value in weekdays),
+        _values(expanded[0], 60),
+        _values(expanded[1], 24),
+        _values(expanded[2], 31, 1),
+        _values(expanded[3], 12, 1),
+        frozenset(value % 7 for value in _values(expanded[4], 7)),
         has_seconds=len(expanded) == 6,
-        every_day=expanded[2] == ["*"],
-        every_weekday=expanded[4] == ["*"],
+        every_day="*" in expanded[2],
+        every_weekday="*" in expanded[4],
         day_or=day_or,
+        month_days=_extended_days(parsed, expression, day_or),
     )

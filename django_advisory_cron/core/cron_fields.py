@@ -114,7 +114,8 @@ def _extended_days(
 
 
 class CronFields:
-    """One expression's fields, read once: each its sorted values, and how the days match."""
+    """One expression's fields, read once: each its sorted values, and how the days match
+    (``month_days``: a month's matching days, for croniter's extensions)."""
 
     def __init__(
         self,
@@ -133,7 +134,7 @@ class CronFields:
     ) -> None:
         self.seconds, self.minutes, self.hours = seconds, minutes, hours
         self._days_of = month_days or self._matching_days
-        self.days, self.day_set, self.months = days, frozenset(days), months
+        self.day_set, self.months = frozenset(days), months
         self.weekdays = weekdays
         self.every_day, self.every_weekday = every_day, every_weekday
         # croniter reads day_or only where both day fields are restricted.

@@ -22,11 +22,11 @@ Ticks are aware datetimes in UTC. In the schedule's zone a tick of the repeated 
 ``fold``, which Python ignores when comparing or doing arithmetic within one zone (PEP 495):
 callers subtracting or comparing ticks would silently be off by an hour that night.
 
-croniter is only asked for wall-clock times, iterating in UTC where there is no DST; mapping
-them to instants happens here, because croniter itself ticks twice for every repeated time
-and its results carry unreliable ``fold`` attributes. An expression's fields are read once
-(``core/cron_fields.py``) and its wall-clock times found from them; only fields with
-croniter's extensions (``L``, ``#``, ``W``) are stepped through by croniter itself.
+Wall-clock times come from the expression's fields read once (``core/cron_fields.py``, as
+croniter expands them); mapping them to instants happens here, because croniter itself ticks
+twice for every repeated time and its results carry unreliable ``fold`` attributes. An ordinary
+local time maps to its instant from one offset; only times where the zone's two readings
+differ (a gap, a repeat) are searched.
 """
 
 from __future__ import annotations
@@ -88,6 +88,11 @@ def _wall(instant: datetime, zone: tzinfo) -> datetime:
 def _occurrences(wall: datetime, zone: tzinfo) -> list[datetime]:
     """The UTC instants showing the naive local time ``wall``: two when the clocks go back
     over it, none when they skip it."""
+    local = wall.replace(tzinfo=zone, fold=0)  # ``wall`` may carry a fold: read both
+    offset = local.utcoffset()
+    if offset is not None and offset == local.replace(fold=1).utcoffset():
+        # Both readings agree (PEP 495): an ordinary local time, the usual case, at one instant.
+        return [(wall - offset).replace(tzinfo=_UTC, fold=0)]
     found = {wall.replace(tzinfo=zone, fold=fold).astimezone(_UTC) for fold in (0, 1)}
     return sorted(t for t in found if _wall(t, zone) == wall)
 
@@ -163,7 +168,7 @@ def _out_of_range(fields: list[str]) -> str | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _read_fields(text: str, day_or: bool) -> cron_fields.CronFields | None:
+def _read_fields(text: str, day_or: bool) -> cron_fields.CronFields:
     return cron_fields.fields(text, day_or=day_or)
 
 
@@ -238,8 +243,8 @@ class Schedule:
         return croniter(text, start, day_or=day_or)
 
     @functools.cached_property
-    def _fields(self) -> cron_fields.CronFields | None:
-        """The fields read once for searching (``None``: croniter's extensions, see there)."""
+    def _fields(self) -> cron_fields.CronFields:
+        """The fields read once for searching."""
         text, day_or = day_reading(self.expression)
         return _read_fields(text, day_or)
 
@@ -280,23 +285,12 @@ class Schedule:
     def _walls(self, start: datetime, step: str) -> Iterator[datetime]:
         """Matching naive wall-clock times after (``get_next``) or before (``get_prev``)."""
         fields = self._fields
-        if fields is not None:
-            find = fields.next_after if step == "get_next" else fields.previous_before
-            found = find(start)
-            while found is not None:
-                yield found
-                found = find(found)
-            raise self._none_within(start, step)
-        # UTC has no DST: croniter then yields every matching wall-clock time, in order.
-        try:
-            walls = self._croniter(start.replace(tzinfo=_UTC))
-            while True:
-                wall: datetime = getattr(walls, step)(datetime)
-                yield wall.replace(tzinfo=None)
-        except CroniterError:
-            # Refused when the expression was parsed; this guards the rest (an expression
-            # changed since), as one line instead of croniter's own words.
-            raise self._none_within(start, step) from None
+        find = fields.next_after if step == "get_next" else fields.previous_before
+        found = find(start)
+        while found is not None:
+            yield found
+            found = find(found)
+        raise self._none_within(start, step)
 
     def _none_within(self, start: datetime, step: str) -> InvalidSchedule:
         when = "after" if step == "get_next" else "before"

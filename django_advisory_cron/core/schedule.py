@@ -31,6 +31,7 @@ croniter's extensions (``L``, ``#``, ``W``) are stepped through by croniter itse
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import zoneinfo
@@ -556,10 +557,8 @@ def read_moment(value: object, zone: str | None = None) -> datetime:
         text = " ".join(value.split())
         moment = None
         if len(text) > 10:  # a date alone is no moment: midnight is said, not implied
-            try:
+            with contextlib.suppress(ValueError):
                 moment = datetime.fromisoformat(text)
-            except ValueError:
-                pass
     if not isinstance(moment, datetime):
         raise InvalidSchedule(f"at must be a date and time, {AT_FORMAT}, not {value!r}")
     if moment.tzinfo is None or moment.utcoffset() is None:

@@ -23,12 +23,14 @@ from django.http import (
     QueryDict,
 )
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..conf import app_settings
 from ..core.moments import EARLIEST, LATEST
+from ..core.schedule import read_moment
 from ..delivery.targets import by_name
 from ..jobs import catalog
 from ..jobs.definitions import Definition, to_job
@@ -193,10 +195,29 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         cleaned = super().clean() or {}
         if self.errors:  # a field that does not parse says so itself
             return cleaned
+        self._read_at(cleaned)
         definition = Definition.from_values(cleaned)
         for problem in definition.problems(known=self._others(definition.name)):
             self.add_error(problem_field(problem), problem)
         return cleaned
+
+    def _read_at(self, cleaned: dict[str, Any]) -> None:
+        """A one-off's moment as typed (in TIME_ZONE, Django's reading) is a local time of the
+        schedule's own zone, as ``cronjob add --at`` reads it; one typed in the past is
+        refused, as there: it would never run."""
+        at, zone = cleaned.get("at"), cleaned.get("timezone") or None
+        if at is None or ("at" not in self.changed_data and "timezone" not in self.changed_data):
+            return
+        try:
+            cleaned["at"] = read_moment(timezone.localtime(at).replace(tzinfo=None), zone)
+        except ValueError:
+            return  # a bad zone is the definition's to say
+        if cleaned["at"] <= timezone.now():
+            self.add_error(
+                "at",
+                f"the moment {cleaned['at'].isoformat(sep=' ')} has passed; give a moment to "
+                "come (to run it now: Run now on the Jobs page)",
+            )
 
     def _others(self, name: str) -> list[Job[..., Any]]:
         """The jobs the schedule must not clash with, by name or lock key: every job but

@@ -750,3 +750,13 @@ SELECT count(*) FROM (
        AND r.started >= COALESCE((SELECT started FROM last_success), '-infinity')
        AND NOT EXISTS (SELECT 1 FROM last_success AS l WHERE (l.started, l.id) >= (r.started, r.id))
      ORDER BY r.started DESC, r.id DESC LIMIT %(limit)s) AS streak
+
+-- name: ticked_runs
+-- How many runs of its ticks each job has had: its rows that take a tick (what max_runs
+-- counts; a skip, an interrupted run given back and a run now are none). The partial unique
+-- index on (job, tick) holds exactly those rows.
+SELECT j.job,
+       (SELECT count(*) FROM "django_advisory_cron_jobrun"
+         WHERE job = j.job AND tick IS NOT NULL
+           AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+  FROM unnest(%(jobs)s::text[]) AS j(job)

@@ -209,7 +209,7 @@ def _option_errors() -> list[checks.CheckMessage]:
             *((check.id, check.problem(job), check.hint) for check in CHECKS),
             (
                 "E023",
-                timezone_problem(job.timezone, cron=job.cron, every=job.every),
+                timezone_problem(job.timezone, cron=job.cron, every=job.every, at=job.at),
                 "Remove timezone=, or give the job a cron schedule=.",
             ),
         ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -241,3 +241,19 @@ def test_the_admin_form_refuses_a_past_moment(admin_client: Client, fresh_regist
     assert response.status_code == 200
     assert "has passed; give a moment to come" in response.content.decode()
     assert not Schedule.objects.filter(name="admin_one_off").exists()
+
+
+def test_the_admin_form_reads_and_shows_a_moment_in_the_schedule_s_zone(
+    admin_client: Client, fresh_registry: None
+) -> None:
+    locked_task(name="one_off_body")(print)
+    url = reverse("admin:django_advisory_cron_schedule_add")
+    form = {"name": "admin_one_off", "job": "one_off_body", "args": '["x"]', "kwargs": "{}",
+            "at_0": "2099-12-24", "at_1": "18:00:00", "timezone": BERLIN, "enabled": "on"}  # fmt: skip
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    saved = Schedule.objects.get(name="admin_one_off")
+    assert saved.at == datetime(2099, 12, 24, 17, 0, tzinfo=timezone.utc)
+    change = reverse("admin:django_advisory_cron_schedule_change", args=[saved.pk])
+    page = admin_client.get(change).content.decode()
+    assert 'value="18:00:00"' in page and 'value="2099-12-24"' in page

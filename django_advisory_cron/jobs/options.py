@@ -532,8 +532,8 @@ OPTIONS = (
         "TIME_ZONE), instead of a cron expression or an interval",
         "when",
         _(
-            "A one-off: the date and time of its single run (instead of a cron expression or an "
-            "interval). Afterwards the schedule is done."
+            "A one-off: the date and time of its single run, in its time zone (empty: "
+            "TIME_ZONE), instead of a cron expression or an interval. Afterwards it is done."
         ),
         build=one_off, problems=r"at must |the moment |a schedule has one of ",
         keyword="at",

@@ -249,7 +249,8 @@ def test_the_admin_form_reads_and_shows_a_moment_in_the_schedule_s_zone(
     locked_task(name="one_off_body")(print)
     url = reverse("admin:django_advisory_cron_schedule_add")
     form = {"name": "admin_one_off", "job": "one_off_body", "args": '["x"]', "kwargs": "{}",
-            "at_0": "2099-12-24", "at_1": "18:00:00", "timezone": BERLIN, "enabled": "on"}  # fmt: skip
+            "at_0": "2099-12-24", "at_1": "18:00:00", "timezone": BERLIN,
+            "enabled": "on"}  # fmt: skip
     response = admin_client.post(url, form)
     assert response.status_code == 302, response.content.decode()[:3000]
     saved = Schedule.objects.get(name="admin_one_off")

@@ -258,3 +258,24 @@ def test_the_admin_form_reads_and_shows_a_moment_in_the_schedule_s_zone(
     change = reverse("admin:django_advisory_cron_schedule_change", args=[saved.pk])
     page = admin_client.get(change).content.decode()
     assert 'value="18:00:00"' in page and 'value="2099-12-24"' in page
+
+
+def test_a_tick_past_max_runs_is_a_skip_saying_why(fresh_registry: None) -> None:
+    """The runner's own count, under the lock: what holds when a worker's read was behind
+    (and for ``runlocked``, which has no timetable)."""
+    calls: list[datetime] = []
+
+    @locked_task(name="limited_here", every=60, max_runs=2)
+    def limited_here() -> None:
+        calls.append(datetime.now(timezone.utc))
+
+    base = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    results = [limited_here.run(now=base + timedelta(minutes=n)) for n in range(4)]
+    assert [result.ran for result in results] == [True, True, False, False]
+    assert len(calls) == 2
+    skipped = results[2]
+    assert skipped.status == "skipped_tick" and skipped.tick == base + timedelta(minutes=2)
+    row = JobRun.objects.get(job="limited_here", tick=base + timedelta(minutes=2))
+    assert row.status == "skipped_tick"
+    assert row.error == "its schedule ended after its max_runs=2 runs"
+    assert len(ran("limited_here")) == 2

@@ -754,9 +754,10 @@ SELECT count(*) FROM (
 -- name: ticked_runs
 -- How many runs of its ticks each job has had: its rows that take a tick (what max_runs
 -- counts; a skip, an interrupted run given back and a run now are none). The partial unique
--- index on (job, tick) holds exactly those rows.
+-- index on (job, tick) holds exactly those rows. %(besides)s: a run not to count (the one
+-- the runner just claimed), or NULL.
 SELECT j.job,
        (SELECT count(*) FROM "django_advisory_cron_jobrun"
-         WHERE job = j.job AND tick IS NOT NULL
+         WHERE job = j.job AND tick IS NOT NULL AND id IS DISTINCT FROM %(besides)s::bigint
            AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
   FROM unnest(%(jobs)s::text[]) AS j(job)

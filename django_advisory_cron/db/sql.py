@@ -557,7 +557,7 @@ def terminate_holders(pids: list[int]) -> Statement:
     return QUERIES["terminate_holders"], {"pids": list(pids)}
 
 
-def ticked_runs(jobs: list[str]) -> Statement:
-    """How many runs of its ticks each of ``jobs`` has had: rows ``(job, count)``, what
-    ``max_runs`` counts."""
-    return QUERIES["ticked_runs"], {"jobs": list(jobs)}
+def ticked_runs(jobs: list[str], besides: int | None = None) -> Statement:
+    """How many runs of its ticks each of ``jobs`` has had, but the run ``besides``: rows
+    ``(job, count)``, what ``max_runs`` counts."""
+    return QUERIES["ticked_runs"], {"jobs": list(jobs), "besides": besides}

@@ -20,12 +20,16 @@ from ..db import sql
 from ..db.execute import fetch_all
 
 
-def runs_of(connection: BaseDatabaseWrapper | str, names: Iterable[str]) -> dict[str, int]:
-    """How many runs of its ticks each of ``names`` has had, in one statement."""
+def runs_of(
+    connection: BaseDatabaseWrapper | str, names: Iterable[str], besides: int | None = None
+) -> dict[str, int]:
+    """How many runs of its ticks each of ``names`` has had, in one statement (but the run
+    ``besides``)."""
     names = list(names)
     if not names:
         return {}
-    return {job: int(count) for job, count in fetch_all(connection, sql.ticked_runs(names))}
+    rows = fetch_all(connection, sql.ticked_runs(names, besides))
+    return {job: int(count) for job, count in rows}
 
 
 def ended(limit: int | None, runs: int) -> str:

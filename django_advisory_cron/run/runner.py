@@ -314,8 +314,9 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
     limit = getattr(job, "max_runs", None)
     if limit is not None and run.tick is not None and run.using is not None:
         # Counted under the job's lock, which serialises its runs: every earlier one has its
-        # row (ours is among them, just claimed).
-        done = limits.ended(limit, limits.runs_of(run.using, [job.name])[job.name] - 1)
+        # row (ours, just claimed, is not counted).
+        earlier = limits.runs_of(run.using, [job.name], besides=run.run_id)[job.name]
+        done = limits.ended(limit, earlier)
         if done:
             run.outcome = (RunStatus.SKIPPED_TICK.value, f"its schedule ended {done}")
             _release(run, lock)

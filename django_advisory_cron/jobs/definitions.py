@@ -31,7 +31,7 @@ from ..core.jitter import jitter_problem
 from ..core.keys import job_key
 from ..core.names import did_you_mean
 from ..core.retries import RetryPolicy, policy_problem
-from ..core.schedule import describe_interval, zone_problem
+from ..core.schedule import Once, describe_interval, zone_problem
 from ..delivery.targets import RemoteCall, by_name
 from ..exceptions import InvalidSchedule, first_line
 from ..run.output import call_command_captured
@@ -364,7 +364,10 @@ class Definition:
         """Its schedule as people read it: the cron expression, or ``every 30s`` (an
         interval out of bounds as it is written: its schedule cannot run)."""
         if self.at is not None:
-            return f"once at {self.at.isoformat(sep=' ')}"
+            try:
+                return Once(self.at, zone=self.timezone or None).describe()
+            except (InvalidSchedule, OverflowError):  # as it is written: it cannot run
+                return f"once at {self.at.isoformat(sep=' ')}"
         if self.every is not None:
             try:
                 return describe_interval(duration("every", self.every))

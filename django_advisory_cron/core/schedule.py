@@ -6,6 +6,8 @@ default, ``second_at_beginning=False``), evaluated in the schedule's own time zo
 ``timezone=``) or else the project's ``TIME_ZONE``, so ``"0 2 * * *"`` means 02:00 local time.
 :class:`Every` is an interval schedule instead: its ticks are the Unix epoch plus whole
 multiples of the interval, the same on every host, in every zone.
+:class:`Once` is a one-off: a single tick at a moment (``at=``), read from a local time of its
+zone as a wall-clock expression reads one.
 
 The two day fields follow Vixie cron's rule, and a range of one value is that value (see
 ``core/cron_reading.py``).

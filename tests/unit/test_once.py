@@ -4,6 +4,7 @@ time, and the moments ``--at`` accepts (each one builds a schedule and reads bac
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -20,6 +21,8 @@ from django_advisory_cron.core.schedule import (
     read_moment,
 )
 from django_advisory_cron.exceptions import InvalidSchedule
+from django_advisory_cron.jobs.job import Job
+from django_advisory_cron.run.catchup import first_missed, plan
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -127,3 +130,35 @@ def test_any_text_is_read_or_refused_in_one_line(text: str, zone: str) -> None:
         said = ""
         assert EPOCH <= moment < LATEST_ONCE
     assert "\n" not in said
+
+
+def _one_off(**options: Any) -> Job[..., Any]:
+    return Job(func=print, name="one_off", at=MOMENT, **options)
+
+
+def test_a_one_off_that_never_ran_is_missed_once_its_moment_passed() -> None:
+    """A job that never ran has missed nothing, but a one-off: its moment is its only tick."""
+    assert first_missed(_one_off(), None, MOMENT - SECOND) is None
+    assert first_missed(_one_off(), None, MOMENT + SECOND) == MOMENT
+    # Added after its moment: nothing from before its schedule's change is caught up.
+    assert first_missed(_one_off(edited=MOMENT + SECOND), None, MOMENT + 2 * SECOND) is None
+    # Recorded (it ran, or was skipped): nothing more.
+    assert first_missed(_one_off(), MOMENT, MOMENT + timedelta(days=1)) is None
+
+
+@pytest.mark.parametrize(
+    ("options", "runs"),
+    [({"catch_up": "latest"}, [MOMENT]), ({"catch_up": "all"}, [MOMENT]),
+     ({"catch_up": "none"}, []), ({"catch_up": "latest", "max_lateness": 1.0}, [])],
+)  # fmt: skip
+def test_a_missed_one_off_follows_its_catch_up(options: dict[str, Any], runs: list[Any]) -> None:
+    decided = plan(_one_off(**options), MOMENT, MOMENT + 5 * SECOND, on_time=False)
+    assert decided.run == runs and decided.missed == [MOMENT]
+
+
+def test_a_job_s_final_tick() -> None:
+    assert _one_off().final == MOMENT
+    assert _one_off(ends=MOMENT - SECOND).final == MOMENT - SECOND
+    assert Job(func=print, name="forever", every=timedelta(seconds=5)).final is None
+    with pytest.raises(InvalidSchedule, match="a schedule has one of"):
+        Job(func=print, name="both", at=MOMENT, every=timedelta(seconds=5))

@@ -75,6 +75,9 @@ class RunnableJob(attempts.Body, Protocol):
     @property
     def capture(self) -> tuple[str, ...] | None: ...
 
+    @property
+    def max_runs(self) -> int | None: ...
+
 
 #: What [execute][django_advisory_cron.run.runner.execute] returns: the run, how it ended.
 RunResult = history.Run
@@ -311,7 +314,7 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
     if not lock.acquired or run.tick_done:
         _skip(job, lock, run)
         return False
-    limit = getattr(job, "max_runs", None)
+    limit = job.max_runs
     if limit is not None and run.tick is not None and run.using is not None:
         # Counted under the job's lock, which serialises its runs: every earlier one has its
         # row (ours, just claimed, is not counted).

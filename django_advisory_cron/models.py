@@ -424,6 +424,11 @@ class Schedule(models.Model):
     capture = models.BooleanField(_("captured output"), null=True, blank=True)
     #: Seconds each tick may start after it, at an offset every replica computes alike.
     jitter = models.FloatField(_("jitter (seconds)"), null=True, blank=True)
+    #: A one-off's moment (exclusive with ``cron`` and ``every``); ``timezone`` is the zone
+    #: it was typed in.
+    at = models.DateTimeField(_("once at"), null=True, blank=True)
+    #: The schedule ends after this many runs of its ticks.
+    max_runs = models.PositiveIntegerField(_("max runs"), null=True, blank=True)
     created = models.DateTimeField(_("created"), db_default=Now())
     changed = models.DateTimeField(_("changed"), db_default=Now())
     changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")
@@ -434,9 +439,13 @@ class Schedule(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(
-                condition=~(models.Q(cron="") & models.Q(every__isnull=True))
-                | models.Q(override=True),
-                name="advisory_cron_schedule_has_a_schedule",
+                condition=(
+                    models.Q(~models.Q(cron=""), every__isnull=True, at__isnull=True)
+                    | models.Q(cron="", every__isnull=False, at__isnull=True)
+                    | models.Q(cron="", every__isnull=True, at__isnull=False)
+                    | models.Q(override=True, at__isnull=True)
+                ),
+                name="advisory_cron_schedule_one_kind",
             ),
             models.CheckConstraint(
                 condition=models.Q(every__isnull=True) | models.Q(every__gt=0),
@@ -449,6 +458,10 @@ class Schedule(models.Model):
             models.CheckConstraint(
                 condition=models.Q(jitter__isnull=True) | models.Q(jitter__gte=0),
                 name="advisory_cron_schedule_jitter_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_runs__isnull=True) | models.Q(max_runs__gte=1),
+                name="advisory_cron_schedule_max_runs_positive",
             ),
         ]
 

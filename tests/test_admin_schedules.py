@@ -369,6 +369,14 @@ def test_the_form_previews_the_next_ticks_of_what_is_typed(
     assert bad["ticks"] == [] and bad["problems"][0].startswith("bad cron expression"), bad
     both = editor.get(PREVIEW_URL, {"cron": "* * * * *", "every": "5"}).json()["problems"]
     assert "not both" in both[0]
+    once = editor.get(
+        PREVIEW_URL, {"at_0": "2099-12-24", "at_1": "18:00", "timezone": "Europe/Berlin"}
+    ).json()
+    assert once["problems"] == [] and [t["when"] for t in once["ticks"]] == [
+        "2099-12-24 18:00:00"
+    ], once
+    late = editor.get(PREVIEW_URL, {"at_0": "2099-12-24", "at_1": "soon"}).json()
+    assert late["ticks"] == [] and late["problems"][0].startswith("at must be"), late
     zone = editor.get(PREVIEW_URL, {"cron": "* * * * *", "timezone": "Mars/Olympus"}).json()
     assert zone["ticks"] == [] and "Mars/Olympus" in zone["problems"][0]
     JobState.objects.create(job="code_yearly", paused=True)

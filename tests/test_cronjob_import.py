@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import subprocess
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import psycopg
@@ -222,11 +223,11 @@ PeriodicTask.objects.create(name="celery.backend_cleanup", task="celery.backend_
             "PeriodicTask 'nightly report'": "job send_report(period=nightly), 30 2 * * * in "
             "Europe/Paris",
             "PeriodicTask 'purge tokens'": "job purge(3), every 10m, disabled",
+            "PeriodicTask 'once at noon'": "job send_report(), once at 2027-03-01 12:00 (UTC)",
+            "PeriodicTask 'one off'": "job send_report(), every 10m",
         },
         {
-            "PeriodicTask 'once at noon'": "a clocked task runs once, at 2027-03-01 12:00",
             "PeriodicTask 'at dusk'": "a solar schedule (dusk_civil at 48.85",
-            "PeriodicTask 'one off'": "a one-off task runs once",
             "PeriodicTask 'purge'": "the name 'purge' is taken by a job defined in code",
             "PeriodicTask 'first monday'": "celery runs on days that match both",
             "PeriodicTask 'celery.backend_cleanup'": "there is no registered job "
@@ -236,6 +237,8 @@ PeriodicTask.objects.create(name="celery.backend_cleanup", task="celery.backend_
     assert rows["nightly-report"]["description"] == "the night's report"
     purge = rows["purge-tokens"]
     assert (purge["enabled"], purge["starts"].year, purge["ends"].year) == (False, 2026, 2027)
+    assert rows["once-at-noon"]["at"] == datetime(2027, 3, 1, 12, tzinfo=timezone.utc)
+    assert rows["one-off"]["max_runs"] == 1
 
 
 def test_django_q2_rows_round_trip(import_db: str) -> None:
@@ -252,9 +255,14 @@ Schedule.objects.create(name="report", func="tests.jobsapp.import_tasks.send_rep
 Schedule.objects.create(name="purge often", func="tests.jobsapp.import_tasks.purge_tokens",
     args="5", schedule_type="I", minutes=20)
 Schedule.objects.create(name="once", func="tests.jobsapp.import_tasks.send_report",
-    schedule_type="O")
+    schedule_type="O", next_run=dt.datetime(2099, 3, 1, 12, tzinfo=dt.timezone.utc))
+Schedule.objects.create(name="once before", func="tests.jobsapp.import_tasks.send_report",
+    schedule_type="O", next_run=dt.datetime(2020, 3, 1, 12, tzinfo=dt.timezone.utc))
 Schedule.objects.create(name="three times", func="tests.jobsapp.import_tasks.send_report",
-    schedule_type="D", repeats=3)
+    schedule_type="D", repeats=3,
+    next_run=dt.datetime(2026, 12, 7, 7, 15, tzinfo=dt.timezone.utc))
+Schedule.objects.create(name="no more", func="tests.jobsapp.import_tasks.send_report",
+    schedule_type="D", repeats=0)
 Schedule.objects.create(name="advisory_cron:nightly", schedule_type="C", cron="0 2 * * *",
     func="django_advisory_cron.contrib.django_q.run_scheduled", args="'nightly'")
 """,
@@ -266,15 +274,20 @@ Schedule.objects.create(name="advisory_cron:nightly", schedule_type="C", cron="0
             "django-q2 Schedule 'sessions'": "manage.py clearsessions, 30 3 * * *",
             "django-q2 Schedule 'report'": "job send_report(period=weekly, copies=2), 15 7 * * 1",
             "django-q2 Schedule 'purge often'": "job purge(5), every 20m",
+            "django-q2 Schedule 'once'": "job send_report(), once at 2099-03-01 12:00 (UTC)",
+            "django-q2 Schedule 'three times'": "job send_report(), 15 7 * * *",
         },
         {
-            "django-q2 Schedule 'once'": "it runs once",
-            "django-q2 Schedule 'three times'": "it runs 3 more times and stops",
+            "django-q2 Schedule 'once before'": "it runs once, at 2020-03-01 12:00 UTC, which "
+            "has passed",
+            "django-q2 Schedule 'no more'": "it runs no more",
             "django-q2 Schedule 'advisory_cron:nightly'": "sync_schedules wrote it",
         },
     )
     assert rows["sessions"]["command"] == "clearsessions"
     assert rows["report"]["kwargs"] == {"period": "weekly", "copies": 2}
+    assert rows["once"]["at"] == datetime(2099, 3, 1, 12, tzinfo=timezone.utc)
+    assert rows["three-times"]["max_runs"] == 3
 
 
 def test_a_source_not_there_is_one_line_and_exit_2(

@@ -12,7 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 
 from ..conf import app_settings
-from ..core.schedule import Every, Schedule
+from ..core.schedule import Every, Once, Schedule, read_moment
 from ..db.execute import database_now
 from ..exceptions import InvalidSchedule
 from ..jobs.definitions import Definition, overridden, to_job
@@ -62,11 +62,18 @@ def preview(request: HttpRequest) -> JsonResponse:
         "timezone": request.GET.get("timezone", "").strip(),
         "every": _number(request.GET.get("every", "").strip()),
     }
+    typed = " ".join(request.GET.get(part, "").strip() for part in ("at_0", "at_1")).strip()
+    try:  # a one-off's date and time, in its zone as the form reads them
+        values["at"] = read_moment(typed, values["timezone"] or None) if typed else None
+    except ValueError as error:
+        return JsonResponse({"ticks": [], "problems": [str(error)]})
     problems = Definition.from_values(values).problems_by_kind()["schedule"]
     if problems:
         return JsonResponse({"ticks": [], "problems": problems})
     try:
-        if values["cron"]:
+        if values["at"] is not None:
+            schedule: Schedule = Once(values["at"], zone=values["timezone"] or None)
+        elif values["cron"]:
             schedule = Schedule(values["cron"], zone=values["timezone"] or None)
         else:
             schedule = Every(values["every"])

@@ -8,8 +8,10 @@ import logging
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
+from zoneinfo import ZoneInfo
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION, LogEntry
 from django.core.exceptions import PermissionDenied
@@ -23,12 +25,14 @@ from django.http import (
     QueryDict,
 )
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..conf import app_settings
 from ..core.moments import EARLIEST, LATEST
+from ..core.schedule import read_moment, zone_problem
 from ..delivery.targets import by_name
 from ..jobs import catalog
 from ..jobs.definitions import Definition, to_job
@@ -175,6 +179,10 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 "The name its runs, lock and ticks go by cannot change: to rename, add the "
                 "schedule under its new name and remove this one."
             )
+        if saved.at is not None:  # shown in its own zone, as it is typed
+            named = saved.timezone if not zone_problem(saved.timezone) else ""
+            zone = ZoneInfo(named or settings.TIME_ZONE or "UTC")
+            self.initial["at"] = saved.at.astimezone(zone).replace(tzinfo=None)
         jobs = (job.name for job in registry.all())
         self.fields["job"].choices = choices(jobs, saved.job)  # type: ignore[attr-defined]
         allowed = app_settings.SCHEDULE_COMMANDS.intersection(get_commands())
@@ -193,10 +201,29 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         cleaned = super().clean() or {}
         if self.errors:  # a field that does not parse says so itself
             return cleaned
+        self._read_at(cleaned)
         definition = Definition.from_values(cleaned)
         for problem in definition.problems(known=self._others(definition.name)):
             self.add_error(problem_field(problem), problem)
         return cleaned
+
+    def _read_at(self, cleaned: dict[str, Any]) -> None:
+        """A one-off's moment is shown and typed as a local time of the schedule's own zone,
+        as ``cronjob add --at`` reads it (Django reads it in TIME_ZONE: undone here). A moment
+        other than the saved one that has passed is refused, as there: it would never run."""
+        at, zone = cleaned.get("at"), cleaned.get("timezone") or None
+        if at is None:
+            return
+        try:
+            cleaned["at"] = read_moment(timezone.localtime(at).replace(tzinfo=None), zone)
+        except ValueError:
+            return  # a bad zone is the definition's to say
+        if cleaned["at"] != self.instance.at and cleaned["at"] <= timezone.now():
+            self.add_error(
+                "at",
+                f"the moment {cleaned['at'].isoformat(sep=' ')} has passed; give a moment to "
+                "come (to run it now: Run now on the Jobs page)",
+            )
 
     def _others(self, name: str) -> list[Job[..., Any]]:
         """The jobs the schedule must not clash with, by name or lock key: every job but

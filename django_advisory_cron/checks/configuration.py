@@ -196,7 +196,7 @@ def check_schedules(
 
 
 def _option_errors() -> list[checks.CheckMessage]:
-    """E020-E025: job options that ``@locked_task`` refuses, on jobs registered without it
+    """E020-E026: job options that ``@locked_task`` refuses, on jobs registered without it
     (or changed since)."""
     errors: list[checks.CheckMessage] = []
     for job in registry.all():
@@ -209,7 +209,7 @@ def _option_errors() -> list[checks.CheckMessage]:
             *((check.id, check.problem(job), check.hint) for check in CHECKS),
             (
                 "E023",
-                timezone_problem(job.timezone, cron=job.cron, every=job.every),
+                timezone_problem(job.timezone, cron=job.cron, every=job.every, at=job.at),
                 "Remove timezone=, or give the job a cron schedule=.",
             ),
         ]

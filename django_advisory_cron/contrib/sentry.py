@@ -23,7 +23,7 @@ from sentry_sdk.crons import MonitorStatus, capture_checkin
 
 from ..conf import app_settings
 from ..core.cron_reading import ALIASES
-from ..core.schedule import Every
+from ..core.schedule import Every, Once
 from ..ops.monitoring import Timer
 
 #: Statuses reported as ``ok``; every other end of a run is an ``error`` check-in.
@@ -40,7 +40,7 @@ def monitor_slug(name: str) -> str:
 def sentry_schedule(job: Any) -> dict[str, Any] | None:
     """The monitor schedule of ``job``, or ``None`` when Sentry cannot express it."""
     schedule = job.ticking_schedule
-    if schedule is None:
+    if schedule is None or isinstance(schedule, Once):  # no schedule to miss a tick of
         return None
     if isinstance(schedule, Every):
         seconds = schedule.min_interval.total_seconds()

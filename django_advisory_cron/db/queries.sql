@@ -579,6 +579,8 @@ SELECT s.name, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone, 
             THEN s.starts END,
        CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
        s.retries, s.retry_backoff, s.at_most_once, s.capture,
+       CASE WHEN s.at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.at END,
+       s.max_runs,
        CASE WHEN s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.changed END,
        concat_ws(' and ',
@@ -748,3 +750,14 @@ SELECT count(*) FROM (
        AND r.started >= COALESCE((SELECT started FROM last_success), '-infinity')
        AND NOT EXISTS (SELECT 1 FROM last_success AS l WHERE (l.started, l.id) >= (r.started, r.id))
      ORDER BY r.started DESC, r.id DESC LIMIT %(limit)s) AS streak
+
+-- name: ticked_runs
+-- How many runs of its ticks each job has had: its rows that take a tick (what max_runs
+-- counts; a skip, an interrupted run given back and a run now are none). The partial unique
+-- index on (job, tick) holds exactly those rows. %(besides)s: a run not to count (the one
+-- the runner just claimed), or NULL.
+SELECT j.job,
+       (SELECT count(*) FROM "django_advisory_cron_jobrun"
+         WHERE job = j.job AND tick IS NOT NULL AND id IS DISTINCT FROM %(besides)s::bigint
+           AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+  FROM unnest(%(jobs)s::text[]) AS j(job)

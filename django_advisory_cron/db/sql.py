@@ -555,3 +555,9 @@ def terminate_holders(pids: list[int]) -> Statement:
     """Terminate the backends among ``pids`` that hold an advisory lock now (never our own);
     checking and terminating in one statement, so a pid reused since is refused."""
     return QUERIES["terminate_holders"], {"pids": list(pids)}
+
+
+def ticked_runs(jobs: list[str], besides: int | None = None) -> Statement:
+    """How many runs of its ticks each of ``jobs`` has had, but the run ``besides``: rows
+    ``(job, count)``, what ``max_runs`` counts."""
+    return QUERIES["ticked_runs"], {"jobs": list(jobs), "besides": besides}

@@ -24,6 +24,7 @@ from django.utils.dateparse import parse_datetime
 
 from .. import conf
 from ..conf import ScheduleEntry, app_settings
+from ..core.schedule import read_moment
 from ..delivery.targets import by_name
 from .definitions import Definition, to_job
 from .job import Job, registry
@@ -158,6 +159,8 @@ def _typed(values: dict[str, Any]) -> dict[str, Any]:
     for key in ("starts", "ends"):
         if values.get(key) is not None:
             values[key] = aware(values[key], f"its {key!r}")
+    if values.get("at") is not None:  # read in the entry's own zone, as cronjob add --at is
+        values["at"] = read_moment(values["at"], values.get("timezone") or None)
     if values.get("job") and not by_name(values.get("deliver")):
         values["job"] = registered_name(values["job"])  # a task sent by name keeps its name
     if values.get("name") is None:

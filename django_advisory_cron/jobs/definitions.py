@@ -31,7 +31,7 @@ from ..core.jitter import jitter_problem
 from ..core.keys import job_key
 from ..core.names import did_you_mean
 from ..core.retries import RetryPolicy, policy_problem
-from ..core.schedule import describe_interval, zone_problem
+from ..core.schedule import Once, describe_interval, zone_problem
 from ..delivery.targets import RemoteCall, by_name
 from ..exceptions import InvalidSchedule, first_line
 from ..run.output import call_command_captured
@@ -101,6 +101,11 @@ class Definition:
     at_most_once: bool | None = None
     #: A run keeps what it logs (``None``: as its job; a command's output is kept).
     capture: bool | None = None
+    #: A one-off's moment, instead of a cron expression or an interval (``timezone``: the
+    #: zone it was typed in).
+    at: datetime | None = None
+    #: The schedule ends after this many runs of its ticks (``None``: no end).
+    max_runs: int | None = None
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 
@@ -231,6 +236,14 @@ class Definition:
         """Each field's own problem, and "not both" beside them when both are given: a bad
         cron expression is said even where an interval is there too."""
         problems = []
+        if self.at is not None:
+            if self.cron or self.every is not None:
+                return [
+                    "a schedule has one of a cron expression, an interval or a moment (at), "
+                    "not more"
+                ]
+            problem = zone_problem(self.timezone) if self.timezone else None
+            return [problem] if problem else []
         if self.cron and self.every is not None:
             problems.append("a schedule has either a cron expression or an interval, not both")
         elif not self.cron and self.every is None:
@@ -350,6 +363,11 @@ class Definition:
     def schedule_text(self) -> str:
         """Its schedule as people read it: the cron expression, or ``every 30s`` (an
         interval out of bounds as it is written: its schedule cannot run)."""
+        if self.at is not None:
+            try:
+                return Once(self.at, zone=self.timezone or None).describe()
+            except (InvalidSchedule, OverflowError):  # as it is written: it cannot run
+                return f"once at {self.at.isoformat(sep=' ')}"
         if self.every is not None:
             try:
                 return describe_interval(duration("every", self.every))

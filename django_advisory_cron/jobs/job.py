@@ -16,9 +16,11 @@ from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
     Every,
     NeverFires,
+    Once,
     Schedule,
     as_interval,
     describe_interval,
+    read_moment,
     zone_problem,
 )
 from ..core.scopes import Scope, check_scope
@@ -31,6 +33,7 @@ from .options import (
     max_lateness_problem,
     seconds_of,
 )
+from .options import max_runs as max_runs_value
 
 if TYPE_CHECKING:
     from ..run.runner import RunResult
@@ -126,11 +129,17 @@ class Job(Generic[P, R]):
     #: Its first and last possible tick (``None``: no bound).
     starts: datetime | None = None
     ends: datetime | None = None
+    #: A one-off's moment (``at=``), its single tick; exclusive with ``cron`` and ``every``.
+    at: datetime | None = None
+    #: Its schedule ends after this many runs of its ticks (``None``: no end).
+    max_runs: int | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
         if not self.description:
             self.description = (self.func.__doc__ or "").strip().split("\n")[0]
+        if self.at is not None and (self.cron is not None or self.every is not None):
+            raise InvalidSchedule(f"job {self.name!r}: {ONE_KIND}")
         if self.every is not None:
             if self.cron is not None:
                 raise InvalidSchedule(f"job {self.name!r}: {_both(self.cron, self.every)}")
@@ -143,7 +152,9 @@ class Job(Generic[P, R]):
     def schedule(self) -> Schedule | None:
         """The parsed ``cron`` expression in the job's ``timezone``, or an ``Every``
         (``schedule.Every``) for ``every``; raises ``InvalidSchedule`` when the expression or
-        the zone is bad."""
+        the zone is bad; a ``Once`` for ``at``."""
+        if self.at is not None:
+            return Once(self.at, zone=self.timezone)
         if self.every is not None:
             return Every(self.every)
         return None if self.cron is None else Schedule(self.cron, zone=self.timezone)
@@ -162,6 +173,11 @@ class Job(Generic[P, R]):
     def schedule_text(self) -> str | None:
         """What to show as the job's schedule: its cron expression as written,
         ``"every 5s"`` for an interval, ``None`` without a schedule. Never raises."""
+        if self.at is not None:
+            try:
+                return Once(self.at, zone=self.timezone).describe()
+            except (InvalidSchedule, OverflowError):
+                return f"once at {self.at.isoformat(sep=' ')}"
         if self.every is not None:
             return describe_interval(self.every)
         return self.cron
@@ -171,6 +187,13 @@ class Job(Generic[P, R]):
         return (self.starts is None or tick >= self.starts) and (
             self.ends is None or tick <= self.ends
         )
+
+    @property
+    def final(self) -> datetime | None:
+        """Its last possible tick: its ``ends``, or a one-off's moment (``None``: none)."""
+        last = self.ticking_schedule.last if self.ticking_schedule is not None else None
+        bounds = [moment for moment in (self.ends, last) if moment is not None]
+        return min(bounds) if bounds else None
 
     @property
     def key(self) -> LockKey:
@@ -256,7 +279,9 @@ def _spread_over(
         return None
 
 
-def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | None:
+def timezone_problem(
+    zone: object, *, cron: str | None, every: object, at: object = None
+) -> str | None:
     """Why a job with this schedule can have no ``timezone``, or ``None`` (the zone's name is
     [zone_problem][django_advisory_cron.core.schedule.zone_problem]'s business)."""
     if zone is None:
@@ -266,8 +291,8 @@ def timezone_problem(zone: object, *, cron: str | None, every: object) -> str | 
             "timezone cannot be combined with every=: an interval schedule ticks on the "
             "epoch's grid, the same in every zone"
         )
-    if cron is None:
-        return "timezone needs a cron schedule= to apply to"
+    if cron is None and not at:
+        return "timezone needs a cron schedule= (or a moment at=) to apply to"
     return None
 
 
@@ -283,6 +308,13 @@ def never_fires_problem(cron: str | None) -> str | None:
     except InvalidSchedule:
         return None
     return None
+
+
+#: Why a job cannot have a moment (``at=``) besides a cron expression or an interval.
+ONE_KIND = (
+    "a schedule has one of a cron expression (schedule=), an interval (every=) or a moment "
+    "(at=), not more"
+)
 
 
 def _both(schedule: str, every: object) -> str:
@@ -358,6 +390,8 @@ def locked_task(
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
     capture: bool | Sequence[str] = False,
+    at: datetime | str | None = None,
+    max_runs: int | None = None,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -387,6 +421,8 @@ def locked_task(
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
     capture: bool | Sequence[str] = False,
+    at: datetime | str | None = None,
+    max_runs: int | None = None,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -421,8 +457,10 @@ def locked_task(
     skipped for it. ``jitter`` (seconds or a ``timedelta``, below the shortest interval
     between two ticks) starts each tick up to that much after it, at an offset every replica
     computes alike from the job's name and the tick. ``timezone`` (an IANA name; default
-    ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. Bad values raise
-    ``ValueError`` here, naming the job.
+    ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. ``at`` (an aware
+    date-time, or a naive one or ``"2026-12-24 18:00"`` read in ``timezone``) is a one-off
+    instead: a single tick, after which the schedule is done. ``max_runs=N`` ends the schedule
+    after N runs of its ticks. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -464,6 +502,13 @@ def locked_task(
         if schedule is not None and every is not None:
             # Refused here, as a schedule that never fires is: the traceback points at it.
             raise InvalidSchedule(f"@locked_task {job_name!r}: {_both(schedule, every)}")
+        if at is not None and (schedule is not None or every is not None):
+            raise InvalidSchedule(f"@locked_task {job_name!r}: {ONE_KIND}")
+        try:
+            moment = None if at is None else read_moment(at, timezone)
+            runs = max_runs_value(max_runs)
+        except ValueError as error:
+            raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         try:
             interval = None if every is None else as_interval(every)
         except InvalidSchedule as error:
@@ -475,7 +520,7 @@ def locked_task(
             catch_up_problem(catch_up),
             max_lateness_problem(max_lateness),
             code_seconds_problem("late_after", late_after),
-            timezone_problem(timezone, cron=schedule, every=every),
+            timezone_problem(timezone, cron=schedule, every=every, at=at),
             None if timezone is None else zone_problem(timezone),
         ):
             if problem:
@@ -504,6 +549,8 @@ def locked_task(
             late_after=code_seconds("late_after", late_after),
             jitter=spread,
             timezone=timezone,
+            at=moment,
+            max_runs=runs,
             timeout=timeout,
             deliver=deliver,
             at_most_once=bool(at_most_once),

@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core.jitter import jitter_problem
 from ..core.moments import UTC
-from ..core.schedule import EPOCH, seconds_text
+from ..core.schedule import EPOCH, read_moment, seconds_text
 from ..delivery import targets
 from ..exceptions import InvalidSchedule
 
@@ -44,6 +44,8 @@ MAX_DURATION = timedelta(days=366)
 #: date-time in any zone, ``timestamptz``, ISO 8601 text.
 EARLIEST = EPOCH
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+#: The most runs a schedule limited by ``max_runs`` has (the column is a PostgreSQL integer).
+MAX_RUNS = 2**31 - 1
 
 
 class Shown(Protocol):
@@ -73,6 +75,8 @@ class Checked(Shown, Protocol):
     def late_after(self) -> object: ...
     @property
     def schedule(self) -> Schedule | None: ...
+    @property
+    def max_runs(self) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,32 @@ def delivery(value: str) -> str | None:
     if value:
         targets.parse(value)
     return value or None
+
+
+def one_off(value: object) -> datetime | None:
+    """A one-off's moment (``None``: none): an aware date-time, or a naive one or its text in
+    ``TIME_ZONE`` (a schedule read in another zone was read in it where it was typed). Raises
+    ``ValueError`` in one line for what is no moment, or one out of range."""
+    return None if value is None else read_moment(value)
+
+
+def max_runs(value: object) -> int | None:
+    """How many runs a schedule has before it ends (``None``: no end). Raises ``ValueError``
+    for what is no whole number from 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNS:
+        raise ValueError(f"max_runs must be a whole number from 1 to {MAX_RUNS}, not {value!r}")
+    return value
+
+
+def max_runs_problem(job: Checked) -> str | None:
+    """Why ``job``'s ``max_runs`` is refused, or ``None``."""
+    try:
+        max_runs(job.max_runs)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def _or_none(value: str) -> str | None:
@@ -495,6 +525,27 @@ OPTIONS = (
             "Empty: as its job does (a command: yes)."
         ),
         "inherit", around=True, shown=lambda job: job.capture is not None, keyword="capture",
+    ),
+    Option(
+        "at", "one-off moment", "at", "--at", "WHEN",
+        "run once, at this date and time: 'YYYY-MM-DD HH:MM[:SS]' in --timezone (else "
+        "TIME_ZONE), instead of a cron expression or an interval",
+        "when",
+        _(
+            "A one-off: the date and time of its single run, in its time zone (empty: "
+            "TIME_ZONE), instead of a cron expression or an interval. Afterwards it is done."
+        ),
+        build=one_off, problems=r"at must |the moment |a schedule has one of ",
+        keyword="at",
+    ),
+    Option(
+        "max_runs", "max runs", "max_runs", "--max-runs", "N",
+        "end the schedule after N runs of its ticks (empty: no end)", "options",
+        _("The schedule ends after this many runs of its ticks (empty: no end)."),
+        build=max_runs, problems="max_runs must ", keyword="max_runs",
+        check=Check(
+            "E026", max_runs_problem, "Give a whole number from 1, or remove max_runs=."
+        ),
     ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}

@@ -9,7 +9,7 @@ import shlex
 import sys
 
 from ..conf import app_settings
-from ..core.schedule import Every
+from ..core.schedule import Every, Once
 from ..jobs.job import registry
 
 
@@ -28,8 +28,14 @@ def crontab_lines() -> list[str]:
         schedule = job.schedule
         if schedule is None:
             continue
-        if isinstance(schedule, Every) or schedule.has_seconds:
-            kind = "an interval (every=)" if isinstance(schedule, Every) else "a seconds field"
+        if isinstance(schedule, (Every, Once)) or schedule.has_seconds:
+            kind = (
+                "an interval (every=)"
+                if isinstance(schedule, Every)
+                else "a one-off (at=)"
+                if isinstance(schedule, Once)
+                else "a seconds field"
+            )
             lines.append(
                 f"# {job.name}: {job.schedule_text!r} is {kind}, which crontab cannot "
                 "express: run it with manage.py cronworker"

@@ -172,6 +172,8 @@ def _listed(status: JobStatus, found: Catalog) -> list[str]:
         said.append(f"run requested{f' by {by}' if by else ''} at {_time(requested)}")
     if status.late:
         said.append(f"LATE: {status.lateness_note}")
+    if status.done:
+        said.append(status.done)
     last = status.last_run
     return [
         status.name,

@@ -7,6 +7,7 @@ before anything is."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from django.db import DataError, IntegrityError
@@ -32,6 +33,7 @@ def add(found: Catalog, alias: str, name: str, options: dict[str, Any]) -> str:
         )
     definition = Definition.from_values({"name": name, **_given("add", options)})
     _check(definition, found.all())
+    _not_past(definition)
     _saved(
         lambda: Schedule.objects.using(alias).create(
             **row(definition), changed_by=control.operator()
@@ -49,6 +51,8 @@ def edit(found: Catalog, alias: str, kept: Definition, options: dict[str, Any]) 
     changes = _given("edit", options)
     definition = edited(kept, changes)
     _check(definition, [job for job in found.all() if job.name != name])
+    if "at" in changes:
+        _not_past(definition)
     updated = _saved(
         lambda: (
             Schedule.objects.using(alias)
@@ -142,6 +146,17 @@ def _check(definition: Definition, known: Iterable[Job[Any, Any]]) -> None:
         raise Refused("; ".join(problems))
 
 
+def _not_past(definition: Definition) -> None:
+    """Refuse a one-off whose moment has passed: typed now, it would never run (a schedule in
+    the settings or already kept is not refused for it: it ran, or its catch-up decides)."""
+    at = definition.at
+    if at is not None and at <= datetime.now(timezone.utc):
+        raise Refused(
+            f"--at {at.isoformat(sep=' ')} has passed; give a moment to come (to run it now: "
+            f"manage.py cronjob trigger {definition.name})"
+        )
+
+
 def _saved(write: Callable[[], T]) -> T:
     """``write()``; a row the database refuses (a schedule of the same name added
     meanwhile) is refused too."""
@@ -159,6 +174,6 @@ def _where(job: Job[Any, Any]) -> str:
 def _described(job: Job[Any, Any]) -> str:
     """A job's schedule in a few words: ``0 2 * * * in Europe/Paris, disabled``."""
     text = job.schedule_text or "no schedule"
-    if job.timezone:
+    if job.timezone and job.at is None:  # a one-off names its zone itself
         text += f" in {job.timezone}"
     return text if job.enabled else f"{text}, disabled"

@@ -13,6 +13,7 @@ import typing
 from datetime import datetime
 from typing import Any
 
+from ..core.schedule import read_moment
 from ..jobs.declared import aware
 from ..jobs.definitions import Definition
 from ..jobs.job import Job
@@ -85,6 +86,11 @@ def fields_given(options: dict[str, Any]) -> dict[str, Any]:
             if text.strip() and text.strip() not in _YES_NO:
                 raise Refused(f"{flag} must be yes or no (empty: as its job does), not {text!r}")
             found[field] = _YES_NO.get(text.strip())
+        elif field == "at":  # read in the zone given with it, as a cron expression is
+            try:
+                found[field] = read_moment(text, options["set_timezone"] or None)
+            except ValueError as error:
+                raise Refused(f"{flag}: {error}") from None
         elif kind == datetime | None:
             try:
                 found[field] = aware(text, flag) if text.strip() else None
@@ -122,6 +128,11 @@ def edited(
     for field, (other, empty) in _REPLACES.items():
         if field in given and other not in given:
             changes[other] = empty
+    if "at" in given:  # a one-off replaces a cron expression or an interval, and back
+        changes.update({kind: empty for kind, empty in (("cron", ""), ("every", None))
+                        if kind not in given})  # fmt: skip
+    elif {"cron", "every"} & set(given):
+        changes.setdefault("at", None)
     if "every" in given and "cron" not in given:
         changes.setdefault("timezone", "")
     if code is not None and not base.cron:

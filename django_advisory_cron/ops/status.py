@@ -33,7 +33,7 @@ from typing import Any
 from django.utils import timezone
 
 from ..conf import app_settings
-from ..core.schedule import Every, Schedule
+from ..core.schedule import Every, Once, Schedule
 from ..core.statuses import FAILING, SKIPS
 from ..db import reads
 from ..db.aliases import lock_database
@@ -42,7 +42,7 @@ from ..exceptions import InvalidSchedule
 from ..jobs import catalog
 from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
-from ..run import control
+from ..run import control, limits
 from ..worker.fleet import LiveWorker, live_workers
 from .charts import human_duration
 from .describe import describe
@@ -95,6 +95,8 @@ class JobStatus:
     #: The tick and the start of its last run that had a tick (read for a job with a
     #: lateness target only).
     last_ticked: tuple[datetime, datetime] | None = None
+    #: How many runs of its ticks it had (read for a job with ``max_runs`` only).
+    runs: int | None = None
 
     @property
     def name(self) -> str:
@@ -115,6 +117,8 @@ class JobStatus:
             return self.schedule_error or "unscheduled"
         if isinstance(schedule, Every):
             return schedule.expression  # real time: no time zone applies
+        if isinstance(schedule, Once):
+            return schedule.describe()
         return f"{describe(schedule.expression)} ({schedule.zone_name})"
 
     @property
@@ -126,8 +130,28 @@ class JobStatus:
 
     @cached_property
     def next_tick(self) -> datetime | None:
+        """Its next tick (``None``: no schedule, or it is done)."""
         schedule = self.schedule
-        return None if schedule is None else schedule.next_tick(self.now)
+        if schedule is None or self.done:
+            return None
+        tick = schedule.next_tick(self.now)
+        final = self.job.final
+        return None if final is not None and tick > final else tick
+
+    @cached_property
+    def done(self) -> str:
+        """Why its schedule has no tick to come, or ``""``: a one-off whose moment passed, an
+        ``ends`` passed, or ``max_runs`` runs had. A done schedule is never overdue or late."""
+        job, schedule = self.job, self.schedule
+        if schedule is None:
+            return ""
+        ended = limits.ended(job.max_runs, self.runs or 0)
+        if ended:
+            return f"done {ended}"
+        final = job.final
+        if final is not None and final < self.now and schedule.next_tick(self.now) > final:
+            return "done: its one-off moment passed" if final == schedule.last else "done: it ended"
+        return ""
 
     @property
     def paused(self) -> str:
@@ -174,7 +198,7 @@ class JobStatus:
     @property
     def overdue(self) -> bool:
         expected = self.expected_tick
-        if expected is None or self.holder is not None or self.paused:
+        if expected is None or self.holder is not None or self.paused or self.done:
             return False
         if self.last_success is None:
             # Never succeeded: overdue only once it has tried and the tick has passed since.
@@ -214,6 +238,8 @@ class JobStatus:
         target = self.job.late_after
         lateness = self.started_after_tick
         if target is None or lateness is None or not self.job.enabled or self.paused:
+            return False
+        if self.done:
             return False
         return (lateness > target or self.waiting_tick is not None) and not self.overdue
 
@@ -259,6 +285,8 @@ class JobStatus:
             details.append(self.paused)
         if self.late:
             details.append(self.lateness_note)
+        if self.done:
+            details.append(self.done)
         problems = ", ".join(self.problems).upper() or ("never ran" if self.never_ran else "ok")
         return f"{self.name}: {problems}" + (f" ({'; '.join(details)})" if details else "")
 
@@ -308,6 +336,7 @@ class JobStatus:
             "stuck": self.stuck,
             "failing": self.failing,
             "problems": self.problems,
+            "done": self.done or None,
         }
 
 
@@ -355,6 +384,9 @@ def job_statuses(
         statuses[lock.job].locks.append(lock)
     for state in JobState.objects.using(alias).filter(job__in=list(statuses)):
         statuses[state.job].state = state
+    limited = [job.name for job in jobs if job.max_runs is not None]
+    for name, runs in limits.runs_of(alias, limited).items():
+        statuses[name].runs = runs
     return list(statuses.values())
 
 

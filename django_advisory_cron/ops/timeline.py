@@ -220,7 +220,7 @@ def add_ticks(window: Window, lanes: list[Lane]) -> None:
             continue
         if window.at >= window.end:
             continue
-        same = (job.cron, job.every, job.timezone)
+        same = (job.cron, job.every, job.timezone, job.at)
         if same not in shared:
             shared[same] = upcoming.next_ticks(schedule, after, PER_ROW, until=until)
         state = JobState(job=job.name, paused=lane.paused, paused_until=lane.paused_until)

@@ -87,7 +87,9 @@ def next_ticks(
     previous = now.astimezone(zone).utcoffset()
     for _ in range(min(count, MOST)):
         tick = schedule.next_tick(at)
-        if until is not None and tick > until:
+        if (until is not None and tick > until) or (
+            schedule.last is not None and tick > schedule.last
+        ):
             break
         local = tick.astimezone(zone)
         offset = local.utcoffset()

@@ -91,9 +91,13 @@ def policy_of(job: CatchingUp) -> CatchUp:
 def first_missed(job: CatchingUp, recorded: datetime | None, now: datetime) -> datetime | None:
     """The first tick after ``recorded`` (or after the job's schedule was last edited, when
     later) when it has passed by ``now``, else ``None`` (nothing missed, or no recorded tick:
-    a job that never ran has missed nothing)."""
+    a job that never ran has missed nothing, but for a one-off: its moment, unless it came
+    before its schedule's last change)."""
     if recorded is None:
-        return None
+        once = job.schedule.last if job.schedule is not None else None
+        if once is None or once > now or (job.edited is not None and job.edited >= once):
+            return None
+        return once
     if job.edited is not None and job.edited > recorded:
         # Its schedule changed since: only the new schedule's ticks after the change count.
         recorded = job.edited

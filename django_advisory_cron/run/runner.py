@@ -42,7 +42,7 @@ from ..lock import polling
 from ..lock.advisory import AdvisoryLock
 from ..lock.heartbeat import lost_text
 from ..lock.shared import ClaimConnection, SharedLock
-from . import attempts, handlers, history, output
+from . import attempts, handlers, history, limits, output
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -74,6 +74,9 @@ class RunnableJob(attempts.Body, Protocol):
 
     @property
     def capture(self) -> tuple[str, ...] | None: ...
+
+    @property
+    def max_runs(self) -> int | None: ...
 
 
 #: What [execute][django_advisory_cron.run.runner.execute] returns: the run, how it ended.
@@ -311,6 +314,19 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
     if not lock.acquired or run.tick_done:
         _skip(job, lock, run)
         return False
+    limit = job.max_runs
+    if limit is not None and run.tick is not None and run.using is not None:
+        # Counted under the job's lock, which serialises its runs: every earlier one has its
+        # row (ours, just claimed, is not counted).
+        earlier = limits.runs_of(run.using, [job.name], besides=run.run_id)[job.name]
+        done = limits.ended(limit, earlier)
+        if done:
+            run.outcome = (RunStatus.SKIPPED_TICK.value, f"its schedule ended {done}")
+            _release(run, lock)
+            run.status = RunStatus.SKIPPED_TICK
+            logger.info("job %s skipped: tick %s: its schedule ended %s", job.name, run.tick, done)
+            signals.job_skipped.send(sender=job, run=run)
+            return False
     run.status = RunStatus.RUNNING
     return True
 

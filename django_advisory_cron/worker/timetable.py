@@ -19,7 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..core.jitter import start_of
 from ..exceptions import DatabaseUnavailable, first_line
 from ..jobs.job import Job
-from ..run import catchup
+from ..run import catchup, limits
 from .fleet import run_order
 
 logger = logging.getLogger("django_advisory_cron")
@@ -60,8 +60,11 @@ class Timetable:
         """The first tick to wake for, per job: the first one missed since the job's latest
         recorded tick (then due at once), else the next one."""
         recorded = catchup.recorded_ticks(connection, list(self.jobs))
+        runs = self._runs(connection, list(self.jobs))
         first = {}
         for name, job in self.jobs.items():
+            if limits.ended(job.max_runs, runs.get(name, 0)):
+                continue  # it had its runs
             try:
                 missed = catchup.first_missed(job, recorded.get(name), now)
                 first[name] = missed or next_tick(job, now)
@@ -70,7 +73,7 @@ class Timetable:
             except Exception as error:  # the schedule's own failure: this job alone
                 self._unschedule(job, error)
                 continue
-            if job.ends is not None and first[name] > job.ends:
+            if job.final is not None and first[name] > job.final:
                 del first[name]  # its schedule has ended
                 continue
             if missed is not None:
@@ -96,8 +99,13 @@ class Timetable:
         upcoming = self.upcoming
         assert upcoming is not None
         recorded = self._recorded_if_behind(connection, names, now)
+        runs = self._runs(connection, names)
         for name in run_order(self.identity, names):
             job = self.jobs[name]
+            done = limits.ended(job.max_runs, runs.get(name, 0))
+            if done:
+                self.end(name, done)
+                continue
             try:
                 ticks = self._ticks_due(job, upcoming[name], now, recorded.get(name))
                 following = next_tick(job, now)
@@ -110,20 +118,21 @@ class Timetable:
             ticks = [tick for tick in ticks if job.in_window(tick)]
             if ticks:
                 yield job, ticks
-            if job.ends is not None and following > job.ends:
+            if job.final is not None and following > job.final:
                 self.end(name)
             else:
                 upcoming[name] = following
 
-    def end(self, name: str) -> None:
-        """Stop waking for ``name``, whose schedule has ended (its ``ends`` passed)."""
+    def end(self, name: str, why: str = "") -> None:
+        """Stop waking for ``name``, whose schedule has ended (its ``ends`` or its one-off's
+        moment passed, or ``why``: it had its ``max_runs``)."""
         assert self.upcoming is not None
         self.upcoming.pop(name, None)
         logger.info(
-            "cronworker %s: job %s has no more ticks: its schedule ended at %s",
+            "cronworker %s: job %s has no more ticks: its schedule ended %s",
             self.identity,
             name,
-            self.jobs[name].ends,
+            why or f"at {self.jobs[name].final}",
         )
 
     def replan(self, name: str, now: datetime) -> None:
@@ -141,7 +150,7 @@ class Timetable:
             self._unschedule(job, error)
             self.upcoming.pop(name, None)
             return
-        if job.ends is not None and first > job.ends:
+        if job.final is not None and first > job.final:
             self.end(name)
         else:
             self.upcoming[name] = first
@@ -168,6 +177,10 @@ class Timetable:
             schedule,
             first_line(error),
         )
+
+    def _runs(self, connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, int]:
+        """The runs of their ticks the jobs of ``names`` with ``max_runs`` have had."""
+        return limits.runs_of(connection, [n for n in names if self.jobs[n].max_runs is not None])
 
     def _slept_through(self, name: str, now: datetime) -> bool:
         """Whether ticks of ``name`` passed after the first one not yet started here, while

@@ -93,6 +93,8 @@ def unsyncable(job: Job[Any, Any]) -> str | None:
     """
     if job.every is not None:
         return f"an interval schedule ({job.schedule_text})"
+    if job.at is not None:  # a ONCE row of django-q2's would run at its own pick-up time
+        return f"a one-off ({job.schedule_text})"
     if job.cron is not None and len(job.cron.split()) == 6:
         return f"a cron expression with a seconds field ({job.cron!r})"
     if job.timezone is not None and job.timezone != settings.TIME_ZONE:

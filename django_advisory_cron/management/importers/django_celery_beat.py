@@ -1,8 +1,9 @@
 """``--from django-celery-beat``: its ``PeriodicTask`` rows, read through its models. A
 crontab schedule becomes a cron expression in its zone (read by celery's own parser, as beat
 reads it), an interval an interval; the task maps
-to a registered job as for ``--from celery-beat``. Clocked and solar schedules, and one-off
-tasks, run at moments a cron expression or an interval does not say: each is reported with
+to a registered job as for ``--from celery-beat``. A clocked schedule becomes a one-off
+(``at``), a one-off task a schedule with ``max_runs=1`` (beat runs it at its first tick, then
+disables it). Solar schedules run at moments no schedule here says: each is reported with
 what to do instead."""
 
 from __future__ import annotations
@@ -41,12 +42,9 @@ def entries() -> list[Found]:
 
 
 def _entry(task: Any) -> dict[str, Any]:
-    timing = _timing(task)  # a clocked task is one-off too: say why it is first
-    if task.one_off:
-        raise NotMappable(
-            "a one-off task runs once and is disabled: run it once with 'manage.py cronjob "
-            "trigger' after adding it disabled, or give a schedule an end (--ends)"
-        )
+    timing = _timing(task)
+    if task.one_off and "at" not in timing:  # beat runs it at its first tick, then disables it
+        timing["max_runs"] = 1
     try:
         args, kwargs = json.loads(task.args or "[]"), json.loads(task.kwargs or "{}")
     except ValueError as error:
@@ -67,12 +65,8 @@ def _entry(task: Any) -> dict[str, Any]:
 
 
 def _timing(task: Any) -> dict[str, Any]:
-    if task.clocked is not None:
-        raise NotMappable(
-            f"a clocked task runs once, at {task.clocked.clocked_time:%Y-%m-%d %H:%M %Z}: "
-            "run it then with 'manage.py cronjob trigger', or add a cron schedule with "
-            "--starts and --ends around that moment"
-        )
+    if task.clocked is not None:  # runs once, at its moment: a one-off
+        return {"at": task.clocked.clocked_time}
     if task.solar is not None:
         raise NotMappable(
             f"a solar schedule ({task.solar.event} at {task.solar.latitude}, "

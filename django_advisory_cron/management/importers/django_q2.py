@@ -4,8 +4,9 @@ row keeps its expression (its day fields written as django-q2's croniter reads t
 reads them otherwise); Minutes becomes an interval; Hourly, Daily, Weekly, Monthly, Quarterly
 and Yearly become the cron expression that fires at the row's next run and every period after
 (past the 28th, on the day django-q2's own arithmetic settles on), in the zone django-q2 reads
-them in (``Q_CLUSTER["time_zone"]``, else ``TIME_ZONE``). Once, Biweekly and Bimonthly rows,
-and rows that repeat a set number of times, are reported."""
+them in (``Q_CLUSTER["time_zone"]``, else ``TIME_ZONE``). A Once row becomes a one-off at its
+next run, and a set number of repeats ``max_runs``; Biweekly and Bimonthly rows, a Once row
+whose run has passed and one with no repeats left are reported."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 from django.apps import apps
 from django.conf import settings
+from django.utils import timezone
 
 from ...core.cron_reading import croniters_days_in_cron, days_unlike_croniter, one_value_ranges
 from ...core.schedule import Schedule, validate
@@ -64,10 +66,8 @@ def _entry(row: Any) -> dict[str, Any] | Noted:
             "sync_schedules wrote it for a job already defined here: cronworker runs that "
             "job; delete the row once django-q2 no longer schedules it"
         )
-    if row.repeats is not None and row.repeats >= 0:
-        raise NotMappable(
-            f"it runs {row.repeats} more times and stops: add it by hand with an end (--ends)"
-        )
+    if row.repeats == 0:
+        raise NotMappable("it runs no more (its repeats are 0): nothing to import")
     args, kwargs = _arguments(row)
     kwargs.pop("q_options", None)
     target: dict[str, Any] = {"job": row.func}
@@ -77,6 +77,8 @@ def _entry(row: Any) -> dict[str, Any] | Noted:
         target = {"command": args[0]}
         args = args[1:]
     timing, notes = _timing(row)
+    if row.repeats is not None and row.repeats > 0:  # its next runs: a schedule's runs to come
+        timing["max_runs"] = row.repeats
     entry = {
         "name": _name(row),
         **target,
@@ -118,8 +120,15 @@ def _timing(row: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
         return _cron(row.cron, where)
     if kind == "I":
         return {"every": (row.minutes or 1) * 60}, ()
-    if kind in ("O", "BW", "BM"):
-        label = {"O": "once", "BW": "every two weeks", "BM": "every two months"}[kind]
+    if kind == "O":  # once, at its next run: a one-off
+        if row.next_run is None or row.next_run <= timezone.now():
+            raise NotMappable(
+                f"it runs once, at {row.next_run:%Y-%m-%d %H:%M %Z}, which has passed: "
+                "'cronjob trigger' it to run it now"
+            )
+        return {"at": row.next_run, **where}, ()
+    if kind in ("BW", "BM"):
+        label = {"BW": "every two weeks", "BM": "every two months"}[kind]
         raise NotMappable(
             f"it runs {label}, which no cron expression says: add it by hand with a cron "
             "expression (a weekly or monthly one, checking the week in the job) or "

@@ -87,11 +87,11 @@ def named(definition: Definition, jobs: Iterable[Job[Any, Any]]) -> Named:
         timezone=definition.timezone,
         enabled=definition.enabled,
     )
-    if definition.starts or definition.ends:
+    if definition.starts or definition.ends or definition.at or definition.max_runs:
         return Named(
             override,
             refused=f"it is the schedule of job {job.name!r} {WHERE[job.source]}, which cannot "
-            "keep a start or end time: add it by hand ('cronjob edit "
-            f"{job.name} --schedule ...'), or give it another name in the source",
+            "keep a start or end time, a one-off's moment or a number of runs: add it by hand "
+            f"('cronjob edit {job.name} --schedule ...'), or give it another name in the source",
         )
     return Named(override)

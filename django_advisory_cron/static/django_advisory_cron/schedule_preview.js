@@ -1,13 +1,13 @@
 "use strict";
-// The next ticks of what the schedule form holds, as the cron expression, the interval or the
-// time zone is typed: asked of the admin's preview/ view, shown in place of the saved ticks.
+// The next ticks of what the schedule form holds, as the cron expression, the interval, the
+// one-off's moment (its date and time fields) or the time zone is typed: asked of the admin's preview/ view, shown in place of the saved ticks.
 // Without this script a saved schedule's page still lists them.
 document.addEventListener("DOMContentLoaded", () => {
     const box = document.querySelector(".next-ticks[data-preview]");
     if (!box) {
         return;
     }
-    const fields = ["name", "cron", "every", "timezone"]
+    const fields = ["name", "cron", "every", "timezone", "at_0", "at_1"]
         .map((name) => document.getElementById(`id_${name}`))
         .filter(Boolean);
     let timer = null;

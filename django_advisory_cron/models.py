@@ -485,9 +485,7 @@ class ScheduleVersion(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["name", "number"], name="advisory_cron_one_version")
         ]
-        indexes = [
-            models.Index(fields=["name", "recorded"], name="advisory_cron_version_recorded")
-        ]
+        indexes = [models.Index(fields=["name", "recorded"], name="advisory_cron_version_recorded")]
 
     def __str__(self) -> str:
         return f"{self.name} version {self.number}"

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.db import DatabaseError
-from django.db.models import DurationField, ExpressionWrapper, F, Min, QuerySet
+from django.db.models import DurationField, ExpressionWrapper, F, Min, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.functional import cached_property
@@ -24,11 +24,12 @@ from ..core.statuses import SKIPS
 from ..delivery import targets
 from ..exceptions import AdvisoryCronError
 from ..jobs import catalog
-from ..models import JobRun, RunStatus
+from ..models import JobRun, RunStatus, ScheduleVersion
 from ..ops import charts
 from ..ops.charts import GREY, STATUS_COLOURS, human_duration, human_lateness
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ReadOnlyAdmin, badge
+from .schedule_versions import versions_url
 
 
 class SkipsFilter(admin.SimpleListFilter):
@@ -213,7 +214,14 @@ class JobRunAdmin(ReadOnlyAdmin):
         duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
         queryset: QuerySet[JobRun] = super().get_queryset(request)
         runs = RunQuerySet(self.model, query=queryset.query, using=app_settings.lock_database)
-        return targets.with_task_links(runs.annotate(elapsed=duration))
+        under = (
+            ScheduleVersion.objects.filter(name=OuterRef("job"), recorded__lte=OuterRef("started"))
+            .order_by("-recorded", "-number")
+            .values("number")[:1]
+        )
+        return targets.with_task_links(
+            runs.annotate(elapsed=duration, schedule_version=Subquery(under))
+        )
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: JobRun) -> str:
@@ -224,7 +232,17 @@ class JobRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("job"), ordering="job")
     def job_display(self, obj: JobRun) -> str:
-        return breakable(obj.job)
+        """The job, and under it the version of its database schedule the run ran under: the
+        last one recorded at or before its start."""
+        number = getattr(obj, "schedule_version", None)
+        if number is None:
+            return breakable(obj.job)
+        return format_html(
+            '{}<div class="help"><a href="{}">{}</a></div>',
+            breakable(obj.job),
+            versions_url(obj.job, number),
+            _("schedule version %(number)s") % {"number": number},
+        )
 
     @admin.display(description=_("started / tick"), ordering="started")
     def started_display(self, obj: JobRun) -> str:

@@ -46,9 +46,8 @@ def diff(old: State | None, new: State | None) -> list[Change]:
 
 def _differ(old: Any, new: Any) -> bool:
     """Whether two JSON values differ (``true`` is not ``1``, as Python would have it)."""
-    if (
-        isinstance(old, bool) != isinstance(new, bool)
-        or type(old) is not type(new)
+    if isinstance(old, bool) != isinstance(new, bool) or (
+        type(old) is not type(new)
         and (isinstance(old, (list, dict, str)) or isinstance(new, (list, dict, str)))
     ):
         return True

@@ -748,3 +748,9 @@ SELECT count(*) FROM (
        AND r.started >= COALESCE((SELECT started FROM last_success), '-infinity')
        AND NOT EXISTS (SELECT 1 FROM last_success AS l WHERE (l.started, l.id) >= (r.started, r.id))
      ORDER BY r.started DESC, r.id DESC LIMIT %(limit)s) AS streak
+
+-- name: change_said
+-- Who makes the next writes of this transaction to the schedules, and why: the trigger that
+-- keeps their versions (migration 0023) reads both; they end with the transaction.
+SELECT set_config('advisory_cron.changed_by', %(who)s, true),
+       set_config('advisory_cron.change_note', %(note)s, true)

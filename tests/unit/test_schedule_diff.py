@@ -72,7 +72,13 @@ def test_a_change_reads_field_old_new() -> None:
 
 
 def test_an_addition_names_what_it_was_given_and_a_removal_says_so() -> None:
-    added = {"cron": "0 7 * * 1", "every": None, "args": [], "enabled": True, "override": False}
+    added: dict[str, Any] = {
+        "cron": "0 7 * * 1",
+        "every": None,
+        "args": [],
+        "enabled": True,
+        "override": False,
+    }
     assert one_line(None, added) == 'added: cron "0 7 * * 1", enabled true'
     assert one_line(added, None) == "removed"
     assert diff(None, {"cron": "x"})[0].old is ABSENT

@@ -304,6 +304,7 @@ class Command(AppCommand):
     #: Shown by 'manage.py help', which every command shares: ``cronjob -h`` fits a screen.
     suppressed_base_arguments = {
         "--version",
+        "--verbosity",
         "--settings",
         "--pythonpath",
         "--traceback",

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
-from ..core.schedule_diff import diff, shown
+from ..core.schedule_diff import diff, empty, shown
 from ..jobs.versions import Version, VersionRefused, revert, version, versions
 
 if TYPE_CHECKING:
@@ -31,12 +31,26 @@ def versions_url(name: str, number: int | None = None) -> str:
     return f"{url}#version-{number}" if number else url
 
 
+def changes(kept: Version) -> list[tuple[str, str, str]]:
+    """What a version changed, a (field, old, new) row each; for an addition, the fields it
+    was given (``old`` empty), its name aside."""
+    if kept.before is None and kept.state is not None:
+        given = sorted(kept.state.items())
+        return [
+            (field, "", shown(value))
+            for field, value in given
+            if field != "name" and not empty(value)
+        ]
+    return [(c.field, shown(c.old), shown(c.new)) for c in kept.changes]
+
+
 def rows(kept: list[Version]) -> list[dict[str, Any]]:
-    """The versions as the page shows them: each change a row of field, old, new."""
+    """The versions as the page shows them."""
     return [
         {
             "version": kept_version,
-            "changes": [(c.field, shown(c.old), shown(c.new)) for c in kept_version.changes],
+            "changes": changes(kept_version),
+            "added": kept_version.before is None and kept_version.state is not None,
             "removed": kept_version.state is None,
             "revert_url": reverse(
                 "admin:django_advisory_cron_schedule_revert",

@@ -41,7 +41,7 @@ def history(db_url: str, fresh_registry: None, django_user_model: Any) -> None:
         )
     )
     alias = app_settings.lock_database
-    with changing(alias, "alice", "reconcile after the provider's settlement file lands"):
+    with changing(alias, "finance-admin", "reconcile after the provider's settlement file lands"):
         Schedule.objects.using(alias).create(
             name=NAME,
             job="mark",
@@ -50,9 +50,9 @@ def history(db_url: str, fresh_registry: None, django_user_model: Any) -> None:
             timezone="Europe/Paris",
             description="Matches settlements against open invoices",
         )
-    with changing(alias, "bob@ops-bastion", "the settlement file comes an hour later since May"):
+    with changing(alias, "oncall@ops-bastion", "the settlement file comes an hour later since May"):
         Schedule.objects.using(alias).filter(name=NAME).update(cron="15 3 * * 1-5", timeout=900)
-    with changing(alias, "carol", "weekends too, and retry once"):
+    with changing(alias, "billing-lead", "weekends too, and retry once"):
         Schedule.objects.using(alias).filter(name=NAME).update(
             cron="15 3 * * *", retries=1, kwargs={"regions": ["eu", "us", "apac"]}
         )
@@ -82,9 +82,9 @@ def test_the_versions_page_and_the_revert_confirmation(
     page.goto(f"{server.url}/admin/django_advisory_cron/schedule/versions/{NAME}/")
     versions = page.locator("#versions tbody tr")
     expect(versions).to_have_count(3)
-    expect(versions.nth(0)).to_contain_text("carol")
+    expect(versions.nth(0)).to_contain_text("billing-lead")
     expect(versions.nth(0)).to_contain_text('"15 3 * * 1-5" → "15 3 * * *"')
-    expect(versions.nth(2)).to_contain_text("alice")
+    expect(versions.nth(2)).to_contain_text("finance-admin")
     expect(versions.nth(0).get_by_role("link")).to_have_count(0)  # the current one
     sizes = page.evaluate(
         "() => ({page: document.documentElement.scrollWidth, window: window.innerWidth})"

@@ -206,6 +206,9 @@ def test_the_admin_keeps_versions_lists_them_and_reverts_after_a_confirmation(
         (1, "editor", "first"), (2, "editor", "later"),
     ]  # fmt: skip
 
+    jobs = editor.get(reverse("admin:django_advisory_cron_registeredjob_changelist"))
+    versions = reverse("admin:django_advisory_cron_schedule_versions", args=["nightly_mark"])
+    assert f'<a href="{versions}" class="versions-link">versions</a>' in jobs.content.decode()
     page = editor.get(change).content.decode()
     assert "Versions of nightly_mark" in page and 'id="version-2"' in page
     diff = "<del>&quot;0 3 * * *&quot;</del> &rarr; <ins>&quot;0 4 * * *&quot;</ins>"

@@ -11,6 +11,7 @@ import json
 import subprocess
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 from django.test import Client
@@ -153,6 +154,11 @@ def test_a_write_in_sql_is_the_database_users(manage: Any) -> None:
         cursor.execute("SELECT current_user")
         user = cursor.fetchone()[0]
     assert kept("often")[-1][:3] == (2, f"database user {user}", "")
+    # A rename (SQL only: the admin and cronjob have none) removes one name and adds another.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE django_advisory_cron_schedule SET name = 'seldom'")
+    assert kept("often")[-1][0::3] == (3, None)
+    assert [(n, state["every"]) for n, _who, _note, state in kept("seldom")] == [(1, 90)]
 
 
 def test_import_keeps_each_schedules_first_version(db_url: str) -> None:
@@ -306,3 +312,38 @@ def test_a_running_cronworker_runs_on_the_reverted_schedule(
     ticks = list(JobRun.objects.filter(job="often").values_list("tick", flat=True))
     assert len(ticks) == len(set(ticks)) == marks()
     assert worker.returncode is not None and isinstance(worker, subprocess.Popen)
+
+
+# -- the migration ---------------------------------------------------------------------------------
+
+
+def test_the_migration_gives_the_rows_there_their_version_1_and_goes_back(
+    scratch_database_url: str, manage: Any
+) -> None:
+    """Migration 0023 on a database that has schedules already: each gets version 1, as it
+    was; undone, the trigger and the table go, and a write is kept no more."""
+    url = scratch_database_url
+    done = manage("migrate", "-v0", "django_advisory_cron", "0022", url=url)
+    assert done.returncode == 0, done.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO django_advisory_cron_schedule (name, override, job, command, args,"
+            " kwargs, cron, every, timezone, enabled, catch_up, deliver, description,"
+            " changed_by) VALUES ('old', false, 'mark', '', '[\"a\"]', '{}', '0 3 * * *', NULL,"
+            " '', true, '', '', '', 'someone')"
+        )
+    for target in (["django_advisory_cron", "0023"], ["django_advisory_cron", "0022"], []):
+        done = manage("migrate", "-v0", *target, url=url)
+        assert done.returncode == 0, done.stderr
+        with psycopg.connect(url, autocommit=True) as conn:
+            if target == ["django_advisory_cron", "0022"]:
+                assert conn.execute(
+                    "SELECT to_regclass('django_advisory_cron_scheduleversion')"
+                ).fetchone() == (None,)
+                conn.execute("UPDATE django_advisory_cron_schedule SET every = NULL")
+                continue
+            rows = conn.execute(
+                "SELECT number, changed_by, note, state->>'cron', state->'args' "
+                "FROM django_advisory_cron_scheduleversion WHERE name = 'old'"
+            ).fetchall()
+            assert rows == [(1, "someone", "as it was when versions began", "0 3 * * *", ["a"])]

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.db import DatabaseError
-from django.db.models import DurationField, ExpressionWrapper, F, Min, OuterRef, QuerySet, Subquery
+from django.db.models import DurationField, ExpressionWrapper, F, Min, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.functional import cached_property
@@ -23,8 +23,8 @@ from ..core.jitter import offset_seconds
 from ..core.statuses import SKIPS
 from ..delivery import targets
 from ..exceptions import AdvisoryCronError
-from ..jobs import catalog
-from ..models import JobRun, RunStatus, ScheduleVersion
+from ..jobs import catalog, versions
+from ..models import JobRun, RunStatus
 from ..ops import charts
 from ..ops.charts import GREY, STATUS_COLOURS, human_duration, human_lateness
 from ..templatetags.advisory_cron_admin import breakable, when
@@ -208,20 +208,26 @@ class JobRunAdmin(ReadOnlyAdmin):
         job = request.GET.get("job")
         if job:
             extra_context = {**(extra_context or {}), "run_chart": charts.job_charts([job])[job]}
-        return super().changelist_view(request, extra_context)
+        response = super().changelist_view(request, extra_context)
+        listing = getattr(response, "context_data", None) or {}
+        if "cl" in listing:
+            listing["cl"].result_list = self._with_versions(list(listing["cl"].result_list))
+        return response
+
+    @staticmethod
+    def _with_versions(runs: list[JobRun]) -> list[JobRun]:
+        """The page's runs, each with the schedule version it ran under, read in one query
+        for the page (not per row, and not in the page's count)."""
+        under = versions.ran_under(app_settings.lock_database, [(r.job, r.started) for r in runs])
+        for run in runs:
+            run.schedule_version = under.get((run.job, run.started))  # type: ignore[attr-defined]
+        return runs
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobRun]:
         duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
         queryset: QuerySet[JobRun] = super().get_queryset(request)
         runs = RunQuerySet(self.model, query=queryset.query, using=app_settings.lock_database)
-        under = (
-            ScheduleVersion.objects.filter(name=OuterRef("job"), recorded__lte=OuterRef("started"))
-            .order_by("-recorded", "-number")
-            .values("number")[:1]
-        )
-        return targets.with_task_links(
-            runs.annotate(elapsed=duration, schedule_version=Subquery(under))
-        )
+        return targets.with_task_links(runs.annotate(elapsed=duration))
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: JobRun) -> str:

@@ -145,6 +145,16 @@ def test_a_version_that_cannot_run_now_is_refused(manage: Any) -> None:
     assert said.startswith("cronjob: revert often: that version cannot run now: ")
     assert "gone" in said
     assert len(kept("often")) == 2  # nothing written
+    with connection.cursor() as cursor:  # an override of a job that has left the code
+        cursor.execute(
+            "INSERT INTO django_advisory_cron_scheduleversion (name, number, recorded, "
+            "changed_by, note, state) VALUES ('left_code', 1, now(), '', '', "
+            "'{\"override\": true, \"every\": 60}'), ('left_code', 2, now(), '', '', NULL)"
+        )
+    assert refused(manage("cronjob", "revert", "left_code", "1")) == (
+        "cronjob: revert left_code: that version overrides a job no longer defined in code; "
+        "'manage.py cronjob reset left_code' drops an override"
+    )
 
 
 def test_a_write_in_sql_is_the_database_users(manage: Any) -> None:

@@ -20,6 +20,7 @@ from ..exceptions import first_line
 from ..models import Schedule, ScheduleVersion
 from . import catalog
 from .definitions import Definition
+from .job import registry
 
 
 class VersionRefused(Exception):
@@ -164,6 +165,11 @@ def _values(state: State) -> dict[str, Any]:
 def _check(alias: str, name: str, values: dict[str, Any]) -> None:
     """Refuse a version that could not run now (a job it calls left the code, ...)."""
     definition = Definition.from_values({"name": name, **values})
+    if definition.override and name not in registry:
+        raise VersionRefused(
+            "that version overrides a job no longer defined in code; 'manage.py cronjob "
+            f"reset {name}' drops an override"
+        )
     known = [] if definition.override else catalog.current(alias).all()
     problems = definition.problems(known=[job for job in known if job.name != name])
     if problems:

@@ -174,6 +174,7 @@ class JobRunAdmin(ReadOnlyAdmin):
     show_facets = admin.ShowFacets.NEVER
     fields = (
         "job",
+        "schedule_version_display",
         "status",
         "attempts",
         "tick_time",
@@ -187,6 +188,7 @@ class JobRunAdmin(ReadOnlyAdmin):
         "task",
     )
     readonly_fields = (
+        "schedule_version_display",
         "tick_time",
         "started_time",
         "lateness_display",
@@ -228,6 +230,15 @@ class JobRunAdmin(ReadOnlyAdmin):
         queryset: QuerySet[JobRun] = super().get_queryset(request)
         runs = RunQuerySet(self.model, query=queryset.query, using=app_settings.lock_database)
         return targets.with_task_links(runs.annotate(elapsed=duration))
+
+    @admin.display(description=_("schedule version"))
+    def schedule_version_display(self, obj: JobRun) -> str:
+        """On a run's page: the version of its database schedule it ran under, linked."""
+        found = versions.ran_under(app_settings.lock_database, [(obj.job, obj.started)])
+        number = found.get((obj.job, obj.started))
+        if number is None:
+            return "-"
+        return format_html('<a href="{}">{}</a>', versions_url(obj.job, number), number)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: JobRun) -> str:

@@ -467,3 +467,38 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ScheduleVersion(models.Model):
+    """One change of a row of the database's schedules: what the row held after it (``state``;
+    ``None`` once it was deleted), when, by whom and why.
+
+    Written by the table's trigger (migration 0026), never by the app: every write, from the
+    admin, ``cronjob``, an import or plain SQL, is kept. Who and why come from the
+    transaction's ``advisory_cron.changed_by`` and ``advisory_cron.change_note`` settings,
+    which the app's write paths set (see
+    [changing][django_advisory_cron.jobs.versions.changing]); a write that sets none is the
+    database user's. Numbered from 1 per schedule name, across a removal and an add again.
+    """
+
+    name = models.CharField(_("schedule"), max_length=200)
+    number = models.PositiveIntegerField(_("version"))
+    recorded = models.DateTimeField(_("recorded"))
+    changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")
+    note = models.TextField(_("note"), blank=True, default="")
+    #: The row's columns after the change (``id``, ``created``, ``changed`` and ``changed_by``
+    #: aside), as JSON; ``None``: the row was deleted.
+    state = models.JSONField(_("state"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("schedule version")
+        verbose_name_plural = _("schedule versions")
+        ordering = ["name", "-number"]
+        default_permissions = ()
+        constraints = [
+            models.UniqueConstraint(fields=["name", "number"], name="advisory_cron_one_version")
+        ]
+        indexes = [models.Index(fields=["name", "recorded"], name="advisory_cron_version_recorded")]
+
+    def __str__(self) -> str:
+        return f"{self.name} version {self.number}"

@@ -163,6 +163,7 @@ def test_history_lists_the_last_runs_newest_first(manage: Any) -> None:
             "attempts": 1,
             "error": "",
             "output": "",
+            "schedule_version": None,  # not a database schedule
         }
     ]
 
@@ -286,6 +287,8 @@ ACTIONS = (
     "edit",
     "reset",
     "remove",
+    "versions",
+    "revert",
     "import",
 )
 

@@ -35,6 +35,7 @@ from ..ops.charts import human_duration
 from ..run import control
 from ..worker.fleet import live_workers
 from .common import ReadOnlyAdmin, refused_here
+from .schedule_versions import versions_url
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -168,7 +169,8 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
     @staticmethod
     def _origin(request: HttpRequest, job: Job[..., Any]) -> dict[str, Any]:
         """Where ``job`` is defined, what an override changes of it, and the links to its
-        schedule the user's permissions allow: plain values for the template."""
+        schedule and its versions the user's permissions allow: plain values for the
+        template."""
         user, app = request.user, "django_advisory_cron"
         may_see = user.has_perm(f"{app}.view_schedule") or user.has_perm(f"{app}.change_schedule")
         # A code or settings job read with an override has the time it was edited.
@@ -178,6 +180,11 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             "origin": ORIGINS[job.source],
             "override": override_text(job) if has_override else "",
             "schedule_url": named if may_see and (has_override or job.source == "database") else "",
+            "versions_url": (
+                versions_url(job.name)
+                if may_see and (has_override or job.source == "database")
+                else ""
+            ),
             "override_url": "",
             "reset": has_override and user.has_perm(f"{app}.delete_schedule"),
         }

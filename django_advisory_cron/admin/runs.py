@@ -23,12 +23,13 @@ from ..core.jitter import offset_seconds
 from ..core.statuses import SKIPS
 from ..delivery import targets
 from ..exceptions import AdvisoryCronError
-from ..jobs import catalog
+from ..jobs import catalog, versions
 from ..models import JobRun, RunStatus
 from ..ops import charts
 from ..ops.charts import GREY, STATUS_COLOURS, human_duration, human_lateness
 from ..templatetags.advisory_cron_admin import breakable, when
 from .common import ReadOnlyAdmin, badge
+from .schedule_versions import versions_url
 
 
 class SkipsFilter(admin.SimpleListFilter):
@@ -173,6 +174,7 @@ class JobRunAdmin(ReadOnlyAdmin):
     show_facets = admin.ShowFacets.NEVER
     fields = (
         "job",
+        "schedule_version_display",
         "status",
         "attempts",
         "tick_time",
@@ -186,6 +188,7 @@ class JobRunAdmin(ReadOnlyAdmin):
         "task",
     )
     readonly_fields = (
+        "schedule_version_display",
         "tick_time",
         "started_time",
         "lateness_display",
@@ -207,13 +210,35 @@ class JobRunAdmin(ReadOnlyAdmin):
         job = request.GET.get("job")
         if job:
             extra_context = {**(extra_context or {}), "run_chart": charts.job_charts([job])[job]}
-        return super().changelist_view(request, extra_context)
+        response = super().changelist_view(request, extra_context)
+        listing = getattr(response, "context_data", None) or {}
+        if "cl" in listing:
+            listing["cl"].result_list = self._with_versions(list(listing["cl"].result_list))
+        return response
+
+    @staticmethod
+    def _with_versions(runs: list[JobRun]) -> list[JobRun]:
+        """The page's runs, each with the schedule version it ran under, read in one query
+        for the page (not per row, and not in the page's count)."""
+        under = versions.ran_under(app_settings.lock_database, [(r.job, r.started) for r in runs])
+        for run in runs:
+            run.schedule_version = under.get((run.job, run.started))  # type: ignore[attr-defined]
+        return runs
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobRun]:
         duration = ExpressionWrapper(F("finished") - F("started"), output_field=DurationField())
         queryset: QuerySet[JobRun] = super().get_queryset(request)
         runs = RunQuerySet(self.model, query=queryset.query, using=app_settings.lock_database)
         return targets.with_task_links(runs.annotate(elapsed=duration))
+
+    @admin.display(description=_("schedule version"))
+    def schedule_version_display(self, obj: JobRun) -> str:
+        """On a run's page: the version of its database schedule it ran under, linked."""
+        found = versions.ran_under(app_settings.lock_database, [(obj.job, obj.started)])
+        number = found.get((obj.job, obj.started))
+        if number is None:
+            return "-"
+        return format_html('<a href="{}">{}</a>', versions_url(obj.job, number), number)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: JobRun) -> str:
@@ -224,7 +249,17 @@ class JobRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("job"), ordering="job")
     def job_display(self, obj: JobRun) -> str:
-        return breakable(obj.job)
+        """The job, and under it the version of its database schedule the run ran under: the
+        last one recorded at or before its start."""
+        number = getattr(obj, "schedule_version", None)
+        if number is None:
+            return breakable(obj.job)
+        return format_html(
+            '{}<div class="help"><a href="{}">{}</a></div>',
+            breakable(obj.job),
+            versions_url(obj.job, number),
+            _("schedule version %(number)s") % {"number": number},
+        )
 
     @admin.display(description=_("started / tick"), ordering="started")
     def started_display(self, obj: JobRun) -> str:

@@ -38,9 +38,10 @@ from ..jobs import catalog
 from ..jobs.definitions import Definition, to_job
 from ..jobs.job import Job, registry
 from ..jobs.options import OPTIONS, Group, Widget
+from ..jobs.versions import changing
 from ..models import Schedule
 from ..templatetags.advisory_cron_admin import breakable, when
-from . import schedule_preview
+from . import schedule_preview, schedule_versions
 from .common import ChoiceFilter
 from .jobs import jobs_page
 
@@ -160,6 +161,13 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 "commands ADVISORY_CRON['SCHEDULE_COMMANDS'] names"
             )
         },
+    )
+    change_note = forms.CharField(
+        label=_("Note"),
+        required=False,
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text=_("Why, kept with the version this change makes (see its versions below)."),
     )
 
     class Meta:
@@ -282,7 +290,10 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     fieldsets: ClassVar[Any] = [
         (title, {"fields": (*names, *SHOWN_AFTER.get(group, ()))})
         for group, (title, names) in GROUPS.items()
-    ] + [(_("Changes"), {"fields": ("created", "changed", "changed_by")})]
+    ] + [
+        (_("Why"), {"fields": ("change_note",)}),
+        (_("Changes"), {"fields": ("created", "changed", "changed_by")}),
+    ]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         """What applies around its body and who changed it when, once it exists (its next
@@ -328,23 +339,58 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return super().changelist_view(request, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        """Saved in the user's name, with the form's note: its version says both."""
         obj.changed_by = request.user.get_username()[:150]
-        obj.save(using=app_settings.lock_database)
+        with changing(app_settings.lock_database, obj.changed_by, form.cleaned_data["change_note"]):
+            obj.save(using=app_settings.lock_database)
 
-    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
-        obj.delete(using=app_settings.lock_database)
+    def delete_model(self, request: HttpRequest, obj: Schedule, note: str = "") -> None:
+        with changing(app_settings.lock_database, request.user.get_username(), note):
+            obj.delete(using=app_settings.lock_database)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        with changing(app_settings.lock_database, request.user.get_username()):
+            queryset.delete()
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The form, and under it the schedule's versions."""
+        row = (
+            self.get_queryset(request).filter(pk=object_id).first() if object_id.isdigit() else None
+        )
+        if row is not None:
+            extra_context = {
+                **(extra_context or {}),
+                **schedule_versions.listed(request, self, row.name),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
         named = self.admin_site.admin_view(self.named_view)
         reset = self.admin_site.admin_view(self.reset_view)
         preview = self.admin_site.admin_view(self.preview_view)
+        kept = self.admin_site.admin_view(self.versions_view)
+        revert = self.admin_site.admin_view(self.revert_view)
         return [
+            path("versions/<path:name>/", kept, name="{}_{}_versions".format(*info)),
+            path("revert/<int:number>/<path:name>/", revert, name="{}_{}_revert".format(*info)),
             path("named/<path:name>/", named, name="{}_{}_named".format(*info)),
             path("reset/", reset, name="{}_{}_reset".format(*info)),
             path("preview/", preview, name="{}_{}_preview".format(*info)),
             *super().get_urls(),
         ]
+
+    def versions_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        return schedule_versions.versions_view(request, self, name)
+
+    def revert_view(self, request: HttpRequest, number: int, name: str) -> HttpResponse:
+        return schedule_versions.revert_view(request, self, name, number)
 
     def preview_view(self, request: HttpRequest) -> HttpResponse:
         """The next ticks of what the form holds, for those who may add or change one."""
@@ -388,7 +434,7 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         user = request.user.pk
         assert user is not None  # the admin's views let only staff users in
         LogEntry.objects.log_actions(user, [row], DELETION, change_message=message)
-        self.delete_model(request, row)
+        self.delete_model(request, row, "reset to its schedule in code")
         logger.info("%s (by user %s)", message, request.user.get_username())
         self.message_user(request, f"Job {message}", messages.SUCCESS)
         return back

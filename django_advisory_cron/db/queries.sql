@@ -761,3 +761,9 @@ SELECT j.job,
          WHERE job = j.job AND tick IS NOT NULL AND id IS DISTINCT FROM %(besides)s::bigint
            AND status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
   FROM unnest(%(jobs)s::text[]) AS j(job)
+
+-- name: change_said
+-- Who makes the next writes of this transaction to the schedules, and why: the trigger that
+-- keeps their versions (migration 0026) reads both; they end with the transaction.
+SELECT set_config('advisory_cron.changed_by', %(who)s, true),
+       set_config('advisory_cron.change_note', %(note)s, true)

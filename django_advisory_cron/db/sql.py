@@ -514,6 +514,12 @@ def schedule_rows() -> Statement:
     return QUERIES["schedule_rows"], {}
 
 
+def change_said(*, who: str, note: str) -> Statement:
+    """Name who makes this transaction's writes to the schedules, and why, for their versions
+    (``jobs.versions.changing``)."""
+    return QUERIES["change_said"], {"who": storable(who)[:150], "note": storable(note)}
+
+
 def unclaimed_ticks(due: Sequence[tuple[str, datetime]]) -> Statement:
     """Which of the ``(job, tick)`` pairs ``due`` no run has taken yet, in one read that tries
     no lock: a row ``(n,)`` for each, its 1-based position in ``due``, in order. A tick whose

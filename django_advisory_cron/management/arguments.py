@@ -111,6 +111,8 @@ CONCURRENCY = Count(1, 1000)
 WORKERS = Count(0, 1000)
 #: ``cronjob history --limit``.
 LIMIT = Count(1, 10_000)
+#: A schedule's version number (``cronjob revert``).
+VERSION = Count(1, 2_147_483_647)
 #: ``prune_jobruns --days``: up to a hundred years.
 DAYS = Count(1, 36_500)
 #: ``prune_jobruns --batch-size``.

@@ -19,6 +19,8 @@ from ..jobs.catalog import Catalog
 from ..jobs.definitions import one_line
 from ..jobs.job import Job
 from ..jobs.options import OPTIONS
+from ..jobs.versions import ran_under, version
+from ..jobs.versions import versions as schedule_versions
 from ..models import JobRun, JobState
 from ..ops import upcoming
 from ..ops.charts import human_duration
@@ -81,7 +83,12 @@ def history(
     run's captured output under it, indented."""
     runs = list(JobRun.objects.using(alias).filter(job=job.name)[:limit])
     if as_json:
-        return [json.dumps([_run_facts(run, job.jitter) for run in runs], indent=2)]
+        under = ran_under(alias, [(run.job, run.started) for run in runs])
+        facts = [
+            {**_run_facts(run, job.jitter), "schedule_version": under.get((run.job, run.started))}
+            for run in runs
+        ]
+        return [json.dumps(facts, indent=2)]
     if not runs:
         return [f"{job.name}: no runs recorded"]
     header, *rows = _history_table(runs, job.jitter)
@@ -92,6 +99,23 @@ def history(
         lines.append(row)
         lines.extend(f"    {line}" for line in (run.output or "(no output)").splitlines())
     return lines
+
+
+def versions(alias: str, name: str, as_json: bool) -> list[str]:
+    """The versions of the schedule ``name``, newest first, a line each (see
+    [versions][django_advisory_cron.jobs.versions])."""
+    kept = schedule_versions(alias, name)
+    if not kept:
+        version(alias, name, 1)  # says there are none, and what to do
+    if as_json:
+        return [json.dumps({"name": name, "versions": [v.as_json() for v in kept]}, indent=2)]
+    zone = timezone.get_current_timezone_name()
+    rows = [["VERSION", f"RECORDED ({zone})", "BY", "NOTE", "CHANGES"]]
+    rows += [
+        [str(v.number), _time(v.recorded), v.changed_by, " ".join(v.note.split()) or "-", v.summary]
+        for v in kept
+    ]
+    return table(rows)
 
 
 def next_ticks(job: Job[Any, Any], alias: str, count: int, as_json: bool) -> list[str]:

@@ -1,5 +1,6 @@
 """``manage.py cronjob ACTION`` (``list``, ``history``, ``next``, ``crontab``, ``pause``,
-``resume``, ``trigger``, ``backfill``, ``add``, ``edit``, ``reset``, ``remove``, ``import``): an
+``resume``, ``trigger``, ``backfill``, ``add``, ``edit``, ``reset``, ``remove``, ``versions``,
+``revert``, ``import``): an
 operator's say over the jobs (defined in code, in settings or in the database), their
 schedules, and what they did. The command wires the actions' arguments and help; what they
 print and write is in [listing][django_advisory_cron.management.listing],
@@ -25,12 +26,14 @@ from ...conf import app_settings
 from ...db.connections import bound_connect, unavailable
 from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, LockDatabaseError, first_line
+from ...jobs import versions
 from ...jobs.catalog import Catalog
 from ...jobs.job import Job
 from ...ops import upcoming
+from ...run.control import operator
 from ...run.runner import RunResult
 from .. import backfill, importers, job_actions, listing, schedule_changes
-from ..arguments import LIMIT, Count
+from ..arguments import LIMIT, VERSION, Count
 from ..arguments import text as utf8_text
 from ..base import AppCommand, UsageParser, cannot_run, no_job_named
 from ..crontab import crontab_lines
@@ -205,6 +208,24 @@ ACTIONS = {
         "manage.py cronjob remove weekly-report",
         (("2", "a job defined in code or settings (nothing was removed)"),),
     ),
+    "versions": Action(
+        "NAME",
+        "list a schedule's versions",
+        "every version of the database schedule or override NAME, newest first: its number, "
+        "when, who (the admin user, or user@host for cronjob), the note, and what changed "
+        "(field: old -> new). Each write of the row keeps one, whatever made it",
+        "manage.py cronjob versions weekly-report --json",
+        (("2", "no schedule of that name has versions"),),
+    ),
+    "revert": Action(
+        "NAME VERSION",
+        "make a schedule what one of its versions says",
+        "give the database schedule or override NAME the values of its version VERSION (a "
+        "version that removed it removes it again), checked as edit checks a change; the "
+        "revert is a version of its own, with --note. Running cronworkers follow at once",
+        'manage.py cronjob revert weekly-report 3 --note "the 7:00 run overlapped the backup"',
+        (("2", "no such schedule or version, or one that cannot run now; nothing was written"),),
+    ),
     "import": Action(
         "--from SOURCE",
         "add the schedules of another scheduler",
@@ -283,6 +304,7 @@ class Command(AppCommand):
     #: Shown by 'manage.py help', which every command shares: ``cronjob -h`` fits a screen.
     suppressed_base_arguments = {
         "--version",
+        "--verbosity",
         "--settings",
         "--pythonpath",
         "--traceback",
@@ -388,6 +410,12 @@ class Command(AppCommand):
         )
         _add(actions, "reset").add_argument("job", type=utf8_text, metavar="NAME")
         _add(actions, "remove").add_argument("job", type=utf8_text, metavar="NAME")
+        kept = _add(actions, "versions")
+        kept.add_argument("job", type=utf8_text, metavar="NAME")
+        kept.add_argument("--json", action="store_true", help="print one JSON document")
+        reverted = _add(actions, "revert")
+        reverted.add_argument("job", type=utf8_text, metavar="NAME")
+        reverted.add_argument("version", type=VERSION, metavar="VERSION")
         imported = _add(actions, "import")
         imported.add_argument(
             "--from",
@@ -407,6 +435,21 @@ class Command(AppCommand):
         imported.add_argument(
             "--dry-run", action="store_true", help="print what it would do; write nothing"
         )
+        for action in (
+            add,
+            edit,
+            actions.choices["reset"],
+            actions.choices["remove"],
+            reverted,
+            imported,
+        ):
+            action.add_argument(
+                "--note",
+                type=utf8_text,
+                default="",
+                metavar="TEXT",
+                help="why, kept with the version this change makes (see cronjob versions)",
+            )
         parser.add_argument(
             "--database",
             default=None,
@@ -428,8 +471,14 @@ class Command(AppCommand):
             elif action in ("add", "edit", "reset", "remove"):
                 self._change(action, found, alias, options)
             elif action == "import":
-                self._import(
-                    found, alias, options["source"], options["dry_run"], options["deliver"]
+                self._import(found, alias, options)
+            elif action == "versions":
+                self._write(listing.versions(alias, options["job"], options["json"]))
+            elif action == "revert":
+                self.stdout.write(
+                    versions.revert(
+                        alias, options["job"], options["version"], operator(), options["note"]
+                    )
                 )
             elif action == "history":
                 job = self._find(found, options["job"])
@@ -455,6 +504,8 @@ class Command(AppCommand):
                 self.stdout.write(job_actions.trigger(job, alias, options["here"]))
         except CommandError as error:
             self.leave(error.returncode, str(error))
+        except versions.VersionRefused as error:
+            self.leave(exitcodes.USAGE, f"{action} {options['job']}: {error}")
         except DatabaseUnavailable as error:
             self.leave(exitcodes.DATABASE_UNAVAILABLE, first_line(error))
         except OperationalError as error:
@@ -467,10 +518,13 @@ class Command(AppCommand):
                 f"{first_line(error)} (is the job state table missing? run manage.py migrate)",
             )
 
-    def _import(self, found: Catalog, alias: str, source: str, dry_run: bool, deliver: str) -> None:
-        """Import the entries of ``source``; exit 2 when some could not be."""
+    def _import(self, found: Catalog, alias: str, options: dict[str, Any]) -> None:
+        """Import the entries of ``--from``; exit 2 when some could not be."""
+        source = options["source"]
         try:
-            lines, left = importers.run(found, alias, source, dry_run, deliver)
+            lines, left = importers.run(
+                found, alias, source, options["dry_run"], options["deliver"], options["note"]
+            )
         except importers.Unavailable as error:
             self.leave(exitcodes.USAGE, f"import --from {source}: {error}")
         self._write(lines)
@@ -528,26 +582,29 @@ class Command(AppCommand):
         self.leave(exitcodes.USAGE, no_job_named([name], "see cronjob list", known=found.jobs))
 
     def _change(self, action: str, found: Catalog, alias: str, options: dict[str, Any]) -> None:
-        """``add``, ``edit``, ``reset`` or ``remove`` the schedule named ``options["job"]``;
-        what cannot be written is a usage error, saying why."""
+        """``add``, ``edit``, ``reset`` or ``remove`` the schedule named ``options["job"]``, in
+        the operator's name and with ``--note`` (its version says both); what cannot be
+        written is a usage error, saying why."""
         name = options["job"]
-        kept = found.definition(name)  # kept in the database: a schedule, or an override
-        job = found.jobs.get(name)
         try:
-            if action == "add":
-                said = schedule_changes.add(found, alias, name, options)
-            elif kept is None and job is None:
-                self.leave(
-                    exitcodes.USAGE, no_job_named([name], "see cronjob list", known=found.jobs)
-                )
-            elif action == "edit" and kept is not None and not kept.override:
-                said = schedule_changes.edit(found, alias, kept, options)
-            elif action == "edit":
-                said = schedule_changes.override(alias, name, kept, options)
-            elif action == "reset":
-                said = schedule_changes.reset(alias, name, kept, job)
-            else:
-                said = schedule_changes.remove(alias, name, kept, job)
+            with versions.changing(alias, operator(), options["note"]):
+                said = self._changed(action, found, alias, options)
         except Refused as error:
             self.leave(exitcodes.USAGE, f"cannot {action} {name!r}: {error}")
         self.stdout.write(said)
+
+    def _changed(self, action: str, found: Catalog, alias: str, options: dict[str, Any]) -> str:
+        name = options["job"]
+        kept = found.definition(name)  # kept in the database: a schedule, or an override
+        job = found.jobs.get(name)
+        if action == "add":
+            return schedule_changes.add(found, alias, name, options)
+        if kept is None and job is None:
+            self.leave(exitcodes.USAGE, no_job_named([name], "see cronjob list", known=found.jobs))
+        if action == "edit" and kept is not None and not kept.override:
+            return schedule_changes.edit(found, alias, kept, options)
+        if action == "edit":
+            return schedule_changes.override(alias, name, kept, options)
+        if action == "reset":
+            return schedule_changes.reset(alias, name, kept, job)
+        return schedule_changes.remove(alias, name, kept, job)

@@ -28,6 +28,7 @@ from ...jobs.catalog import Catalog
 from ...jobs.declared import definition_of, derived_name
 from ...jobs.definitions import MAX_DESCRIPTION, Definition, to_job
 from ...jobs.job import Job
+from ...jobs.versions import changing
 from ...models import Schedule
 from ...run import control
 from ..schedule_options import row
@@ -122,12 +123,13 @@ def entries(source: str) -> list[Found]:
 
 
 def run(
-    found: Catalog, alias: str, source: str, dry_run: bool, deliver: str = ""
+    found: Catalog, alias: str, source: str, dry_run: bool, deliver: str = "", note: str = ""
 ) -> tuple[list[str], int]:
     """Import every entry of ``source`` that maps (with ``dry_run``, write nothing): a line
     per entry saying what became of it, and how many were not imported. With
     ``deliver="celery"``, each schedule sends its entry's Celery task to Celery (on the entry's
-    queue) instead of calling a job of this process."""
+    queue) instead of calling a job of this process. Each schedule's first version says where it
+    came from, and ``note``."""
     if deliver and source not in CELERY_SOURCES:
         raise Unavailable(
             f"--deliver {deliver} sends Celery tasks: it applies to --from "
@@ -142,7 +144,7 @@ def run(
         said, definition = (
             (clashes[index], None)
             if index in clashes
-            else _one(item, named_or_why, found, known, alias, dry_run, source)
+            else _one(item, named_or_why, found, known, alias, dry_run, source, note)
         )
         if definition is None:
             left += 1
@@ -197,6 +199,7 @@ def _one(
     alias: str,
     dry_run: bool,
     source: str,
+    note: str,
 ) -> tuple[str, Definition | None]:
     """What becomes of one entry, in a line, and its definition (``None``: not imported)."""
     if isinstance(read, str):
@@ -216,8 +219,10 @@ def _one(
     if problems:
         return f"{head}: refused: {'; '.join(problems)}; it would be {what}", None
     if not dry_run:
+        who, why = control.operator(), f"imported from {source}" + (f": {note}" if note else "")
         try:
-            Schedule.objects.using(alias).create(**row(definition), changed_by=control.operator())
+            with changing(alias, who, why):
+                Schedule.objects.using(alias).create(**row(definition), changed_by=who)
         except (IntegrityError, DataError) as error:
             return f"{head}: refused: the database refused it: {first_line(error)}", None
     verb = "would import" if dry_run else "imported"

@@ -632,10 +632,25 @@ SELECT holder.pid, pg_terminate_backend(holder.pid)
 -- their sum in seconds. For the jobs in %(targets)s (those with a lateness target) only, the
 -- tick and start of the last run that had a tick: the last run's when it had one (no second
 -- walk: the other branch's filter is false once per row), else the walk of the (job, started)
--- index goes on past the manual runs after it.
+-- index goes on past the manual runs after it. Then the job's state (reads.STATE_COLUMNS, NULLs
+-- without a row: one probe of its primary key) and, on the first job's row only and with
+-- %(prefix)s, the live workers (their application_name starts with it) as three arrays, oldest
+-- first: a page that shows the jobs and the workers reads both in one statement.
 SELECT j.job, r.id, r.job, r.tick, r.host, r.pid, r.started, r.finished, r.status, r.error,
-       r.manual, s.started, c.counts, l.buckets, l.seconds, k.tick, k.started
-FROM unnest(%(jobs)s::text[]) AS j(job)
+       r.manual, s.started, c.counts, l.buckets, l.seconds, k.tick, k.started,
+       st.job, st.paused, st.paused_at, st.paused_until, st.paused_by, st.reason,
+       st.run_requested, st.run_requested_by, st.changed, st.schedule_reset,
+       w.names, w.since, w.addresses
+FROM unnest(%(jobs)s::text[]) WITH ORDINALITY AS j(job, n)
+LEFT JOIN "django_advisory_cron_jobstate" AS st ON st.job = j.job
+LEFT JOIN (
+    SELECT COALESCE(array_agg(a.application_name ORDER BY a.backend_start), '{}') AS names,
+           COALESCE(array_agg(a.backend_start ORDER BY a.backend_start), '{}') AS since,
+           COALESCE(array_agg(a.client_addr ORDER BY a.backend_start), '{}') AS addresses
+      FROM pg_stat_activity AS a
+     WHERE %(prefix)s::text IS NOT NULL AND a.datname = current_database()
+       AND starts_with(a.application_name, %(prefix)s::text)
+) AS w ON j.n = 1 AND %(prefix)s::text IS NOT NULL
 LEFT JOIN LATERAL (
     SELECT * FROM "django_advisory_cron_jobrun" AS t
      WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])

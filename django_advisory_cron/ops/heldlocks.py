@@ -79,8 +79,9 @@ class ArrayMap(Func):
 
 def _job_name(jobs: list[Job[Any, Any]], namespace: int) -> Any:
     """The name of the registered job whose key a lock-table row holds, else NULL."""
-    two_int = [(job.key.lock_ids, job.name) for job in jobs if job.key.lock_ids]
-    hashtext = [job.name for job in jobs if job.key.lock_ids is None]
+    keys = [(job.key.lock_ids, job.name) for job in jobs]  # each key computed once
+    two_int = [(ids, name) for ids, name in keys if ids]
+    hashtext = [name for ids, name in keys if ids is None]
     whens = []
     if two_int:
         objids = [ids[1] for ids, _name in two_int]

@@ -52,7 +52,8 @@ class ChartRun(NamedTuple):
     """What a bar shows of a run."""
 
     job: str
-    tick: datetime | None
+    #: Seconds since the epoch; ``None``: a run outside the schedule.
+    tick: float | None
     host: str
     pid: int
     status: str
@@ -66,17 +67,16 @@ def recent_runs(names: list[str], limit: int = RUNS_SHOWN) -> dict[str, list[Cha
         return runs
     statement = reads.recent_runs(names, skips=list(SKIPS), limit=limit)
     for row in fetch_all(app_settings.lock_database, statement):
-        run = ChartRun(*row)
-        runs[run.job].append(run._replace(seconds=max(float(run.seconds or 0.0), 0.0)))
+        runs[row[0]].append(ChartRun(*row))
     for job_runs in runs.values():
         job_runs.reverse()
     return runs
 
 
-def _tick(value: datetime | None, zone: tzinfo) -> str:
+def _tick(value: float | None, zone: tzinfo) -> str:
     if value is None:
         return "outside the schedule"
-    return f"tick {value.astimezone(zone).strftime('%Y-%m-%d %H:%M:%S %Z')}"
+    return f"tick {datetime.fromtimestamp(value, zone):%Y-%m-%d %H:%M:%S %Z}"
 
 
 def human_lateness(seconds: float) -> str:

@@ -695,19 +695,22 @@ ORDER BY j.job
 -- name: recent_runs
 -- The last runs of each job that were not skips, with the seconds each ran (none below 0: a
 -- clock behind the start's), the tick in seconds since the epoch (a page reads 2,500 of them:
--- a number is cheaper to read than a time).
+-- a number is cheaper to read than a time). Each job's walk of (job, started) reads only the
+-- columns shown, and the rows come in the order of %(jobs)s: the server knows the walks give
+-- that order, where sorting 2,500 rows by job name took it 11 ms (a collation's comparisons).
 SELECT r.job, extract(epoch FROM r.tick)::float8, r.host, r.pid, r.status,
        GREATEST(extract(epoch FROM COALESCE(r.finished,
                                             CASE WHEN r.status = 'running' THEN now()
                                                  ELSE r.started END)
                                    - r.started)::float8, 0)
-FROM unnest(%(jobs)s::text[]) AS j(job)
+FROM unnest(%(jobs)s::text[]) WITH ORDINALITY AS j(job, n)
 CROSS JOIN LATERAL (
-    SELECT * FROM "django_advisory_cron_jobrun" AS t
+    SELECT t.id, t.job, t.tick, t.host, t.pid, t.status, t.started, t.finished
+      FROM "django_advisory_cron_jobrun" AS t
      WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
      ORDER BY t.started DESC, t.id DESC LIMIT %(limit)s
 ) AS r
-ORDER BY r.job, r.started DESC, r.id DESC
+ORDER BY j.n, r.started DESC, r.id DESC
 
 -- name: timeline_runs
 -- The timeline's window on the database's clock (it ends at %(ends)s, or %(ahead)s after now),

@@ -59,7 +59,8 @@ def job_summaries(
 
 
 def recent_runs(jobs: list[str], *, skips: list[str], limit: int) -> Statement:
-    """The last ``limit`` runs of each job that were not skips, newest first within a job:
+    """The last ``limit`` runs of each job that were not skips, job by job in the order of
+    ``jobs``, newest first within a job:
     ``(job, tick, host, pid, status, seconds)``, the tick in seconds since the epoch and the
     seconds it ran (so far, for a running one, never below 0) computed here, so a page of run
     charts converts no times but the ticks it shows."""

@@ -16,8 +16,12 @@ the requests take turns, median of ``--repeat`` after a warm-up): the Job runs p
 filtered by job, by status, drilled down to a month and to a day; a run's page; the Jobs
 page (its first page, its second, and searched: ``bench.job7`` matches 11 jobs); Held locks;
 ``metrics/``; and ``cronstatus --json``, each as a ratio to the admin index page measured in
-the same run, and prints the growth from the first step to the last, in milliseconds and in
-that ratio.
+the same run, with the queries Django sent for it and, where the server counts them
+(``pg_stat_statements``), the top-level statements it ran and the milliseconds it spent
+planning and executing them per request. Then where the Jobs page's time goes: the server's
+part, the schedule arithmetic (each job's last expected tick, for its health, and the next
+tick of the jobs shown) timed apart, and the rest (the view, the ORM, the rendering). Last,
+the growth from the first step to the last, in milliseconds and in that ratio.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.django_setup import hourly_jobs_and_admin, setup
-from benchmarks.measure import interleaved
+from benchmarks.measure import Observer, interleaved
 
 FILL = """
 INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, status,
@@ -55,6 +59,21 @@ FROM (SELECT g, (g / %(jobs)s) %% 40 AS k,
 """
 
 
+def schedule_arithmetic(jobs: list[Any], shown: int) -> Callable[[], None]:
+    """What the Jobs page computes from the schedules, as a call: every job's last expected
+    tick (its health: overdue or not) and the next tick of the ``shown`` first."""
+    from django.utils import timezone
+
+    from django_advisory_cron.ops.status import JobStatus
+
+    def ticks() -> None:
+        now = timezone.now()
+        for number, item in enumerate(JobStatus(job, now) for job in jobs):
+            _ = item.expected_tick, number < shown and item.next_tick
+
+    return ticks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=200)
@@ -64,13 +83,17 @@ def main() -> None:
     args = parser.parse_args()
     steps = [int(step) for step in args.steps.split(",")]
 
-    server, _url = setup()
+    server, url = setup()
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
     from django.test.utils import CaptureQueriesContext, override_settings
     from django.utils import timezone
 
+    from django_advisory_cron.admin.jobs import RegisteredJobAdmin
+    from django_advisory_cron.ops.status import job_statuses
+
+    observer = Observer(url)
     try:
         _user, client = hourly_jobs_and_admin(args.jobs)
         anchor = timezone.now()
@@ -133,6 +156,9 @@ def main() -> None:
                         call()
                     queries[label] = len(captured.captured_queries)
                 times = interleaved(list(calls.values()), args.repeat)
+                server_side = {
+                    label: observer.server_cost(call, args.repeat) for label, call in calls.items()
+                }
             measured = {
                 label: (elapsed, queries[label])
                 for label, elapsed in zip(calls, times, strict=True)
@@ -141,13 +167,26 @@ def main() -> None:
             baseline = measured["admin index (baseline)"][0]
             print(
                 f"\nhistory rows: {rows:,}; jobs: {args.jobs}; median of {args.repeat}, "
-                "taking turns"
+                "taking turns; queries Django sent; on the server: statements, plan + execute ms"
             )
             for label, (elapsed, sent) in measured.items():
+                cost = server_side[label]
+                on_server = "" if cost is None else f"  {cost[0]:4.1f} st. {cost[1]:6.1f} ms"
                 print(
                     f"{label:<34} {elapsed:9.1f} ms  {elapsed / baseline:7.1f}x index"
-                    f"  {sent:3d} queries"
+                    f"  {sent:3d} queries{on_server}"
                 )
+            shown = RegisteredJobAdmin.list_per_page
+            jobs_of = [item.job for item in job_statuses()]
+            (arithmetic,) = interleaved([schedule_arithmetic(jobs_of, shown)], args.repeat)
+            whole, cost = measured["Jobs"][0], server_side["Jobs"]
+            server_ms = 0.0 if cost is None else cost[1]
+            print(
+                f"the Jobs page's {whole:.1f} ms: the server {server_ms:.1f} ms, the schedule "
+                f"arithmetic {arithmetic:.1f} ms ({len(jobs_of)} last expected ticks, {shown} "
+                f"next), the rest (the view, the ORM, rendering) "
+                f"{whole - server_ms - arithmetic:.1f} ms"
+            )
         first, last = min(results), max(results)
         print(f"\ngrowth from {first:,} to {last:,} rows: ms at each, ratio, ratio of x index")
         index = "admin index (baseline)"
@@ -159,6 +198,7 @@ def main() -> None:
                 f"  {relative:6.2f}x"
             )
     finally:
+        observer.close()
         if server is not None:
             server.stop()
 

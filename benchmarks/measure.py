@@ -192,6 +192,24 @@ class Observer:
         assert row is not None
         return int(row[0]), float(row[1]), float(row[2])
 
+    def server_cost(self, action: Callable[[], Any], calls: int) -> tuple[float, float] | None:
+        """Top-level statements per call of ``action`` and the milliseconds per call the
+        server spent planning and executing them, after a reset, this module's readings left
+        out (None where the server does not time them)."""
+        if not self.server_side:
+            return None
+        self.reset()
+        for _ in range(calls):
+            action()
+        row = self.conn.execute(
+            "SELECT coalesce(sum(calls), 0), coalesce(sum(total_plan_time + total_exec_time), 0) "
+            "FROM pg_stat_statements WHERE dbid = %s AND toplevel "
+            "AND query NOT LIKE '%%pg_stat_statements%%'",
+            (self.dbid,),
+        ).fetchone()
+        assert row is not None
+        return int(row[0]) / calls, float(row[1]) / calls
+
     def per_call(self, action: Callable[[], Any], calls: int) -> float:
         """Statements per call of ``action``: counted by the server after a reset, or
         client-side (psycopg's ``Cursor.execute``) where the server does not count."""

@@ -443,9 +443,9 @@ def test_jobs_page(
     assert f"backend pid {pid}" in page
     assert str(RunStatus.SUCCEEDED.label) in page
     assert "?job=admin.slow" in page
-    # Whatever the number of jobs: the database's schedules, the run history, held locks, job
-    # states, the charts' runs, live workers.
-    assert len(app_queries(captured)) == 6
+    # Whatever the number of jobs: the database's schedules; the run history with the job
+    # states and the live workers; held locks; the charts' runs.
+    assert len(app_queries(captured)) == 4
 
 
 def test_jobs_page_flags_overdue_and_failing(viewer: Client, probe_job: Job[Any, Any]) -> None:

@@ -126,11 +126,11 @@ def test_search_finds_a_job_among_hundreds(viewer: Client, history: list[str]) -
 def test_statements_and_charts_do_not_grow_with_the_jobs(
     viewer: Client, history: list[str]
 ) -> None:
-    """Six statements (the database's schedules, history, held locks, job states, the charts'
-    runs, live workers), and charts drawn for the jobs shown only."""
+    """Four statements (the database's schedules; the history with the job states and the
+    live workers; held locks; the charts' runs), and charts drawn for the jobs shown only."""
     for query in ({}, {"p": 3}, {"q": "pages.job0"}):
         page, sent = get(viewer, query)
-        assert len(sent) == 6, (query, sent)
+        assert len(sent) == 4, (query, sent)
         shown = set(job_rows(page))
         assert page.count('<svg class="run-chart"') == len(shown & set(JOBS)) <= PER_PAGE
         (charts,) = [statement for statement in sent if "LIMIT 50" in statement]

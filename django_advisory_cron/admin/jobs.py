@@ -167,28 +167,34 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
         return back
 
     @staticmethod
-    def _origin(request: HttpRequest, job: Job[..., Any]) -> dict[str, Any]:
-        """Where ``job`` is defined, what an override changes of it, and the links to its
-        schedule and its versions the user's permissions allow: plain values for the
-        template."""
+    def _may(request: HttpRequest) -> dict[str, bool]:
+        """What the user may do with schedules, asked once for a page of jobs."""
         user, app = request.user, "django_advisory_cron"
-        may_see = user.has_perm(f"{app}.view_schedule") or user.has_perm(f"{app}.change_schedule")
+        return {
+            "see": user.has_perm(f"{app}.view_schedule") or user.has_perm(f"{app}.change_schedule"),
+            "reset": user.has_perm(f"{app}.delete_schedule"),
+            "override": user.has_perm(f"{app}.add_schedule"),
+        }
+
+    @staticmethod
+    def _origin(may: dict[str, bool], job: Job[..., Any]) -> dict[str, Any]:
+        """Where ``job`` is defined, what an override changes of it, and the links to its
+        schedule and its versions the user's permissions (``may``) allow: plain values for the
+        template."""
         # A code or settings job read with an override has the time it was edited.
         has_override = job.source != "database" and job.edited is not None
-        named = reverse("admin:django_advisory_cron_schedule_named", args=[job.name])
+        linked = may["see"] and (has_override or job.source == "database")
         origin: dict[str, Any] = {
             "origin": ORIGINS[job.source],
             "override": override_text(job) if has_override else "",
-            "schedule_url": named if may_see and (has_override or job.source == "database") else "",
-            "versions_url": (
-                versions_url(job.name)
-                if may_see and (has_override or job.source == "database")
-                else ""
-            ),
+            "schedule_url": reverse("admin:django_advisory_cron_schedule_named", args=[job.name])
+            if linked
+            else "",
+            "versions_url": versions_url(job.name) if linked else "",
             "override_url": "",
-            "reset": has_override and user.has_perm(f"{app}.delete_schedule"),
+            "reset": has_override and may["reset"],
         }
-        if not has_override and job.source != "database" and user.has_perm(f"{app}.add_schedule"):
+        if not has_override and job.source != "database" and may["override"]:
             url = reverse("admin:django_advisory_cron_schedule_add")
             origin["override_url"] = f"{url}?{urlencode({'override': '1', 'name': job.name})}"
         return origin
@@ -206,7 +212,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             return refused
         runs_url = reverse("admin:django_advisory_cron_jobrun_changelist")
         locks_url = reverse("admin:django_advisory_cron_heldlock_changelist")
-        statuses = status.job_statuses()
+        statuses, workers = status.statuses_and_workers()
         troubled = {item.name for item in statuses if item.problems}
         search = request.GET.get(SEARCH_VAR, "").strip()
         found = [item for item in statuses if search.casefold() in item.name.casefold()]
@@ -224,6 +230,7 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
             for number in paginator.get_elided_page_range(page.number)
         ]
         strips = charts.job_charts([item.name for item in page])
+        may = self._may(request)
         rows = [
             {
                 "status": item,
@@ -243,11 +250,10 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
                 "paused": item.paused,
                 "run_requested": item.run_requested,
                 "enabled": item.job.enabled,
-                **self._origin(request, item.job),
+                **self._origin(may, item.job),
             }
             for item in page
         ]
-        workers = live_workers()
         context = {
             **self.admin_site.each_context(request),
             "title": _("Jobs"),

@@ -634,10 +634,25 @@ SELECT holder.pid, pg_terminate_backend(holder.pid)
 -- their sum in seconds. For the jobs in %(targets)s (those with a lateness target) only, the
 -- tick and start of the last run that had a tick: the last run's when it had one (no second
 -- walk: the other branch's filter is false once per row), else the walk of the (job, started)
--- index goes on past the manual runs after it.
+-- index goes on past the manual runs after it. Then the job's state (reads.STATE_COLUMNS, NULLs
+-- without a row: one probe of its primary key) and, on the first job's row only and with
+-- %(prefix)s, the live workers (their application_name starts with it) as three arrays, oldest
+-- first: a page that shows the jobs and the workers reads both in one statement.
 SELECT j.job, r.id, r.job, r.tick, r.host, r.pid, r.started, r.finished, r.status, r.error,
-       r.manual, s.started, c.counts, l.buckets, l.seconds, k.tick, k.started
-FROM unnest(%(jobs)s::text[]) AS j(job)
+       r.manual, s.started, c.counts, l.buckets, l.seconds, k.tick, k.started,
+       st.job, st.paused, st.paused_at, st.paused_until, st.paused_by, st.reason,
+       st.run_requested, st.run_requested_by, st.changed, st.schedule_reset,
+       w.names, w.since, w.addresses
+FROM unnest(%(jobs)s::text[]) WITH ORDINALITY AS j(job, n)
+LEFT JOIN "django_advisory_cron_jobstate" AS st ON st.job = j.job
+LEFT JOIN (
+    SELECT COALESCE(array_agg(a.application_name ORDER BY a.backend_start), '{}') AS names,
+           COALESCE(array_agg(a.backend_start ORDER BY a.backend_start), '{}') AS since,
+           COALESCE(array_agg(a.client_addr ORDER BY a.backend_start), '{}') AS addresses
+      FROM pg_stat_activity AS a
+     WHERE %(prefix)s::text IS NOT NULL AND a.datname = current_database()
+       AND starts_with(a.application_name, %(prefix)s::text)
+) AS w ON j.n = 1 AND %(prefix)s::text IS NOT NULL
 LEFT JOIN LATERAL (
     SELECT * FROM "django_advisory_cron_jobrun" AS t
      WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
@@ -680,18 +695,24 @@ LEFT JOIN LATERAL (
 ORDER BY j.job
 
 -- name: recent_runs
--- The last runs of each job that were not skips, with the seconds each ran.
-SELECT r.job, r.tick, r.host, r.pid, r.status,
-       extract(epoch FROM COALESCE(r.finished,
-                                   CASE WHEN r.status = 'running' THEN now() ELSE r.started END)
-                          - r.started)::float8
-FROM unnest(%(jobs)s::text[]) AS j(job)
+-- The last runs of each job that were not skips, with the seconds each ran (none below 0: a
+-- clock behind the start's), the tick in seconds since the epoch (a page reads 2,500 of them:
+-- a number is cheaper to read than a time). Each job's walk of (job, started) reads only the
+-- columns shown, and the rows come in the order of %(jobs)s: the server knows the walks give
+-- that order, where sorting 2,500 rows by job name took it 11 ms (a collation's comparisons).
+SELECT r.job, extract(epoch FROM r.tick)::float8, r.host, r.pid, r.status,
+       GREATEST(extract(epoch FROM COALESCE(r.finished,
+                                            CASE WHEN r.status = 'running' THEN now()
+                                                 ELSE r.started END)
+                                   - r.started)::float8, 0)
+FROM unnest(%(jobs)s::text[]) WITH ORDINALITY AS j(job, n)
 CROSS JOIN LATERAL (
-    SELECT * FROM "django_advisory_cron_jobrun" AS t
+    SELECT t.id, t.job, t.tick, t.host, t.pid, t.status, t.started, t.finished
+      FROM "django_advisory_cron_jobrun" AS t
      WHERE t.job = j.job AND t.status <> ALL(%(skips)s::text[])
      ORDER BY t.started DESC, t.id DESC LIMIT %(limit)s
 ) AS r
-ORDER BY r.job, r.started DESC, r.id DESC
+ORDER BY j.n, r.started DESC, r.id DESC
 
 -- name: timeline_runs
 -- The timeline's window on the database's clock (it ends at %(ends)s, or %(ahead)s after now),

@@ -17,6 +17,11 @@ from .sql import Statement
 RUN_COLUMNS = (
     "id", "job", "tick", "host", "pid", "started", "finished", "status", "error", "manual",
 )
+#: The columns of a job's state row the read side loads (all of them).
+STATE_COLUMNS = (
+    "job", "paused", "paused_at", "paused_until", "paused_by", "reason",
+    "run_requested", "run_requested_by", "changed", "schedule_reset",
+)
 # fmt: on
 
 
@@ -27,6 +32,7 @@ def job_summaries(
     since: datetime | None,
     late_bounds: list[float],
     targets: Sequence[str],
+    prefix: str | None = None,
 ) -> Statement:
     """For each job in ``jobs``, in one statement: its last run that was not a skip, the
     start of its last success, and (with ``since``) its runs per status started since then
@@ -35,22 +41,29 @@ def job_summaries(
     lateness: a JSON object giving, per number of ``late_bounds`` (ascending) a run's
     lateness is at or below, how many runs, and their lateness in seconds summed (NULLs
     without ``since``), and, for the jobs among ``targets`` (the others' are NULLs), the tick
-    and start of the last run that had a tick. The cost follows the number of jobs and the
-    runs inside the window, not the history's size (the indexes it walks: ``queries.sql``)."""
+    and start of the last run that had a tick; then the job's state row (``STATE_COLUMNS``,
+    NULLs without one) and, with ``prefix``, on one row (the others' are NULLs), the live
+    workers (sessions whose ``application_name`` starts with it), oldest first, as three
+    arrays: names, session starts, client addresses. The cost follows the number of jobs and
+    the runs inside the window, not the history's size (the indexes it walks:
+    ``queries.sql``)."""
     params = {
         "jobs": list(jobs),
         "skips": list(skips),
         "since": since,
         "late_bounds": [-bound for bound in reversed(late_bounds)],
         "targets": list(targets),
+        "prefix": prefix,
     }
     return QUERIES["job_summaries"], params
 
 
 def recent_runs(jobs: list[str], *, skips: list[str], limit: int) -> Statement:
-    """The last ``limit`` runs of each job that were not skips, newest first within a job:
-    ``(job, tick, host, pid, status, seconds)``, the seconds it ran (so far, for a running
-    one) computed here, so a page of run charts converts no start and end times."""
+    """The last ``limit`` runs of each job that were not skips, job by job in the order of
+    ``jobs``, newest first within a job:
+    ``(job, tick, host, pid, status, seconds)``, the tick in seconds since the epoch and the
+    seconds it ran (so far, for a running one, never below 0) computed here, so a page of run
+    charts converts no times but the ticks it shows."""
     return QUERIES["recent_runs"], {"jobs": list(jobs), "skips": list(skips), "limit": limit}
 
 

@@ -52,7 +52,8 @@ class ChartRun(NamedTuple):
     """What a bar shows of a run."""
 
     job: str
-    tick: datetime | None
+    #: Seconds since the epoch; ``None``: a run outside the schedule.
+    tick: float | None
     host: str
     pid: int
     status: str
@@ -66,17 +67,19 @@ def recent_runs(names: list[str], limit: int = RUNS_SHOWN) -> dict[str, list[Cha
         return runs
     statement = reads.recent_runs(names, skips=list(SKIPS), limit=limit)
     for row in fetch_all(app_settings.lock_database, statement):
-        run = ChartRun(*row)
-        runs[run.job].append(run._replace(seconds=max(float(run.seconds or 0.0), 0.0)))
+        runs[row[0]].append(ChartRun(*row))
     for job_runs in runs.values():
         job_runs.reverse()
     return runs
 
 
-def _tick(value: datetime | None, zone: tzinfo) -> str:
+def _tick(value: float | None, zone: tzinfo) -> str:
+    """``tick 2026-03-01 02:00:00 CET``: ``isoformat``, three times cheaper than ``strftime``
+    (a page titles 2,500 bars)."""
     if value is None:
         return "outside the schedule"
-    return f"tick {value.astimezone(zone).strftime('%Y-%m-%d %H:%M:%S %Z')}"
+    local = datetime.fromtimestamp(value, zone)
+    return f"tick {local.isoformat(' ', 'seconds')[:19]} {local.tzname() or ''}"
 
 
 def human_lateness(seconds: float) -> str:
@@ -106,30 +109,42 @@ def human_duration(value: timedelta | float | None) -> str:
     return f"{minutes} min {secs:02d} s"
 
 
-def run_strip(job: str, runs: Iterable[ChartRun]) -> SafeString:
+class _Legend(NamedTuple):
+    """What every strip of a page shares, looked up once: the time zone, and each status's
+    label and colour, its value escaped."""
+
+    zone: tzinfo
+    statuses: dict[str, tuple[str, str, str]]
+
+
+def _legend() -> _Legend:
+    statuses = {
+        status.value: (str(status.label), colour(status.value), escape(status.value))
+        for status in RunStatus
+    }
+    return _Legend(timezone.get_current_timezone(), statuses)
+
+
+def run_strip(job: str, runs: Iterable[ChartRun], legend: _Legend | None = None) -> SafeString:
     """An inline ``<svg>`` with one bar per run (oldest first); empty when there is none.
 
     Built with plain string formatting, the runs' own text escaped (the standard library's
-    ``escape``, which Django's wraps), the time zone looked up once: a page draws 50 bars for
-    each of its jobs."""
+    ``escape``, which Django's wraps), the time zone and the statuses' labels looked up once
+    (``legend``, shared by the strips of a page): a page draws 50 bars for each of its jobs."""
     runs = list(runs)
     if not runs:
         return SafeString("")
-    zone = timezone.get_current_timezone()
-    labels = {status.value: str(status.label) for status in RunStatus}
-    colours = {status.value: colour(status.value) for status in RunStatus}
+    zone, statuses = legend or _legend()
     longest = max(run.seconds for run in runs) or 1.0
     bars = []
     for index, run in enumerate(runs):
         height = max(MIN_BAR, round(HEIGHT * run.seconds / longest))
-        label = (
-            f"{_tick(run.tick, zone)}; {run.host} pid {run.pid}; "
-            f"{labels.get(run.status, run.status)}; {human_duration(run.seconds)}"
-        )
+        label, fill, value = statuses.get(run.status) or (run.status, GREY, escape(run.status))
+        text = f"{_tick(run.tick, zone)}; {run.host} pid {run.pid}; {label}; "
         bars.append(
             f'<rect x="{index * (BAR_WIDTH + GAP)}" y="{HEIGHT - height}" width="{BAR_WIDTH}" '
-            f'height="{height}" fill="{colours.get(run.status, GREY)}" '
-            f'data-status="{escape(run.status)}"><title>{escape(label)}</title></rect>'
+            f'height="{height}" fill="{fill}" data-status="{value}"><title>'
+            f"{escape(text + human_duration(run.seconds))}</title></rect>"
         )
     width = len(runs) * (BAR_WIDTH + GAP) - GAP
     name = escape(job)
@@ -142,5 +157,5 @@ def run_strip(job: str, runs: Iterable[ChartRun]) -> SafeString:
 
 def job_charts(names: list[str]) -> dict[str, SafeString]:
     """A strip per job in ``names`` (an empty string for a job that never ran)."""
-    runs = recent_runs(names)
-    return {name: run_strip(name, runs.get(name, [])) for name in names}
+    runs, legend = recent_runs(names), _legend()
+    return {name: run_strip(name, runs.get(name, []), legend) for name in names}

@@ -49,7 +49,10 @@ class ArrayMap(Func):
 
     Keys and values travel as two array parameters, so the SQL text stays the same size
     whatever the number of jobs (a ``CASE`` per job grew it with every job, and Django repeats
-    an annotation's SQL wherever another annotation, a filter or the ordering uses it).
+    an annotation's SQL wherever another annotation, a filter or the ordering uses it). Each
+    is written once as the text of an array (``_array_text``), and the driver sends that one
+    string wherever the annotation is repeated, rather than quoting every element anew
+    (fifteen times 200 jobs made most of the Jobs page's time in this query).
     """
 
     def __init__(
@@ -62,10 +65,10 @@ class ArrayMap(Func):
         output_field: Any,
     ) -> None:
         super().__init__(expression, output_field=output_field)
-        self.keys, self.values = keys, values
+        self.keys, self.values = _array_text(keys), _array_text(values)
         self.key_type, self.value_type = key_type, value_type
 
-    def as_sql(  # type: ignore[override]  # the array parameters are lists
+    def as_sql(  # type: ignore[override]
         self, compiler: Any, connection: Any, *args: Any, **kwargs: Any
     ) -> tuple[str, list[Any]]:
         sql, params = compiler.compile(self.get_source_expressions()[0])
@@ -77,10 +80,18 @@ class ArrayMap(Func):
         return template, [self.values, self.keys, *params]
 
 
+def _array_text(items: list[Any]) -> str:
+    """``items`` as PostgreSQL reads an array: each element double-quoted, its backslashes
+    and double quotes escaped (a name may hold any character)."""
+    quoted = (str(item).replace("\\", "\\\\").replace('"', '\\"') for item in items)
+    return "{" + ",".join(f'"{item}"' for item in quoted) + "}"
+
+
 def _job_name(jobs: list[Job[Any, Any]], namespace: int) -> Any:
     """The name of the registered job whose key a lock-table row holds, else NULL."""
-    two_int = [(job.key.lock_ids, job.name) for job in jobs if job.key.lock_ids]
-    hashtext = [job.name for job in jobs if job.key.lock_ids is None]
+    keys = [(job.key.lock_ids, job.name) for job in jobs]  # each key computed once
+    two_int = [(ids, name) for ids, name in keys if ids]
+    hashtext = [name for ids, name in keys if ids is None]
     whens = []
     if two_int:
         objids = [ids[1] for ids, _name in two_int]

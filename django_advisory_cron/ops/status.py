@@ -1,8 +1,9 @@
 """The health of every registered job, shared by the "Jobs" admin page and ``cronstatus``.
 
-Three queries whatever the number of jobs: one statement for the run history (each job's last
-run, its last success and, for the metrics, its runs per status over a window), one for the
-advisory locks our jobs hold or wait for, and one for the jobs' states (paused, run now).
+Two statements whatever the number of jobs, after the catalog's: one for the run history
+(each job's last run, its last success and, for the metrics, its runs per status over a
+window), the jobs' states (paused, run now) and, for the pages and commands that show them, the
+live workers; and one for the advisory locks our jobs hold or wait for.
 
 A scheduled job is *overdue* when the latest tick that should have finished by now (ticks older
 than ``MAX_SKEW + OVERDUE_GRACE``) has no successful run at or after it, and the job is not
@@ -43,7 +44,7 @@ from ..jobs import catalog
 from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
 from ..run import control, limits
-from ..worker.fleet import LiveWorker, live_workers
+from ..worker.fleet import PRESENCE_NAME, LiveWorker, live_workers, read_workers
 from .charts import human_duration
 from .describe import describe
 from .heldlocks import held_locks
@@ -110,7 +111,7 @@ class JobStatus:
             self.schedule_error = str(error)
             return None
 
-    @property
+    @cached_property
     def schedule_description(self) -> str:
         schedule = self.schedule
         if schedule is None:
@@ -353,13 +354,35 @@ def job_statuses(
     With ``window`` (seconds), each status also counts the job's runs per status started in
     the last ``window`` seconds (``run_counts``), in the same history query.
     """
+    return _read(names, now, window, using, with_workers=False)[0]
+
+
+def statuses_and_workers(
+    names: list[str] | None = None, using: str | None = None
+) -> tuple[list[JobStatus], list[LiveWorker]]:
+    """``job_statuses(names)`` and the live workers, the workers read by the history
+    statement: one statement fewer for the pages and commands that show both."""
+    statuses, workers = _read(names, None, None, using, with_workers=True)
+    return statuses, workers if workers is not None else live_workers(lock_database(using))
+
+
+def _read(
+    names: list[str] | None,
+    now: datetime | None,
+    window: float | None,
+    using: str | None,
+    *,
+    with_workers: bool,
+) -> tuple[list[JobStatus], list[LiveWorker] | None]:
+    """The statuses, and the live workers when asked for and there is a job to read them
+    with (``None`` otherwise)."""
     alias = lock_database(using)
     found = catalog.current(alias)
     jobs = [job for job in found.all() if names is None or job.name in names]
     now = now or timezone.now()
     statuses = {job.name: JobStatus(job, now) for job in jobs}
     if not statuses:
-        return []
+        return [], None
     since = None if window is None else now - timedelta(seconds=window)
     statement = reads.job_summaries(
         list(statuses),
@@ -367,27 +390,33 @@ def job_statuses(
         since=since,
         late_bounds=list(LATENESS_BUCKETS),
         targets=[job.name for job in jobs if job.late_after is not None],
+        prefix=PRESENCE_NAME if with_workers else None,
     )
-    width = len(reads.RUN_COLUMNS)
-    rows = fetch_all(alias, statement)
-    for name, *run, last_success, counts, buckets, seconds, tick, started in rows:
+    runs, states = len(reads.RUN_COLUMNS), len(reads.STATE_COLUMNS)
+    workers = None
+    for row in fetch_all(alias, statement):
+        name, run, rest = row[0], row[1 : 1 + runs], row[1 + runs :]
+        last_success, counts, buckets, seconds, tick, started = rest[:6]
+        state, (worker_names, began, addresses) = rest[6 : 6 + states], rest[6 + states :]
         item = statuses[name]
         if run[0] is not None:
-            item.last_run = JobRun.from_db(alias, list(reads.RUN_COLUMNS), run[:width])
+            item.last_run = JobRun.from_db(alias, list(reads.RUN_COLUMNS), run)
         item.last_success = last_success
         if window is not None:
             item.run_counts = json.loads(counts) if counts else {}
             item.lateness = Lateness.read(json.loads(buckets) if buckets else {}, seconds)
         if tick is not None:
             item.last_ticked = (tick, started)
+        if state[0] is not None:
+            item.state = JobState.from_db(alias, list(reads.STATE_COLUMNS), state)
+        if worker_names is not None:
+            workers = read_workers(zip(worker_names, began, addresses, strict=True))
     for lock in held_locks(alias).filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
-    for state in JobState.objects.using(alias).filter(job__in=list(statuses)):
-        statuses[state.job].state = state
     limited = [job.name for job in jobs if job.max_runs is not None]
     for name, runs in limits.runs_of(alias, limited).items():
         statuses[name].runs = runs
-    return list(statuses.values())
+    return list(statuses.values()), workers
 
 
 def unhealthy(statuses: list[JobStatus], ignore: tuple[str, ...] = ()) -> list[JobStatus]:
@@ -439,6 +468,6 @@ def health_report(
 
 def health_document(ignore: tuple[str, ...] = ()) -> dict[str, Any]:
     """The health of every job and of the workers (``EXPECT_WORKERS``), as
-    ``cronstatus --json`` prints it: four queries."""
-    statuses = job_statuses()
-    return health_report(statuses, ignore, live_workers(), app_settings.EXPECT_WORKERS)
+    ``cronstatus --json`` prints it: three queries."""
+    statuses, workers = statuses_and_workers()
+    return health_report(statuses, ignore, workers, app_settings.EXPECT_WORKERS)

@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ..db import sql
 from ..db.aliases import lock_database
@@ -76,7 +77,12 @@ def _parse(application_name: str) -> tuple[str, int | None]:
 
 def live_workers(using: str | None = None) -> list[LiveWorker]:
     """The workers connected to the lock database now, oldest first."""
-    rows = fetch_all(lock_database(using), sql.live_workers(PRESENCE_NAME))
+    return read_workers(fetch_all(lock_database(using), sql.live_workers(PRESENCE_NAME)))
+
+
+def read_workers(rows: Iterable[tuple[str, datetime, Any]]) -> list[LiveWorker]:
+    """The workers of ``(application_name, backend_start, client_addr)`` sessions, in their
+    order (a statement that reads them beside other things hands them over here)."""
     workers = []
     for name, since, client_addr in rows:
         host, pid = _parse(name)

@@ -84,6 +84,9 @@ def test_the_columns_read_are_the_python_tuples_in_their_order() -> None:
     assert set(read) <= columns(ScheduleRow)
     summary = QUERIES["job_summaries"].split("FROM")[0]
     assert re.findall(r"\br\.(\w+)", summary) == list(reads.RUN_COLUMNS)
+    # A job's state is read whole, in the order the Python tuple names it.
+    assert re.findall(r"\bst\.(\w+)", summary) == list(reads.STATE_COLUMNS)
+    assert set(reads.STATE_COLUMNS) == columns(JobState)
 
 
 def test_the_names_python_shares_with_the_statements_are_the_same() -> None:

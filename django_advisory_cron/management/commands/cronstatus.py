@@ -21,11 +21,11 @@ from ...ops.status import (
     PROBLEMS,
     JobStatus,
     health_report,
-    job_statuses,
     missing_workers,
+    statuses_and_workers,
     unhealthy,
 )
-from ...worker.fleet import LiveWorker, live_workers
+from ...worker.fleet import LiveWorker
 from ..arguments import WORKERS, text
 from ..base import AppCommand, no_job_named
 
@@ -96,8 +96,7 @@ class Command(AppCommand):
         except LockDatabaseError as error:
             raise CronStatusError(str(error), exitcodes.CONFIG) from error
         try:
-            statuses = job_statuses(names)
-            workers = live_workers()
+            statuses, workers = statuses_and_workers(names)
         except DatabaseUnavailable as error:
             raise CronStatusError(str(error), exitcodes.DATABASE_UNAVAILABLE) from error
         except OperationalError as error:

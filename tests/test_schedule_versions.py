@@ -7,6 +7,7 @@ what it wrote (``transactional_db``), its workers stopped before."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 from typing import Any
@@ -193,9 +194,9 @@ EDITING = ["view_registeredjob", "view_schedule", "add_schedule", "change_schedu
 
 
 @pytest.fixture
-def editor(django_user_model: Any) -> Client:
-    import importlib
-
+def editor(fresh_registry: None, django_user_model: Any) -> Client:
+    """A user who may edit schedules, with ``schedule_tasks``'s jobs registered for the test
+    only (left registered, they would fail later tests' checks)."""
     importlib.reload(importlib.import_module("tests.jobsapp.schedule_tasks"))
     return logged_in(django_user_model, "editor", [*EDITING, "delete_schedule"])
 

@@ -87,7 +87,8 @@ SELECT c.* FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[]
        %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
        %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
        %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
-       %(synchronous_commit)s::text) AS c
+       %(synchronous_commit)s::text, %(slot_n)s::bigint[], %(slot_classids)s::int[],
+       %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
 
 -- name: claim_runs_census
 -- claim_runs, and a worker's census, read after the claim (its clock is never ahead): the
@@ -106,11 +107,12 @@ SELECT c.*, clock_timestamp(),
        %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
        %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
        %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
-       %(synchronous_commit)s::text) AS c
+       %(synchronous_commit)s::text, %(slot_n)s::bigint[], %(slot_classids)s::int[],
+       %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
 
 -- name: create_claim
--- The claim algorithm, installed by migration 0016 (a later change of it is a migration that
--- runs this again). Why a function: PL/pgSQL keeps its statement's plan for the life of the
+-- The claim algorithm, installed by migration 0016 and again, with the run slots, by 0024 (a
+-- later change of it is a migration that runs this again). Why a function: PL/pgSQL keeps its statement's plan for the life of the
 -- backend, so a claim is planned once per connection, not on every call, whether the call is
 -- prepared or not: a transaction-scope claim on the project's connection, a worker's claim
 -- connection that binds on the client, a connection behind a transaction pooler. The SET
@@ -126,15 +128,21 @@ SELECT c.*, clock_timestamp(),
 -- reference within _skew (a join, so that a batch costs its claims and their matches, not
 -- their product). The skip rows are written with _record, and for a manual claim; a lock
 -- held elsewhere is recorded with who holds it, as the Held locks page (the heldlock view)
--- shows it, and an earlier run still alive with its id, host and pid.
+-- shows it, and an earlier run still alive with its id, host and pid. "x": the run slots of
+-- the claims of jobs that may run several times at once (overlap allow_all), each claim's
+-- keys in order (its job's own first): such a claim goes ahead while fewer of its job's runs
+-- are live than it has slots, and takes the first slot free (not held by this backend, which
+-- would take it again, then tried: the CASE keeps that order, and the scan stops at the first
+-- taken); "slot" says which (NULL for a claim without slots).
 CREATE OR REPLACE FUNCTION django_advisory_cron_claim(
     _jobs text[], _classids int[], _objids int[], _hashed text[], _refs timestamptz[],
     _manual boolean[], _task_ids text[], _once boolean[], _match_n bigint[],
     _match_at timestamptz[], _match_tick timestamptz[], _skew float8, _host text, _pid int,
     _transaction boolean, _lease float8, _final boolean, _settle boolean, _record boolean,
-    _synchronous_commit text)
+    _synchronous_commit text, _slot_n bigint[], _slot_classids int[], _slot_objids int[],
+    _slot_hashed text[])
 RETURNS TABLE (released boolean, got boolean, run_id bigint, tick timestamptz,
-               reference timestamptz, interrupted bigint, live bigint, paused text)
+               reference timestamptz, interrupted bigint, live bigint, paused text, slot int)
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $claim$
 #variable_conflict use_column
 BEGIN
@@ -150,21 +158,50 @@ WITH i AS (
 ), live AS (
     SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
      WHERE job = ANY(_jobs) AND lease_until >= clock_timestamp() GROUP BY job
+), x AS (
+    SELECT x.*, row_number() OVER (PARTITION BY x.n ORDER BY x.k)::int AS slot,
+           CASE WHEN x.hashed IS NULL THEN 2 ELSE 1 END AS sub,
+           CASE WHEN x.hashed IS NULL THEN x.classid::bigint & 4294967295
+                ELSE (hashtext(x.hashed)::bigint >> 32) & 4294967295 END AS k1,
+           CASE WHEN x.hashed IS NULL THEN x.objid::bigint & 4294967295
+                ELSE hashtext(x.hashed)::bigint & 4294967295 END AS k2
+      FROM unnest(_slot_n, _slot_classids, _slot_objids, _slot_hashed)
+           WITH ORDINALITY AS x(n, classid, objid, hashed, k)
+), room AS (
+    SELECT x.n, count(*) AS slots FROM x GROUP BY x.n
 ), l AS (
-    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
-           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT _transaction
+    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference, r.slots,
+           CASE WHEN p.why IS NOT NULL OR v.n >= COALESCE(r.slots, 1) OR r.slots IS NOT NULL
+                THEN false WHEN NOT _transaction
                 AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
                 WHEN NOT _transaction THEN pg_try_advisory_lock(hashtext(i.hashed))
                 WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
-                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS own,
+           CASE WHEN r.slots IS NULL OR p.why IS NOT NULL OR v.n >= r.slots THEN NULL ELSE (
+               SELECT x.slot FROM x
+                WHERE CASE WHEN x.n <> i.n OR EXISTS (
+                               SELECT FROM pg_locks k
+                                WHERE k.locktype = 'advisory' AND k.pid = pg_backend_pid()
+                                  AND k.objsubid = x.sub AND k.classid::bigint = x.k1
+                                  AND k.objid::bigint = x.k2) THEN false
+                           WHEN NOT _transaction AND x.hashed IS NULL
+                           THEN pg_try_advisory_lock(x.classid, x.objid)
+                           WHEN NOT _transaction THEN pg_try_advisory_lock(hashtext(x.hashed))
+                           WHEN x.hashed IS NULL
+                           THEN pg_try_advisory_xact_lock(x.classid, x.objid)
+                           ELSE pg_try_advisory_xact_lock(hashtext(x.hashed)) END
+                LIMIT 1) END AS slot
       FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+      LEFT JOIN room r ON r.n = i.n
+), g AS (
+    SELECT l.*, l.own OR l.slot IS NOT NULL AS got FROM l
 ), m AS (
     SELECT DISTINCT ON (c.n) c.n, c.tick
-      FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick) JOIN l ON l.n = c.n
-     WHERE abs(extract(epoch FROM c.at - l.reference)) <= _skew
-     ORDER BY c.n, abs(extract(epoch FROM c.at - l.reference))
+      FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick) JOIN g ON g.n = c.n
+     WHERE abs(extract(epoch FROM c.at - g.reference)) <= _skew
+     ORDER BY c.n, abs(extract(epoch FROM c.at - g.reference))
 ), t AS (
-    SELECT l.*, m.tick FROM l LEFT JOIN m ON m.n = l.n
+    SELECT g.*, m.tick FROM g LEFT JOIN m ON m.n = g.n
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
@@ -198,7 +235,10 @@ WITH i AS (
     SELECT o.job, o.tick, _host, _pid, clock_timestamp(), clock_timestamp(),
            CASE WHEN o.got THEN 'skipped_tick'
                 WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
-           COALESCE(o.why, CASE WHEN o.live > 0
+           COALESCE(o.why, CASE WHEN o.slots IS NOT NULL AND NOT o.got
+                                THEN 'its ' || o.live || ' runs going fill its ' || o.slots
+                                     || ' run slots (max_concurrent), or their locks are held'
+                                WHEN o.live > 0
                                 THEN 'an earlier run is still alive (its lease has not expired)'
                                      || COALESCE((SELECT ': run ' || r.id || ' on host ' || r.host
                                                          || ' pid ' || r.pid
@@ -218,16 +258,34 @@ WITH i AS (
            o.manual, o.task_id
       FROM o WHERE ((NOT o.got AND _final) OR o.settled) AND (_record OR o.manual)
 )
-SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
-            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+SELECT CASE WHEN NOT o.settled THEN false
+            WHEN o.slot IS NOT NULL THEN (
+                SELECT CASE WHEN x.hashed IS NULL THEN pg_advisory_unlock(x.classid, x.objid)
+                            ELSE pg_advisory_unlock(hashtext(x.hashed)) END
+                  FROM x WHERE x.n = o.n AND x.slot = o.slot)
+            WHEN o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            ELSE pg_advisory_unlock(hashtext(o.hashed)) END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why, o.slot
   FROM o ORDER BY o.n;
 END
 $claim$
 
 -- name: drop_claim
--- Migration 0016 undone.
-DROP FUNCTION django_advisory_cron_claim
+-- Migration 0016 undone (0024 undone first has dropped it already).
+DROP FUNCTION IF EXISTS django_advisory_cron_claim
+
+-- name: drop_claim_without_slots
+-- The claim function as 0016 installed it before 0024 (without the run slots): 0024 drops it,
+-- so that the call finds the one with them.
+DROP FUNCTION IF EXISTS django_advisory_cron_claim(text[], int[], int[], text[], timestamptz[],
+    boolean[], text[], boolean[], bigint[], timestamptz[], timestamptz[], float8, text, int,
+    boolean, float8, boolean, boolean, boolean, text)
+
+-- name: drop_claim_with_slots
+-- Migration 0024 undone: the function goes; the release before it installs its own.
+DROP FUNCTION IF EXISTS django_advisory_cron_claim(text[], int[], int[], text[], timestamptz[],
+    boolean[], text[], boolean[], bigint[], timestamptz[], timestamptz[], float8, text, int,
+    boolean, float8, boolean, boolean, boolean, text, bigint[], int[], int[], text[])
 
 
 -- name: unclaimed_ticks
@@ -578,7 +636,7 @@ SELECT s.name, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone, 
        CASE WHEN s.starts BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.starts END,
        CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
-       s.retries, s.retry_backoff, s.at_most_once, s.capture,
+       s.retries, s.retry_backoff, s.at_most_once, s.capture, s.overlap, s.max_concurrent,
        CASE WHEN s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.changed END,
        concat_ws(' and ',

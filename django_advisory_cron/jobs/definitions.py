@@ -101,6 +101,10 @@ class Definition:
     at_most_once: bool | None = None
     #: A run keeps what it logs (``None``: as its job; a command's output is kept).
     capture: bool | None = None
+    #: What a tick that comes while a run is going does (empty: skip), and ``allow_all``'s
+    #: runs at once (``None``: its default).
+    overlap: str = ""
+    max_concurrent: int | None = None
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 

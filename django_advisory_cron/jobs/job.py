@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 from ..conf import CatchUp
 from ..core.jitter import jitter_problem
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
+from ..core.overlap import Overlap, concurrent_runs, overlap_policy, slots
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
     Every,
@@ -126,6 +127,11 @@ class Job(Generic[P, R]):
     #: Its first and last possible tick (``None``: no bound).
     starts: datetime | None = None
     ends: datetime | None = None
+    #: What a tick that comes while a run is going does (see
+    #: [overlap][django_advisory_cron.core.overlap]): ``"skip"``, or ``"allow_all"``, up to
+    #: ``max_concurrent`` runs at once (``None``: its default).
+    overlap: Overlap = "skip"
+    max_concurrent: int | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
@@ -176,6 +182,17 @@ class Job(Generic[P, R]):
     def key(self) -> LockKey:
         """The job's advisory lock key (computed from the configured namespace)."""
         return job_key(self.name, self.key_mode)
+
+    @property
+    def keys(self) -> tuple[LockKey, ...]:
+        """The keys of its run slots, one per run it may have going at once (the first is
+        ``key``): a claim takes the first that is free."""
+        return tuple(self.key.slot_key(slot) for slot in range(1, self.slots + 1))
+
+    @property
+    def slots(self) -> int:
+        """How many runs of it may go at once."""
+        return slots(self.overlap, self.max_concurrent)
 
     @property
     def origin(self) -> str:
@@ -358,6 +375,8 @@ def locked_task(
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
     capture: bool | Sequence[str] = False,
+    overlap: str = "skip",
+    max_concurrent: int | None = None,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -387,6 +406,8 @@ def locked_task(
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
     capture: bool | Sequence[str] = False,
+    overlap: str = "skip",
+    max_concurrent: int | None = None,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -421,8 +442,10 @@ def locked_task(
     skipped for it. ``jitter`` (seconds or a ``timedelta``, below the shortest interval
     between two ticks) starts each tick up to that much after it, at an offset every replica
     computes alike from the job's name and the tick. ``timezone`` (an IANA name; default
-    ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. Bad values raise
-    ``ValueError`` here, naming the job.
+    ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. ``overlap`` says what a
+    tick that comes while a run is going does: ``"skip"`` (the default) skips it,
+    ``"allow_all"`` runs it beside the others, up to ``max_concurrent`` runs at once (default
+    2, at most 32), each tick still once. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -482,6 +505,7 @@ def locked_task(
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
         try:
             spread = jitter_seconds(jitter, _spread_over(schedule, interval, timezone, jitter))
+            policy, concurrent = overlap_policy(overlap), concurrent_runs(max_concurrent)
         except ValueError as error:
             raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         job = Job(
@@ -518,6 +542,8 @@ def locked_task(
             capture=None
             if capture is False
             else (function.__module__, *([] if capture is True else capture)),
+            overlap=policy,
+            max_concurrent=concurrent,
         )
         registry.register(job)
         return job

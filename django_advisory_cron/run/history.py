@@ -151,6 +151,9 @@ class Run:
     #: Its lock is held on a connection shared with other runs' locks (claimed together):
     #: its release unlocks that one lock only.
     shared: bool = field(default=False, repr=False, compare=False)
+    #: The keys of its job's run slots, when the job may run several times at once: its claim
+    #: takes the first free, and its lock is that one's from then on.
+    slots: tuple[LockKey, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def ran(self) -> bool:
@@ -226,6 +229,7 @@ class Run:
             self.manual,
             self.task_id,
             self.once,
+            self.slots,
         )
 
     def accept(self, row: Row, send: Send) -> bool:
@@ -234,6 +238,8 @@ class Run:
         released, got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row[
             :8
         ]
+        if row[8] is not None:
+            self.held_by.rekey(self.slots[row[8] - 1])
         if self.reference is None:
             self.reference = reference
         self.interrupted_runs += int(interrupted)
@@ -296,7 +302,9 @@ class Run:
             synchronous_commit=self.synchronous_commit,
         )
 
-    def beat(self, key: LockKey) -> Statement:
+    def beat(self) -> Statement:
+        """Its lock's heartbeat: its lease renewed while its lock (its slot's) is held."""
+        key = self.held_by.key
         if self.run_id is None:
             return sql.lock_held(key)
         return sql.renew_leases([(self.run_id, key)], lease=self.lease)
@@ -358,6 +366,7 @@ def new_run(
     reference: datetime | None = None,
     max_skew: float = 0,
     once: bool = False,
+    slots: tuple[LockKey, ...] = (),
 ) -> Run:
     """The one place a [Run][django_advisory_cron.run.history.Run] is made: one about to
     claim its tick (a skip until its claim says otherwise), or one another process recorded,
@@ -376,6 +385,7 @@ def new_run(
         reference=reference,
         max_skew=max_skew,
         once=once,
+        slots=slots if len(slots) > 1 else (),
     )
 
 

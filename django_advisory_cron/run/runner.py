@@ -12,7 +12,6 @@ what the job raised (as ``Job.run`` does).
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -70,6 +69,9 @@ class RunnableJob(attempts.Body, Protocol):
     def key(self) -> LockKey: ...
 
     @property
+    def keys(self) -> tuple[LockKey, ...]: ...
+
+    @property
     def at_most_once(self) -> bool: ...
 
     @property
@@ -115,13 +117,14 @@ def execute(
         using=alias,
         task_id=task_id,
         once=job.at_most_once,
+        slots=job.keys,
     )
     lock = run.lock = AdvisoryLock(
         job.key,
         scope=scope or job.scope,
         wait=job.wait if wait is None else wait,
         using=alias,
-        beat=functools.partial(run.beat, job.key),
+        beat=run.beat,
         on_lost=_on_lost(job, run),
         savepoint=True,
         whole_statements=True,
@@ -273,6 +276,7 @@ def _claim_entries(
             manual=tick is None,
             using=claims.alias,
             once=job.at_most_once,
+            slots=job.keys,
         )
         run.shared = True
         lock = run.lock = SharedLock(job.key, claims, _on_lost(job, run))

@@ -7,16 +7,21 @@ claim's slots: tests/unit/test_overlap.py)."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import signal
 from datetime import datetime
 from typing import Any
 
 import pytest
 from django.db.models import Count
+from django.urls import reverse
 
 from django_advisory_cron import exitcodes
-from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.models import JobRun, RunStatus, Schedule
+from django_advisory_cron.ops.heldlocks import held_locks
+from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for, workers_present
 
@@ -94,10 +99,14 @@ def test_two_replicas_run_up_to_max_concurrent_at_once_and_each_tick_once(
 
 @pytest.mark.slow
 def test_runlocked_runs_an_allow_all_job_up_to_its_bound(
-    overlapping: None, spawn: Any, raw_connect: Any
+    overlapping: None, spawn: Any, raw_connect: Any, fresh_registry: None
 ) -> None:
     first, second = spawn("runlocked", "overlap_free"), spawn("runlocked", "overlap_free")
     wait_for(lambda: Marker.objects.filter(note__startswith="start ").count() == 2, timeout=60)
+    # Held locks names both runs' locks (two slots, two keys) for their job.
+    importlib.reload(importlib.import_module("tests.jobsapp.overlap_tasks"))
+    held = list(held_locks().filter(job="overlap_free", granted=True))
+    assert len({(lock.classid, lock.objid) for lock in held}) == 2, held
     third = spawn("runlocked", "overlap_free")
     out, err = third.communicate(timeout=60)
     assert third.returncode == exitcodes.OK, err
@@ -111,3 +120,62 @@ def test_runlocked_runs_an_allow_all_job_up_to_its_bound(
     assert statuses == [RunStatus.SKIPPED_LOCKED, RunStatus.SUCCEEDED, RunStatus.SUCCEEDED]
     skip = JobRun.objects.get(job="overlap_free", status=RunStatus.SKIPPED_LOCKED)
     assert skip.error.startswith("its 2 runs going fill its 2 run slots (max_concurrent)"), skip
+
+
+#: A refusal of each kind, as ``cronjob`` says it.
+NOT_YET = "overlap 'terminate_other' is not supported yet; use 'skip' or 'allow_all'"
+BOUND = "max_concurrent must be a whole number from 1 to 32, not 33"
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--overlap", "terminate_other"], NOT_YET),
+        (["--overlap", "sometimes"], "overlap must be 'skip' or 'allow_all', not 'sometimes'"),
+        (["--overlap", "allow_all", "--max-concurrent", "33"], BOUND),
+        (["--max-concurrent", "two"], "--max-concurrent must be a whole number, not 'two'"),
+    ],
+)
+def test_cronjob_refuses_a_bad_policy_in_one_line(
+    overlapping: None, manage: Any, flags: list[str], says: str
+) -> None:
+    refused = manage("cronjob", "add", "bad", "--job", "overlap_body", "--args", '["bad"]',
+                     "--every", "60", *flags)  # fmt: skip
+    assert refused.returncode != 0
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert says in refused.stderr, refused.stderr
+    assert not Schedule.objects.exists()
+
+
+def test_the_schedules_setting_refuses_a_policy_not_built_yet(
+    manage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = {"name": "later", "job": "overlap_body", "args": ["later"], "every": 60,
+             "overlap": "terminate_other"}  # fmt: skip
+    settings = {"JOBS_MODULE": "overlap_tasks", "SCHEDULES": [entry]}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+    checked = manage("check")
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr, checked.stderr
+    reported = re.findall(r"^\?: \(django_advisory_cron\.(E\d+)\) (.*)$", checked.stderr, re.M)
+    assert reported == [("E175", f"ADVISORY_CRON['SCHEDULES'][0] ('later'): {NOT_YET}.")]
+
+
+def test_the_admin_form_refuses_a_bad_policy_at_its_field(
+    fresh_registry: None, django_user_model: Any
+) -> None:
+    importlib.reload(importlib.import_module("tests.jobsapp.overlap_tasks"))
+    editor = logged_in(django_user_model, "editor", ["view_schedule", "add_schedule"])
+    data = {"name": "bad", "job": "overlap_body", "args": '["bad"]', "kwargs": "{}",
+            "every": "60", "enabled": "on", "overlap": "terminate_other",
+            "max_concurrent": "33"}  # fmt: skip
+    response = editor.post(reverse("admin:django_advisory_cron_schedule_add"), data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert errors["overlap"] == [NOT_YET], errors
+    assert errors["max_concurrent"] == [BOUND], errors
+    assert not Schedule.objects.exists()
+    data.update(overlap="allow_all", max_concurrent="3")
+    saved = editor.post(reverse("admin:django_advisory_cron_schedule_add"), data)
+    assert saved.status_code == 302, saved.context and saved.context["adminform"].form.errors
+    row = Schedule.objects.get()
+    assert (row.overlap, row.max_concurrent) == ("allow_all", 3)

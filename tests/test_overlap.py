@@ -8,10 +8,11 @@ claim's slots: tests/unit/test_overlap.py)."""
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import re
 import signal
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -122,16 +123,72 @@ def test_runlocked_runs_an_allow_all_job_up_to_its_bound(
     assert skip.error.startswith("its 2 runs going fill its 2 run slots (max_concurrent)"), skip
 
 
+REPLACED = "replaced by a new run (overlap terminate_other) started by host "
+
+
+@pytest.mark.slow
+def test_runlocked_s_new_run_terminates_the_one_going(
+    overlapping: None, spawn: Any, raw_connect: Any
+) -> None:
+    old = spawn("runlocked", "overlap_replace")
+    wait_for(lambda: Marker.objects.filter(note__startswith="start ").count() == 1, timeout=60)
+    new = spawn("runlocked", "overlap_replace")
+    # The old holder stops at once, as on a lost lock; its row says it was replaced.
+    _out, err = old.communicate(timeout=60)
+    assert old.returncode == exitcodes.LOCK_LOST, err
+    wait_for(lambda: Marker.objects.filter(note__startswith="start ").count() == 2, timeout=60)
+    Marker.objects.create(job="overlap_replace", pid=0, note="release")
+    out, err = new.communicate(timeout=60)
+    assert new.returncode == exitcodes.OK and out.startswith("overlap_replace: ran"), (out, err)
+    first, second = JobRun.objects.filter(job="overlap_replace").order_by("started")
+    assert first.status == RunStatus.LOCK_LOST and first.error.startswith(REPLACED), first.error
+    assert first.finished is not None and first.lease_until is None
+    assert second.status == RunStatus.SUCCEEDED and second.error == ""
+
+
+@pytest.mark.slow
+def test_two_replicas_replace_each_tick_s_run_with_the_next_s(
+    overlapping: None, spawn: Any, raw_connect: Any
+) -> None:
+    observer = raw_connect()
+    workers = [spawn("cronworker", "overlap_replace_every", "--grace", "5") for _ in range(2)]
+    wait_for(lambda: workers_present(observer) == 2)
+    runs = JobRun.objects.filter(job="overlap_replace_every", tick__isnull=False)
+    wait_for(lambda: runs.filter(error__startswith=REPLACED).count() >= 3, timeout=90, interval=0.5)
+    Marker.objects.create(job="overlap_replace_every", pid=0, note="release")
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    errors = [worker.communicate(timeout=60)[1] for worker in workers]
+    assert [worker.returncode for worker in workers] == [exitcodes.SIGTERM] * 2, errors
+    taken = runs.exclude(status__in=(RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK))
+    ticks = [run.tick for run in taken.order_by("tick")]
+    assert len(ticks) == len(set(ticks)), ticks  # each tick once
+    replaced = [run for run in taken.order_by("tick") if run.error.startswith(REPLACED)]
+    assert all(run.status == RunStatus.LOCK_LOST for run in replaced), replaced
+    # Every run but the last few was replaced by the next tick's, not failed.
+    assert not taken.filter(status=RunStatus.FAILED).exists(), list(taken)
+    # ... at once: it ended as the next tick's run started.
+    following = dict(itertools.pairwise(ticks))
+    for run in replaced:
+        after = taken.get(tick=following[run.tick])
+        assert run.finished is not None and run.finished - after.started < timedelta(seconds=3)
+
+
 #: A refusal of each kind, as ``cronjob`` says it.
-NOT_YET = "overlap 'terminate_other' is not supported yet; use 'skip' or 'allow_all'"
+NOT_YET = (
+    "overlap 'cancel_other' is not supported yet; use 'skip', 'allow_all' or 'terminate_other'"
+)
 BOUND = "max_concurrent must be a whole number from 1 to 32, not 33"
 
 
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
-        (["--overlap", "terminate_other"], NOT_YET),
-        (["--overlap", "sometimes"], "overlap must be 'skip' or 'allow_all', not 'sometimes'"),
+        (["--overlap", "cancel_other"], NOT_YET),
+        (
+            ["--overlap", "sometimes"],
+            "overlap must be 'skip', 'allow_all' or 'terminate_other', not 'sometimes'",
+        ),
         (["--overlap", "allow_all", "--max-concurrent", "33"], BOUND),
         (["--max-concurrent", "two"], "--max-concurrent must be a whole number, not 'two'"),
     ],
@@ -151,7 +208,7 @@ def test_the_schedules_setting_refuses_a_policy_not_built_yet(
     manage: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entry = {"name": "later", "job": "overlap_body", "args": ["later"], "every": 60,
-             "overlap": "terminate_other"}  # fmt: skip
+             "overlap": "cancel_other"}  # fmt: skip
     settings = {"JOBS_MODULE": "overlap_tasks", "SCHEDULES": [entry]}
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
     checked = manage("check")
@@ -166,7 +223,7 @@ def test_the_admin_form_refuses_a_bad_policy_at_its_field(
     importlib.reload(importlib.import_module("tests.jobsapp.overlap_tasks"))
     editor = logged_in(django_user_model, "editor", ["view_schedule", "add_schedule"])
     data = {"name": "bad", "job": "overlap_body", "args": '["bad"]', "kwargs": "{}",
-            "every": "60", "enabled": "on", "overlap": "terminate_other",
+            "every": "60", "enabled": "on", "overlap": "cancel_other",
             "max_concurrent": "33"}  # fmt: skip
     response = editor.post(reverse("admin:django_advisory_cron_schedule_add"), data)
     assert response.status_code == 200

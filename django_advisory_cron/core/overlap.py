@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-Overlap = Literal["skip", "allow_all"]
+Overlap = Literal["skip", "allow_all", "terminate_other"]
 #: The policies built, the default first.
-OVERLAPS: tuple[Overlap, ...] = ("skip", "allow_all")
+OVERLAPS: tuple[Overlap, ...] = ("skip", "allow_all", "terminate_other")
 #: Temporal's other names, refused by name until they are built.
-NOT_YET = ("buffer_one", "buffer_all", "cancel_other", "terminate_other")
+NOT_YET = ("buffer_one", "buffer_all", "cancel_other")
+
 #: ``allow_all``'s runs at once when ``max_concurrent`` is not given, and its bounds (each
 #: allowed run is a lock key a claim may try).
 DEFAULT_CONCURRENT = 2
@@ -26,7 +27,7 @@ def overlap_policy(value: object) -> Overlap:
     for policy in OVERLAPS:
         if value == policy:
             return policy
-    built = " or ".join(map(repr, OVERLAPS))
+    built = f"{', '.join(map(repr, OVERLAPS[:-1]))} or {OVERLAPS[-1]!r}"
     if value in NOT_YET:
         raise ValueError(f"overlap {value!r} is not supported yet; use {built}")
     raise ValueError(f"overlap must be {built}, not {value!r}")

@@ -421,6 +421,37 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
        %(attempts)s, %(output)s, %(task_id)s
  WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)
 
+-- name: replace_runs
+-- overlap terminate_other: a new run of the job replaces those going for earlier ticks (or
+-- for none; never a run of its own tick or a later one, which another replica's replacing run
+-- may be). Their rows say so (as lock_lost: they took their ticks), their leases end now (the
+-- new claim does not wait for them), and, when it replaced any, the backends holding the
+-- job's lock are terminated (never our own), each waited for up to 5 s, so that the lock is
+-- free when this returns: each holder stops as on a lost lock, and appends its own end to its
+-- row. The rows replaced and the backends terminated.
+WITH old AS (
+    UPDATE "django_advisory_cron_jobrun"
+       SET status = 'lock_lost', lease_until = NULL,
+           error = 'replaced by a new run (overlap terminate_other) started by host ' || %(host)s
+                   || ' pid ' || %(pid)s
+     WHERE job = %(job)s AND status = 'running' AND lease_until IS NOT NULL
+       AND (%(tick)s::timestamptz IS NULL OR tick IS NULL OR tick < %(tick)s)
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM old),
+       (SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, 5000)) FROM pg_locks l
+         WHERE (SELECT count(*) FROM old) > 0 AND l.locktype = 'advisory' AND l.granted
+           AND l.pid <> pg_backend_pid()
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND l.objsubid = CASE WHEN %(lock_name)s::text IS NULL THEN 2 ELSE 1 END
+           AND l.classid::bigint = CASE WHEN %(lock_name)s::text IS NULL
+                                        THEN %(lock_ns)s::bigint & 4294967295
+                                        ELSE (hashtext(%(lock_name)s)::bigint >> 32) & 4294967295
+                                   END
+           AND l.objid::bigint = CASE WHEN %(lock_name)s::text IS NULL
+                                      THEN %(lock_id)s::bigint & 4294967295
+                                      ELSE hashtext(%(lock_name)s)::bigint & 4294967295 END)
+
 -- name: fail_committed_run
 -- A run whose transaction committed but whose on_commit callback raised.
 UPDATE "django_advisory_cron_jobrun" SET status = 'failed', error = %(error)s WHERE id = %(id)s

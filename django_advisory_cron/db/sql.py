@@ -231,6 +231,21 @@ def claim_runs(
     return QUERIES["claim_runs_census" if census else "claim_runs"], params
 
 
+def replace_runs(
+    key: LockKey, *, job: str, tick: datetime | None, host: str, pid: int
+) -> Statement:
+    """``overlap="terminate_other"``: end the job's runs going for ticks before ``tick`` (their
+    rows say they were replaced, their leases end) and, if any, terminate the backends holding
+    ``key``; one row, the runs replaced and the backends terminated."""
+    return QUERIES["replace_runs"], {
+        **_key(key),
+        "job": job,
+        "tick": tick,
+        "host": storable(host),
+        "pid": pid,
+    }
+
+
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
     return {"job": job, "host": storable(host), "pid": pid, "task_id": storable(task_id)}
 

@@ -515,19 +515,22 @@ OPTIONS = (
     ),
     Option(
         "overlap", "overlap policy", "overlap", "--overlap", "POLICY",
-        "what a tick that comes while a run is going does: skip (the default) or allow_all "
-        "(runs beside it, up to --max-concurrent at once)",
+        "what a tick that comes while a run is going does: skip (the default), allow_all "
+        "(runs beside it, up to --max-concurrent at once) or terminate_other (stops it, then "
+        "runs)",
         "options",
         _(
             "What a tick that comes while a run of the job is going does. Empty or skip: it is "
             "skipped. allow_all: it runs beside it, up to the max concurrent runs at once; "
-            "each tick still runs once."
+            "each tick still runs once. terminate_other: the run going is stopped at once "
+            "(its row says it was replaced), then the tick runs."
         ),
         text=True, shown=lambda job: job.overlap,
         build=overlap_policy, problems="overlap ", keyword="overlap",
         check=Check(
             "E026", overlap_problem,
-            f"Use overlap='skip' or 'allow_all', with max_concurrent from 1 to {MAX_CONCURRENT}.",
+            "Use overlap='skip', 'allow_all' (with max_concurrent from 1 to "
+            f"{MAX_CONCURRENT}) or 'terminate_other'.",
         ),
     ),
     Option(

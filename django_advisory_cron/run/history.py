@@ -311,6 +311,18 @@ class Run:
 
     # -- recording without the lock connection ------------------------------------------
 
+    def replace_others(self, tick: datetime | None) -> tuple[int, int]:
+        """``overlap="terminate_other"``: end the job's runs going for ticks before ``tick``,
+        wherever they run (their rows say they were replaced; their lock's backends are
+        terminated, so each stops as on a lost lock, and the lock is free once this returns),
+        through a fresh connection; how many runs and backends."""
+        statement = sql.replace_runs(
+            self.held_by.key, job=self.job, tick=tick, host=HOST, pid=self.pid
+        )
+        assert self.using is not None
+        row = fetch_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
     def mark_lost(self, error_line: str) -> bool:
         """Mark the running row ``lock_lost`` at once. Its body may still be running, so the
         row keeps its lease (no longer renewed): other replicas wait for it to expire, or for

@@ -190,7 +190,8 @@ class Dispatcher:
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
         here and takes a session lock (either key form). Other runs take their own."""
-        if self.in_process(job) or job.deliver is not None:
+        if self.in_process(job) or job.deliver is not None or job.overlap == "terminate_other":
+            # A replaced run's lock backend is terminated: it must hold no other run's lock.
             return False
         using = lock_database(job.using, self.using)
         return pooler.resolve_scope(job.scope, using) == "session"
@@ -230,7 +231,8 @@ class Dispatcher:
             return
         with self.lock:
             previous = self.going(job.name)
-            if len(previous) < job.slots:  # allow_all: up to max_concurrent at once
+            room = len(previous) < job.slots or job.overlap == "terminate_other"
+            if room:  # allow_all: up to max_concurrent at once; terminate_other: replaces it
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())
                 except RuntimeError:  # the interpreter is exiting: start nothing more
@@ -241,7 +243,7 @@ class Dispatcher:
             else:
                 waiting = not any(future.running() for future in previous)
                 what = " and ".join(sorted(previous.values()))
-        if len(previous) < job.slots:
+        if room:
             future.add_done_callback(self._not_run_if_cancelled(len(ticks)))
             return
         for tick in ticks:

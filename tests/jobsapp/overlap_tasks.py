@@ -51,3 +51,16 @@ def overlap_body(name: str) -> None:
 def overlap_free() -> None:
     """No schedule: started by ``runlocked``, it runs until the test releases it."""
     body("overlap_free", release=True)
+
+
+@locked_task(name="overlap_replace", overlap="terminate_other")
+def overlap_replace() -> None:
+    """No schedule: started by ``runlocked``, it runs until the test releases it, or until a
+    new run replaces it."""
+    body("overlap_replace", release=True)
+
+
+@locked_task(name="overlap_replace_every", every=3, overlap="terminate_other")
+def overlap_replace_every() -> None:
+    """Each tick's run goes on until the next tick's replaces it."""
+    body("overlap_replace_every", release=True)

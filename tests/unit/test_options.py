@@ -45,7 +45,7 @@ REFUSED: dict[str, Any] = {
     "max_lateness": -1.0,
     "late_after": -1.0,
     "jitter": 10,
-    "overlap": "terminate_other",
+    "overlap": "cancel_other",
 }
 
 

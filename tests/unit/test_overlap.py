@@ -29,20 +29,21 @@ pytestmark = pytest.mark.usefixtures("fresh_registry")
 def test_skip_is_the_default_and_allow_all_is_built() -> None:
     assert overlap_policy(None) == overlap_policy("") == overlap_policy("skip") == "skip"
     assert overlap_policy("allow_all") == "allow_all"
+    assert overlap_policy("terminate_other") == "terminate_other"
 
 
 @pytest.mark.parametrize("name", NOT_YET)
 def test_temporal_s_other_names_are_refused_by_name(name: str) -> None:
-    with pytest.raises(ValueError, match=f"^overlap '{name}' is not supported yet; use 'skip' "):
+    with pytest.raises(ValueError, match=f"^overlap '{name}' is not supported yet; use 'skip', "):
         overlap_policy(name)
 
 
 @given(st.one_of(st.text(), st.integers(), st.none(), st.booleans()))
 def test_any_other_value_is_refused_in_one_line(value: Any) -> None:
-    if value in (None, "", "skip", "allow_all"):
+    if value in (None, "", "skip", "allow_all", "terminate_other"):
         return
     with pytest.raises(
-        ValueError, match=r"^overlap must be 'skip' or 'allow_all', not "
+        ValueError, match=r"^overlap must be 'skip', 'allow_all' or 'terminate_other', not "
     ) as refused:
         overlap_policy(value)
     assert "\n" not in str(refused.value)
@@ -97,7 +98,7 @@ def test_a_schedule_s_policy_is_its_job_s() -> None:
     job = to_job(definition)
     assert (job.overlap, job.slots) == ("allow_all", 4)
     assert Definition("bad", job="body", every=60, overlap="cancel_other").problems([]) == [
-        "overlap 'cancel_other' is not supported yet; use 'skip' or 'allow_all'"
+        "overlap 'cancel_other' is not supported yet; use 'skip', 'allow_all' or 'terminate_other'"
     ]
 
 

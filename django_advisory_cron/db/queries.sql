@@ -112,10 +112,11 @@ SELECT c.*, clock_timestamp(),
 
 -- name: create_claim
 -- The claim algorithm, installed by migration 0016 and again, with the run slots, by 0024 (a
--- later change of it is a migration that runs this again). Why a function: PL/pgSQL keeps its statement's plan for the life of the
--- backend, so a claim is planned once per connection, not on every call, whether the call is
--- prepared or not: a transaction-scope claim on the project's connection, a worker's claim
--- connection that binds on the client, a connection behind a transaction pooler. The SET
+-- later change of it is a migration that runs this again). Why a function: PL/pgSQL keeps
+-- its statement's plan for the life of the backend, so a claim is planned once per
+-- connection, not on every call, whether the call is prepared or not: a transaction-scope
+-- claim on the project's connection, a worker's claim connection that binds on the client, a
+-- connection behind a transaction pooler. The SET
 -- clause makes the plan kept the generic one for the function's own statement only (left to
 -- itself, the server plans a statement with array arguments again for its values on every
 -- call, which costs several times running it); a set_config(..., true) inside still lasts

@@ -236,3 +236,27 @@ def test_the_admin_form_refuses_a_bad_policy_at_its_field(
     assert saved.status_code == 302, saved.context and saved.context["adminform"].form.errors
     row = Schedule.objects.get()
     assert (row.overlap, row.max_concurrent) == ("allow_all", 3)
+
+
+def test_migration_0024_undone_puts_back_the_claim_0016_installed(
+    manage: Any, raw_connect: Any
+) -> None:
+    """One claim function either way: the one with the run slots, or, with 0024 undone, the
+    one before it (20 arguments), which the release before calls."""
+    observer = raw_connect()
+
+    def arguments() -> list[int]:
+        rows = observer.execute(
+            "SELECT pronargs FROM pg_proc WHERE proname = 'django_advisory_cron_claim'"
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    assert arguments() == [24]
+    try:
+        back = manage("migrate", "django_advisory_cron", "0022")
+        assert back.returncode == 0, back.stderr
+        assert arguments() == [20]
+    finally:
+        forth = manage("migrate", "django_advisory_cron")
+    assert forth.returncode == 0, forth.stderr
+    assert arguments() == [24]

@@ -283,7 +283,7 @@ DROP FUNCTION IF EXISTS django_advisory_cron_claim(text[], int[], int[], text[],
     boolean, float8, boolean, boolean, boolean, text)
 
 -- name: drop_claim_with_slots
--- Migration 0024 undone: the function goes; the release before it installs its own.
+-- Migration 0024 undone: the function goes (0024 then installs the one 0016 did).
 DROP FUNCTION IF EXISTS django_advisory_cron_claim(text[], int[], int[], text[], timestamptz[],
     boolean[], text[], boolean[], bigint[], timestamptz[], timestamptz[], float8, text, int,
     boolean, float8, boolean, boolean, boolean, text, bigint[], int[], int[], text[])

@@ -168,10 +168,8 @@ WITH i AS (
                 ELSE hashtext(x.hashed)::bigint & 4294967295 END AS k2
       FROM unnest(_slot_n, _slot_classids, _slot_objids, _slot_hashed)
            WITH ORDINALITY AS x(n, classid, objid, hashed, k)
-), room AS (
-    SELECT x.n, count(*) AS slots FROM x GROUP BY x.n
 ), l AS (
-    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference, r.slots,
+    SELECT i.*, r.slots, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
            CASE WHEN p.why IS NOT NULL OR v.n >= COALESCE(r.slots, 1) OR r.slots IS NOT NULL
                 THEN false WHEN NOT _transaction
                 AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
@@ -193,16 +191,15 @@ WITH i AS (
                            ELSE pg_try_advisory_xact_lock(hashtext(x.hashed)) END
                 LIMIT 1) END AS slot
       FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
-      LEFT JOIN room r ON r.n = i.n
-), g AS (
-    SELECT l.*, l.own OR l.slot IS NOT NULL AS got FROM l
+     CROSS JOIN LATERAL (SELECT CASE WHEN cardinality(_slot_n) > 0 THEN NULLIF(
+               (SELECT count(*) FROM unnest(_slot_n) AS s(n) WHERE s.n = i.n), 0) END) r(slots)
 ), m AS (
     SELECT DISTINCT ON (c.n) c.n, c.tick
-      FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick) JOIN g ON g.n = c.n
-     WHERE abs(extract(epoch FROM c.at - g.reference)) <= _skew
-     ORDER BY c.n, abs(extract(epoch FROM c.at - g.reference))
+      FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick) JOIN l ON l.n = c.n
+     WHERE abs(extract(epoch FROM c.at - l.reference)) <= _skew
+     ORDER BY c.n, abs(extract(epoch FROM c.at - l.reference))
 ), t AS (
-    SELECT g.*, m.tick FROM g LEFT JOIN m ON m.n = g.n
+    SELECT l.*, l.own OR l.slot IS NOT NULL AS got, m.tick FROM l LEFT JOIN m ON m.n = l.n
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,

@@ -429,6 +429,14 @@ class Schedule(models.Model):
     at = models.DateTimeField(_("once at"), null=True, blank=True)
     #: The schedule ends after this many runs of its ticks.
     max_runs = models.PositiveIntegerField(_("max runs"), null=True, blank=True)
+    #: What a tick that comes while a run is going does (empty: skip), and ``allow_all``'s
+    #: runs at once (``NULL``: 2).
+    overlap = models.CharField(
+        _("overlap policy"), max_length=16, blank=True, default="", db_default=""
+    )
+    max_concurrent = models.PositiveSmallIntegerField(
+        _("max concurrent runs"), null=True, blank=True
+    )
     created = models.DateTimeField(_("created"), db_default=Now())
     changed = models.DateTimeField(_("changed"), db_default=Now())
     changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")

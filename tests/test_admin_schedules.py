@@ -379,7 +379,7 @@ def test_the_form_previews_the_next_ticks_of_what_is_typed(
     assert late["ticks"] == [] and late["problems"][0].startswith("at must be"), late
     zone = editor.get(PREVIEW_URL, {"cron": "* * * * *", "timezone": "Mars/Olympus"}).json()
     assert zone["ticks"] == [] and "Mars/Olympus" in zone["problems"][0]
-    JobState.objects.create(job="code_yearly", paused=True)
+    JobState.objects.update_or_create(job="code_yearly", defaults={"paused": True})
     paused = editor.get(PREVIEW_URL, {"name": "code_yearly", "cron": "0 3 * * *"}).json()
     assert {t["note"] for t in paused["ticks"]} == {"skipped: paused"}
     viewer = logged_in(django_user_model, "viewer", ["view_schedule"])

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.jobs.declared import KEYS
 from django_advisory_cron.models import Schedule
 from tests.jobsapp.models import Marker
 
@@ -127,9 +128,7 @@ BAD = [
     (["0 * * * *"], "E171", "[1]: is neither a (cron, job, args, kwargs) tuple (2 to 4 items) "
      "nor a dict, but list ['0 * * * *']."),
     ({"job": "mark", "args": ["x"], "cron": "0 * * * *"}, "E171", "[2]: has no key 'cron' (the "
-     "keys: name, job, command, args, kwargs, schedule, every, timezone, enabled, catch_up, "
-     "max_lateness, late_after, jitter, timeout, deliver, description, starts, ends, retries, "
-     "retry_backoff, at_most_once, capture, at, max_runs)."),
+     f"keys: {', '.join(KEYS)})."),
     (["0 * * * *", CALL_COMMAND, []], "E171", f"[3]: calls {CALL_COMMAND} without the "
      "command's name as its first argument."),
     (["0 * * * *", "mark", ["a"]], None, ""),

@@ -196,7 +196,7 @@ def check_schedules(
 
 
 def _option_errors() -> list[checks.CheckMessage]:
-    """E020-E026: job options that ``@locked_task`` refuses, on jobs registered without it
+    """E020-E027: job options that ``@locked_task`` refuses, on jobs registered without it
     (or changed since)."""
     errors: list[checks.CheckMessage] = []
     for job in registry.all():

@@ -5,6 +5,10 @@ the SHA-256 digest of the UTF-8 job name, read big-endian as a signed 32-bit int
 computed in Python, so it is the same on every machine and every PostgreSQL version, and
 rows of the server's lock table with our ``classid`` and ``objsubid = 2`` are ours.
 
+A job that may run several times at once (``overlap="allow_all"``) has a key per run it may
+have going, its slots: slot 1 is the job's key, slot ``k`` hashes the name followed by a unit
+separator and ``slot k`` (in both modes), so the lock table still maps each to its job.
+
 ``hashtext`` mode reproduces the widely copied ``pg_try_advisory_lock(hashtext(name))`` so that a
 job can share its lock with existing SQL scripts. ``hashtext`` is internal to PostgreSQL and
 not promised stable across major versions.
@@ -22,6 +26,8 @@ from ..conf import app_settings
 
 KeyMode = Literal["sha256", "hashtext"]
 KEY_MODES: tuple[KeyMode, ...] = ("sha256", "hashtext")
+#: Between a job's name and its slot in a later slot's hashed text (a job's name has none).
+SLOT_SEPARATOR = "\x1f"
 
 
 def name_hash(name: str) -> int:
@@ -36,11 +42,22 @@ class LockKey:
     name: str
     mode: KeyMode = "sha256"
     namespace: int = conf.DEFAULT_NAMESPACE
+    #: Which of the job's runs at once it is for (1: the job's own key).
+    slot: int = 1
+
+    @property
+    def text(self) -> str:
+        """What is hashed: the name, or for a later slot the name and the slot."""
+        return self.name if self.slot == 1 else f"{self.name}{SLOT_SEPARATOR}slot {self.slot}"
 
     @functools.cached_property
     def objid(self) -> int:
         """The second key (signed) in ``sha256`` mode."""
-        return name_hash(self.name)
+        return name_hash(self.text)
+
+    def slot_key(self, slot: int) -> LockKey:
+        """The key of the job's run slot ``slot`` (1: this one)."""
+        return LockKey(self.name, self.mode, self.namespace, slot)
 
     @property
     def sql(self) -> str:
@@ -52,7 +69,7 @@ class LockKey:
         """Parameters for ``sql``."""
         if self.mode == "sha256":
             return {"lock_ns": self.namespace, "lock_id": self.objid}
-        return {"lock_name": self.name}
+        return {"lock_name": self.text}
 
     @property
     def lock_ids(self) -> tuple[int, int, int] | None:
@@ -72,12 +89,12 @@ class LockKey:
             return False
         if self.mode == "sha256":
             return (self.namespace, self.objid) == (other.namespace, other.objid)
-        return self.name == other.name
+        return self.text == other.text
 
     def __str__(self) -> str:
         if self.mode == "sha256":
             return f"({self.namespace}, {self.objid})"
-        return f"hashtext({self.name!r})"
+        return f"hashtext({self.text!r})"
 
 
 def job_key(name: str, mode: KeyMode = "sha256", namespace: int | None = None) -> LockKey:

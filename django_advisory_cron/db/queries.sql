@@ -87,7 +87,8 @@ SELECT c.* FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[]
        %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
        %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
        %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
-       %(synchronous_commit)s::text) AS c
+       %(synchronous_commit)s::text, %(slot_n)s::bigint[], %(slot_classids)s::int[],
+       %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
 
 -- name: claim_runs_census
 -- claim_runs, and a worker's census, read after the claim (its clock is never ahead): the
@@ -106,14 +107,16 @@ SELECT c.*, clock_timestamp(),
        %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
        %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
        %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
-       %(synchronous_commit)s::text) AS c
+       %(synchronous_commit)s::text, %(slot_n)s::bigint[], %(slot_classids)s::int[],
+       %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
 
 -- name: create_claim
--- The claim algorithm, installed by migration 0016 (a later change of it is a migration that
--- runs this again). Why a function: PL/pgSQL keeps its statement's plan for the life of the
--- backend, so a claim is planned once per connection, not on every call, whether the call is
--- prepared or not: a transaction-scope claim on the project's connection, a worker's claim
--- connection that binds on the client, a connection behind a transaction pooler. The SET
+-- The claim algorithm, installed by migration 0016 and again, with the run slots, by 0027 (a
+-- later change of it is a migration that runs this again). Why a function: PL/pgSQL keeps
+-- its statement's plan for the life of the backend, so a claim is planned once per
+-- connection, not on every call, whether the call is prepared or not: a transaction-scope
+-- claim on the project's connection, a worker's claim connection that binds on the client, a
+-- connection behind a transaction pooler. The SET
 -- clause makes the plan kept the generic one for the function's own statement only (left to
 -- itself, the server plans a statement with array arguments again for its values on every
 -- call, which costs several times running it); a set_config(..., true) inside still lasts
@@ -126,15 +129,21 @@ SELECT c.*, clock_timestamp(),
 -- reference within _skew (a join, so that a batch costs its claims and their matches, not
 -- their product). The skip rows are written with _record, and for a manual claim; a lock
 -- held elsewhere is recorded with who holds it, as the Held locks page (the heldlock view)
--- shows it, and an earlier run still alive with its id, host and pid.
+-- shows it, and an earlier run still alive with its id, host and pid. "x": the run slots of
+-- the claims of jobs that may run several times at once (overlap allow_all), each claim's
+-- keys in order (its job's own first): such a claim goes ahead while fewer of its job's runs
+-- are live than it has slots, and takes the first slot free (not held by this backend, which
+-- would take it again, then tried: the CASE keeps that order, and the scan stops at the first
+-- taken); "slot" says which (NULL for a claim without slots).
 CREATE OR REPLACE FUNCTION django_advisory_cron_claim(
     _jobs text[], _classids int[], _objids int[], _hashed text[], _refs timestamptz[],
     _manual boolean[], _task_ids text[], _once boolean[], _match_n bigint[],
     _match_at timestamptz[], _match_tick timestamptz[], _skew float8, _host text, _pid int,
     _transaction boolean, _lease float8, _final boolean, _settle boolean, _record boolean,
-    _synchronous_commit text)
+    _synchronous_commit text, _slot_n bigint[], _slot_classids int[], _slot_objids int[],
+    _slot_hashed text[])
 RETURNS TABLE (released boolean, got boolean, run_id bigint, tick timestamptz,
-               reference timestamptz, interrupted bigint, live bigint, paused text)
+               reference timestamptz, interrupted bigint, live bigint, paused text, slot int)
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $claim$
 #variable_conflict use_column
 BEGIN
@@ -150,21 +159,47 @@ WITH i AS (
 ), live AS (
     SELECT job, count(*) AS n FROM "django_advisory_cron_jobrun"
      WHERE job = ANY(_jobs) AND lease_until >= clock_timestamp() GROUP BY job
+), x AS (
+    SELECT x.*, row_number() OVER (PARTITION BY x.n ORDER BY x.k)::int AS slot,
+           CASE WHEN x.hashed IS NULL THEN 2 ELSE 1 END AS sub,
+           CASE WHEN x.hashed IS NULL THEN x.classid::bigint & 4294967295
+                ELSE (hashtext(x.hashed)::bigint >> 32) & 4294967295 END AS k1,
+           CASE WHEN x.hashed IS NULL THEN x.objid::bigint & 4294967295
+                ELSE hashtext(x.hashed)::bigint & 4294967295 END AS k2
+      FROM unnest(_slot_n, _slot_classids, _slot_objids, _slot_hashed)
+           WITH ORDINALITY AS x(n, classid, objid, hashed, k)
 ), l AS (
-    SELECT i.*, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
-           CASE WHEN p.why IS NOT NULL OR v.n IS NOT NULL THEN false WHEN NOT _transaction
+    SELECT i.*, r.slots, p.why, COALESCE(v.n, 0) AS live, COALESCE(i.ref, now()) AS reference,
+           CASE WHEN p.why IS NOT NULL OR v.n >= COALESCE(r.slots, 1) OR r.slots IS NOT NULL
+                THEN false WHEN NOT _transaction
                 AND i.hashed IS NULL THEN pg_try_advisory_lock(i.classid, i.objid)
                 WHEN NOT _transaction THEN pg_try_advisory_lock(hashtext(i.hashed))
                 WHEN i.hashed IS NULL THEN pg_try_advisory_xact_lock(i.classid, i.objid)
-                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS got
+                ELSE pg_try_advisory_xact_lock(hashtext(i.hashed)) END AS own,
+           CASE WHEN r.slots IS NULL OR p.why IS NOT NULL OR v.n >= r.slots THEN NULL ELSE (
+               SELECT x.slot FROM x
+                WHERE CASE WHEN x.n <> i.n OR EXISTS (
+                               SELECT FROM pg_locks k
+                                WHERE k.locktype = 'advisory' AND k.pid = pg_backend_pid()
+                                  AND k.objsubid = x.sub AND k.classid::bigint = x.k1
+                                  AND k.objid::bigint = x.k2) THEN false
+                           WHEN NOT _transaction AND x.hashed IS NULL
+                           THEN pg_try_advisory_lock(x.classid, x.objid)
+                           WHEN NOT _transaction THEN pg_try_advisory_lock(hashtext(x.hashed))
+                           WHEN x.hashed IS NULL
+                           THEN pg_try_advisory_xact_lock(x.classid, x.objid)
+                           ELSE pg_try_advisory_xact_lock(hashtext(x.hashed)) END
+                LIMIT 1) END AS slot
       FROM i LEFT JOIN paused p USING (n) LEFT JOIN live v USING (job)
+     CROSS JOIN LATERAL (SELECT CASE WHEN cardinality(_slot_n) > 0 THEN NULLIF(
+               (SELECT count(*) FROM unnest(_slot_n) AS s(n) WHERE s.n = i.n), 0) END) r(slots)
 ), m AS (
     SELECT DISTINCT ON (c.n) c.n, c.tick
       FROM unnest(_match_n, _match_at, _match_tick) AS c(n, at, tick) JOIN l ON l.n = c.n
      WHERE abs(extract(epoch FROM c.at - l.reference)) <= _skew
      ORDER BY c.n, abs(extract(epoch FROM c.at - l.reference))
 ), t AS (
-    SELECT l.*, m.tick FROM l LEFT JOIN m ON m.n = l.n
+    SELECT l.*, l.own OR l.slot IS NOT NULL AS got, m.tick FROM l LEFT JOIN m ON m.n = l.n
 ), dead AS (
     UPDATE "django_advisory_cron_jobrun" r
        SET status = 'interrupted', finished = clock_timestamp(), lease_until = NULL,
@@ -198,7 +233,10 @@ WITH i AS (
     SELECT o.job, o.tick, _host, _pid, clock_timestamp(), clock_timestamp(),
            CASE WHEN o.got THEN 'skipped_tick'
                 WHEN o.why IS NOT NULL THEN 'skipped_paused' ELSE 'skipped_locked' END,
-           COALESCE(o.why, CASE WHEN o.live > 0
+           COALESCE(o.why, CASE WHEN o.slots IS NOT NULL AND NOT o.got
+                                THEN 'its ' || o.live || ' runs going fill its ' || o.slots
+                                     || ' run slots (max_concurrent), or their locks are held'
+                                WHEN o.live > 0
                                 THEN 'an earlier run is still alive (its lease has not expired)'
                                      || COALESCE((SELECT ': run ' || r.id || ' on host ' || r.host
                                                          || ' pid ' || r.pid
@@ -218,16 +256,34 @@ WITH i AS (
            o.manual, o.task_id
       FROM o WHERE ((NOT o.got AND _final) OR o.settled) AND (_record OR o.manual)
 )
-SELECT CASE WHEN o.settled AND o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
-            WHEN o.settled THEN pg_advisory_unlock(hashtext(o.hashed)) ELSE false END,
-       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why
+SELECT CASE WHEN NOT o.settled THEN false
+            WHEN o.slot IS NOT NULL THEN (
+                SELECT CASE WHEN x.hashed IS NULL THEN pg_advisory_unlock(x.classid, x.objid)
+                            ELSE pg_advisory_unlock(hashtext(x.hashed)) END
+                  FROM x WHERE x.n = o.n AND x.slot = o.slot)
+            WHEN o.hashed IS NULL THEN pg_advisory_unlock(o.classid, o.objid)
+            ELSE pg_advisory_unlock(hashtext(o.hashed)) END,
+       o.got, o.id, o.tick, o.reference, o.interrupted, o.live, o.why, o.slot
   FROM o ORDER BY o.n;
 END
 $claim$
 
 -- name: drop_claim
--- Migration 0016 undone.
-DROP FUNCTION django_advisory_cron_claim
+-- Migration 0016 undone (0027 undone first has dropped it already).
+DROP FUNCTION IF EXISTS django_advisory_cron_claim
+
+-- name: drop_claim_without_slots
+-- The claim function as 0016 installed it before 0027 (without the run slots): 0027 drops it,
+-- so that the call finds the one with them.
+DROP FUNCTION IF EXISTS django_advisory_cron_claim(text[], int[], int[], text[], timestamptz[],
+    boolean[], text[], boolean[], bigint[], timestamptz[], timestamptz[], float8, text, int,
+    boolean, float8, boolean, boolean, boolean, text)
+
+-- name: drop_claim_with_slots
+-- Migration 0027 undone: the function goes (0027 then installs the one 0016 did).
+DROP FUNCTION IF EXISTS django_advisory_cron_claim(text[], int[], int[], text[], timestamptz[],
+    boolean[], text[], boolean[], bigint[], timestamptz[], timestamptz[], float8, text, int,
+    boolean, float8, boolean, boolean, boolean, text, bigint[], int[], int[], text[])
 
 
 -- name: unclaimed_ticks
@@ -362,6 +418,37 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
        %(error)s || E'\n(tick ' || %(tick)s::text || ' was run by another replica)',
        %(attempts)s, %(output)s, %(task_id)s
  WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)
+
+-- name: replace_runs
+-- overlap terminate_other: a new run of the job replaces those going for earlier ticks (or
+-- for none; never a run of its own tick or a later one, which another replica's replacing run
+-- may be). Their rows say so (as lock_lost: they took their ticks), their leases end now (the
+-- new claim does not wait for them), and, when it replaced any, the backends holding the
+-- job's lock are terminated (never our own), each waited for up to 5 s, so that the lock is
+-- free when this returns: each holder stops as on a lost lock, and appends its own end to its
+-- row. The rows replaced and the backends terminated.
+WITH old AS (
+    UPDATE "django_advisory_cron_jobrun"
+       SET status = 'lock_lost', lease_until = NULL,
+           error = 'replaced by a new run (overlap terminate_other) started by host ' || %(host)s
+                   || ' pid ' || %(pid)s
+     WHERE job = %(job)s AND status = 'running' AND lease_until IS NOT NULL
+       AND (%(tick)s::timestamptz IS NULL OR tick IS NULL OR tick < %(tick)s)
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM old),
+       (SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, 5000)) FROM pg_locks l
+         WHERE (SELECT count(*) FROM old) > 0 AND l.locktype = 'advisory' AND l.granted
+           AND l.pid <> pg_backend_pid()
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND l.objsubid = CASE WHEN %(lock_name)s::text IS NULL THEN 2 ELSE 1 END
+           AND l.classid::bigint = CASE WHEN %(lock_name)s::text IS NULL
+                                        THEN %(lock_ns)s::bigint & 4294967295
+                                        ELSE (hashtext(%(lock_name)s)::bigint >> 32) & 4294967295
+                                   END
+           AND l.objid::bigint = CASE WHEN %(lock_name)s::text IS NULL
+                                      THEN %(lock_id)s::bigint & 4294967295
+                                      ELSE hashtext(%(lock_name)s)::bigint & 4294967295 END)
 
 -- name: fail_committed_run
 -- A run whose transaction committed but whose on_commit callback raised.
@@ -580,7 +667,7 @@ SELECT s.name, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone, 
        CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
        s.retries, s.retry_backoff, s.at_most_once, s.capture,
        CASE WHEN s.at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.at END,
-       s.max_runs,
+       s.max_runs, s.overlap, s.max_concurrent,
        CASE WHEN s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.changed END,
        concat_ws(' and ',

@@ -47,7 +47,7 @@ def _keys(keys: Sequence[LockKey]) -> dict[str, list[Any]]:
         ints = key.mode == "sha256"
         columns["classids"].append(key.namespace if ints else None)
         columns["objids"].append(key.objid if ints else None)
-        columns["hashed"].append(None if ints else key.name)
+        columns["hashed"].append(None if ints else key.text)
     return columns
 
 
@@ -136,6 +136,9 @@ class Claim(NamedTuple):
     #: At most once: a tick with an interrupted run (or a dead one, marked interrupted now) is
     #: taken.
     once: bool = False
+    #: The keys of its job's run slots when it may run several times at once (``key`` first);
+    #: empty: its one key.
+    slots: Sequence[LockKey] = ()
 
 
 def claim_runs(
@@ -156,7 +159,7 @@ def claim_runs(
     claim algorithm (a single run is a batch of one). One tick per job.
 
     Returns one row per claim, in order: ``(released, got, run_id, tick, reference,
-    interrupted, live, paused)``:
+    interrupted, live, paused, slot)``:
 
     - ``paused``: NULL, or why the job is paused (an operator paused it, and the pause has not
       expired): the lock is not tried (a job waiting for its lock waits for a resume alike). A
@@ -173,6 +176,9 @@ def claim_runs(
       also when a run of the tick was interrupted, or is found dead and marked so now.
     - ``released``: with ``settle`` (session scope), a job whose tick already ran has its lock
       released here, so a replica that finds every tick taken has nothing more to send.
+    - ``slot``: for a claim with ``slots`` (a job that may run several times at once), which
+      of them it took, from 1 (NULL: none, or a claim without them). Such a claim goes ahead
+      while fewer of its job's rows are ``live`` than it has slots.
 
     A replica that loses a tick writes nothing: its whole cost is this round trip. Skips are
     written here, as rows, only with ``record_skips`` and for manual runs (an operator's
@@ -197,6 +203,8 @@ def claim_runs(
         "only a session lock is released on its own"
     )
     numbered = [(n, match) for n, claim in enumerate(claims, 1) for match in claim.matches]
+    slots = [(n, key) for n, claim in enumerate(claims, 1) for key in claim.slots]
+    slot_keys = _keys([key for _n, key in slots])
     params = {
         "jobs": [claim.job for claim in claims],
         **_keys([claim.key for claim in claims]),
@@ -217,8 +225,25 @@ def claim_runs(
         "record": record_skips,
         "prefix": census,
         "synchronous_commit": synchronous_commit,
+        "slot_n": [n for n, _key in slots],
+        **{f"slot_{column}": values for column, values in slot_keys.items()},
     }
     return QUERIES["claim_runs_census" if census else "claim_runs"], params
+
+
+def replace_runs(
+    key: LockKey, *, job: str, tick: datetime | None, host: str, pid: int
+) -> Statement:
+    """``overlap="terminate_other"``: end the job's runs going for ticks before ``tick`` (their
+    rows say they were replaced, their leases end) and, if any, terminate the backends holding
+    ``key``; one row, the runs replaced and the backends terminated."""
+    return QUERIES["replace_runs"], {
+        **_key(key),
+        "job": job,
+        "tick": tick,
+        "host": storable(host),
+        "pid": pid,
+    }
 
 
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:

@@ -106,6 +106,10 @@ class Definition:
     at: datetime | None = None
     #: The schedule ends after this many runs of its ticks (``None``: no end).
     max_runs: int | None = None
+    #: What a tick that comes while a run is going does (empty: skip), and ``allow_all``'s
+    #: runs at once (``None``: its default).
+    overlap: str = ""
+    max_concurrent: int | None = None
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 

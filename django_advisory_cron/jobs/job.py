@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 from ..conf import CatchUp
 from ..core.jitter import jitter_problem
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
+from ..core.overlap import Overlap, concurrent_runs, overlap_policy, slots
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
     Every,
@@ -133,6 +134,11 @@ class Job(Generic[P, R]):
     at: datetime | None = None
     #: Its schedule ends after this many runs of its ticks (``None``: no end).
     max_runs: int | None = None
+    #: What a tick that comes while a run is going does (see
+    #: [overlap][django_advisory_cron.core.overlap]): ``"skip"``, or ``"allow_all"``, up to
+    #: ``max_concurrent`` runs at once (``None``: its default).
+    overlap: Overlap = "skip"
+    max_concurrent: int | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
@@ -199,6 +205,17 @@ class Job(Generic[P, R]):
     def key(self) -> LockKey:
         """The job's advisory lock key (computed from the configured namespace)."""
         return job_key(self.name, self.key_mode)
+
+    @property
+    def keys(self) -> tuple[LockKey, ...]:
+        """The keys of its run slots, one per run it may have going at once (the first is
+        ``key``): a claim takes the first that is free."""
+        return tuple(self.key.slot_key(slot) for slot in range(1, self.slots + 1))
+
+    @property
+    def slots(self) -> int:
+        """How many runs of it may go at once."""
+        return slots(self.overlap, self.max_concurrent)
 
     @property
     def origin(self) -> str:
@@ -392,6 +409,8 @@ def locked_task(
     capture: bool | Sequence[str] = False,
     at: datetime | str | None = None,
     max_runs: int | None = None,
+    overlap: str = "skip",
+    max_concurrent: int | None = None,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -423,6 +442,8 @@ def locked_task(
     capture: bool | Sequence[str] = False,
     at: datetime | str | None = None,
     max_runs: int | None = None,
+    overlap: str = "skip",
+    max_concurrent: int | None = None,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -460,7 +481,11 @@ def locked_task(
     ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. ``at`` (an aware
     date-time, or a naive one or ``"2026-12-24 18:00"`` read in ``timezone``) is a one-off
     instead: a single tick, after which the schedule is done. ``max_runs=N`` ends the schedule
-    after N runs of its ticks. Bad values raise ``ValueError`` here, naming the job.
+    after N runs of its ticks. ``overlap`` says what a tick that comes while a run is going
+    does: ``"skip"`` (the default) skips it, ``"allow_all"`` runs it beside the others, up to
+    ``max_concurrent`` runs at once (default 2, at most 32), each tick still once;
+    ``"terminate_other"`` stops the run going, then runs. Bad values raise ``ValueError``
+    here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -527,6 +552,7 @@ def locked_task(
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
         try:
             spread = jitter_seconds(jitter, _spread_over(schedule, interval, timezone, jitter))
+            policy, concurrent = overlap_policy(overlap), concurrent_runs(max_concurrent)
         except ValueError as error:
             raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         job = Job(
@@ -565,6 +591,8 @@ def locked_task(
             capture=None
             if capture is False
             else (function.__module__, *([] if capture is True else capture)),
+            overlap=policy,
+            max_concurrent=concurrent,
         )
         registry.register(job)
         return job

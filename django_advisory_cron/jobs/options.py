@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core.jitter import jitter_problem
 from ..core.moments import UTC
+from ..core.overlap import MAX_CONCURRENT, concurrent_runs, overlap_policy
 from ..core.schedule import EPOCH, read_moment, seconds_text
 from ..delivery import targets
 from ..exceptions import InvalidSchedule
@@ -62,6 +63,10 @@ class Shown(Protocol):
     def retry(self) -> RetryPolicy | None: ...
     @property
     def jitter(self) -> float | None: ...
+    @property
+    def overlap(self) -> str: ...
+    @property
+    def slots(self) -> int: ...
 
 
 class Checked(Shown, Protocol):
@@ -77,6 +82,8 @@ class Checked(Shown, Protocol):
     def schedule(self) -> Schedule | None: ...
     @property
     def max_runs(self) -> object: ...
+    @property
+    def max_concurrent(self) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,16 @@ def max_lateness_problem(max_lateness: object) -> str | None:
         return f"max_lateness must be seconds or a timedelta, not {max_lateness!r}"
     if not seconds > 0:  # also refuses NaN
         return f"max_lateness must be positive, not {max_lateness!r}"
+    return None
+
+
+def overlap_problem(job: Checked) -> str | None:
+    """Why ``job``'s overlap policy or its ``max_concurrent`` is refused, or ``None``."""
+    try:
+        overlap_policy(job.overlap)
+        concurrent_runs(job.max_concurrent)
+    except ValueError as error:
+        return str(error)
     return None
 
 
@@ -546,6 +563,35 @@ OPTIONS = (
         check=Check(
             "E026", max_runs_problem, "Give a whole number from 1, or remove max_runs=."
         ),
+    ),
+    Option(
+        "overlap", "overlap policy", "overlap", "--overlap", "POLICY",
+        "what a tick that comes while a run is going does: skip (the default), allow_all "
+        "(runs beside it, up to --max-concurrent at once) or terminate_other (stops it, then "
+        "runs)",
+        "options",
+        _(
+            "What a tick that comes while a run of the job is going does. Empty or skip: it is "
+            "skipped. allow_all: it runs beside it, up to the max concurrent runs at once; "
+            "each tick still runs once. terminate_other: the run going is stopped at once "
+            "(its row says it was replaced), then the tick runs."
+        ),
+        text=True, shown=lambda job: job.overlap,
+        build=overlap_policy, problems="overlap ", keyword="overlap",
+        check=Check(
+            "E027", overlap_problem,
+            "Use overlap='skip', 'allow_all' (with max_concurrent from 1 to "
+            f"{MAX_CONCURRENT}) or 'terminate_other'.",
+        ),
+    ),
+    Option(
+        "max_concurrent", "max concurrent runs", "max_concurrent", "--max-concurrent", "N",
+        f"with --overlap allow_all: how many runs may go at once, 1 to {MAX_CONCURRENT} "
+        "(empty: 2)",
+        "options",
+        _("With allow_all: how many runs may go at once (empty: 2)."),
+        shown=lambda job: job.slots,
+        build=concurrent_runs, problems="max_concurrent ", keyword="max_concurrent",
     ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}

@@ -36,6 +36,7 @@ from .heartbeat import Heartbeat
 from .holder import Holder
 from .loss import Loss
 from .polling import attempts
+from .session import SessionHolder
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -182,6 +183,13 @@ class AdvisoryLock:
             if watched and not self._in_async:
                 # An async holder's queries run in other threads: it reads ``lost``.
                 self.loss.guard_queries()
+
+    def rekey(self, key: LockKey) -> None:
+        """The lock is ``key`` from now on: the run slot its claim took, of a job that may run
+        several times at once (its releasing and watching statements name that key)."""
+        self.key = key
+        if isinstance(self.holder, SessionHolder):
+            self.holder.key = key
 
     def send(self, statement: Statement) -> Row | None:
         """Run one of our statements where the lock lives, with a deadline; its row."""

@@ -214,7 +214,7 @@ class ClaimConnection:
 
     def claim(self, locks: Sequence[SharedLock], statement: Statement) -> tuple[list[Row], float]:
         """Send ``statement``, which tries every lock and claims every run's tick (one row
-        per lock, in order; with ``census``, the columns from the ninth on are a
+        per lock, in order; with ``census``, the columns from the tenth on are a
         [Sighting][django_advisory_cron.lock.shared.Sighting]); its rows, for the owner to
         read and to [hold][django_advisory_cron.lock.shared.ClaimConnection.hold] the runs it
         took, and the ``time.monotonic()`` it was sent. Raises ``DatabaseError`` or
@@ -228,7 +228,7 @@ class ClaimConnection:
             for lock in locks:
                 lock.claimed_on = self._connection
         if self.census is not None and rows:
-            self._saw(answered, rows[0][8:12])
+            self._saw(answered, rows[0][9:13])
         self._nudge()
         self._start_heartbeat()
         return rows, sent

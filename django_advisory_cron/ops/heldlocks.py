@@ -88,18 +88,20 @@ def _array_text(items: list[Any]) -> str:
 
 
 def _job_name(jobs: list[Job[Any, Any]], namespace: int) -> Any:
-    """The name of the registered job whose key a lock-table row holds, else NULL."""
-    keys = [(job.key.lock_ids, job.name) for job in jobs]  # each key computed once
-    two_int = [(ids, name) for ids, name in keys if ids]
-    hashtext = [name for ids, name in keys if ids is None]
+    """The name of the registered job whose key a lock-table row holds, else NULL: any of
+    its run slots' (a job that may run several times at once has one key per run)."""
+    keys = [key for job in jobs for key in job.keys]
+    two_int = [(key.lock_ids, key.name) for key in keys if key.lock_ids]
+    hashed = [key for key in keys if key.lock_ids is None]
     whens = []
     if two_int:
         objids = [ids[1] for ids, _name in two_int]
         names = [name for _ids, name in two_int]
         lookup = ArrayMap(F("objid"), objids, names, "bigint", "text", CharField())
         whens.append(When(Q(objsubid=2, classid=namespace), then=lookup))
-    if hashtext:
-        lookup = ArrayMap(F("bigkey"), hashtext, hashtext, "hashtext", "text", CharField())
+    if hashed:
+        texts, names = [key.text for key in hashed], [key.name for key in hashed]
+        lookup = ArrayMap(F("bigkey"), texts, names, "hashtext", "text", CharField())
         whens.append(When(Q(objsubid=1), then=lookup))
     if not whens:
         return Value(None, output_field=CharField())

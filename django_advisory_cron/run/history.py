@@ -151,6 +151,9 @@ class Run:
     #: Its lock is held on a connection shared with other runs' locks (claimed together):
     #: its release unlocks that one lock only.
     shared: bool = field(default=False, repr=False, compare=False)
+    #: The keys of its job's run slots, when the job may run several times at once: its claim
+    #: takes the first free, and its lock is that one's from then on.
+    slots: tuple[LockKey, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def ran(self) -> bool:
@@ -226,6 +229,7 @@ class Run:
             self.manual,
             self.task_id,
             self.once,
+            self.slots,
         )
 
     def accept(self, row: Row, send: Send) -> bool:
@@ -234,6 +238,8 @@ class Run:
         released, got, run_id, self.tick, reference, interrupted, self.live_runs, self.paused = row[
             :8
         ]
+        if row[8] is not None:
+            self.held_by.rekey(self.slots[row[8] - 1])
         if self.reference is None:
             self.reference = reference
         self.interrupted_runs += int(interrupted)
@@ -296,12 +302,26 @@ class Run:
             synchronous_commit=self.synchronous_commit,
         )
 
-    def beat(self, key: LockKey) -> Statement:
+    def beat(self) -> Statement:
+        """Its lock's heartbeat: its lease renewed while its lock (its slot's) is held."""
+        key = self.held_by.key
         if self.run_id is None:
             return sql.lock_held(key)
         return sql.renew_leases([(self.run_id, key)], lease=self.lease)
 
     # -- recording without the lock connection ------------------------------------------
+
+    def replace_others(self, tick: datetime | None) -> tuple[int, int]:
+        """``overlap="terminate_other"``: end the job's runs going for ticks before ``tick``,
+        wherever they run (their rows say they were replaced; their lock's backends are
+        terminated, so each stops as on a lost lock, and the lock is free once this returns),
+        through a fresh connection; how many runs and backends."""
+        statement = sql.replace_runs(
+            self.held_by.key, job=self.job, tick=tick, host=HOST, pid=self.pid
+        )
+        assert self.using is not None
+        row = fetch_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     def mark_lost(self, error_line: str) -> bool:
         """Mark the running row ``lock_lost`` at once. Its body may still be running, so the
@@ -358,6 +378,7 @@ def new_run(
     reference: datetime | None = None,
     max_skew: float = 0,
     once: bool = False,
+    slots: tuple[LockKey, ...] = (),
 ) -> Run:
     """The one place a [Run][django_advisory_cron.run.history.Run] is made: one about to
     claim its tick (a skip until its claim says otherwise), or one another process recorded,
@@ -376,6 +397,7 @@ def new_run(
         reference=reference,
         max_skew=max_skew,
         once=once,
+        slots=slots if len(slots) > 1 else (),
     )
 
 

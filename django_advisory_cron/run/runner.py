@@ -12,7 +12,6 @@ what the job raised (as ``Job.run`` does).
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -70,6 +69,12 @@ class RunnableJob(attempts.Body, Protocol):
     def key(self) -> LockKey: ...
 
     @property
+    def keys(self) -> tuple[LockKey, ...]: ...
+
+    @property
+    def overlap(self) -> str: ...
+
+    @property
     def at_most_once(self) -> bool: ...
 
     @property
@@ -118,17 +123,20 @@ def execute(
         using=alias,
         task_id=task_id,
         once=job.at_most_once,
+        slots=job.keys,
     )
     lock = run.lock = AdvisoryLock(
         job.key,
         scope=scope or job.scope,
         wait=job.wait if wait is None else wait,
         using=alias,
-        beat=functools.partial(run.beat, job.key),
+        beat=run.beat,
         on_lost=_on_lost(job, run),
         savepoint=True,
         whole_statements=True,
     )
+    if job.overlap == "terminate_other" and not manual:
+        _replace_others(job, run, around)
     with handlers.signals_stop_runs():
         try:
             # Each attempt sends the run's claim through the lock's holder and reads its row;
@@ -276,6 +284,7 @@ def _claim_entries(
             manual=tick is None,
             using=claims.alias,
             once=job.at_most_once,
+            slots=job.keys,
         )
         run.shared = True
         lock = run.lock = SharedLock(job.key, claims, _on_lost(job, run))
@@ -289,6 +298,22 @@ def _claim_entries(
         if lock.acquired and run.run_id is not None:
             claims.hold(lock, run.run_id, sent)
     return entries
+
+
+def _replace_others(job: RunnableJob, run: RunResult, around: datetime) -> None:
+    """``overlap="terminate_other"``: before claiming its tick (the match nearest ``around``;
+    none for an unscheduled run), stop the job's runs of earlier ticks, wherever they run."""
+    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    runs, backends = run.replace_others(tick)
+    if runs:
+        logger.warning(
+            "job %s: its run of %s replaces %d run(s) going (overlap terminate_other); %d "
+            "lock holder(s) terminated",
+            job.name,
+            tick_said(tick, "no tick"),
+            runs,
+            backends,
+        )
 
 
 def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:

@@ -52,11 +52,12 @@ class Batches:
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s tick can be claimed in a batch with others' (see
         [claimable][django_advisory_cron.worker.dispatch.Dispatcher.claimable]), at once (no
-        ``wait``), and its previous run here is over. Others are claimed one by one."""
+        ``wait``), and its runs here leave it room (its previous one is over, or it may run
+        several at once). Others are claimed one by one."""
         if job.wait or not self.dispatcher.claimable(job):
             return False
         with self.dispatcher.lock:
-            return not self.dispatcher.going(job.name)
+            return len(self.dispatcher.going(job.name)) < job.slots
 
     def claim(self, due: Due) -> None:
         """Claim the ticks of ``due`` in as few statements as possible, then start the

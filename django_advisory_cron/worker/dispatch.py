@@ -7,9 +7,10 @@ taken on the worker's one connection, its presence (see
 [claims][django_advisory_cron.lock.shared]), whether the run was claimed with others or alone:
 the pool threads' own connections are the job bodies'. A job whose previous run here is still
 going when its next tick comes is not started again; the tick is recorded as skipped
-(Kubernetes' ``concurrencyPolicy: Forbid``). A job with ``deliver=`` is handed to its
-deliverer instead (see [delivery][django_advisory_cron.delivery.targets]). At shutdown running
-jobs get the grace.
+(Kubernetes' ``concurrencyPolicy: Forbid``), unless its ``overlap="allow_all"`` leaves room
+for another beside it (``Allow``, bounded by its ``max_concurrent``). A job with ``deliver=``
+is handed to its deliverer instead (see [delivery][django_advisory_cron.delivery.targets]).
+At shutdown running jobs get the grace.
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ class Dispatcher:
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
         here and takes a session lock (either key form). Other runs take their own."""
-        if self.in_process(job) or job.deliver is not None:
+        if self.in_process(job) or job.deliver is not None or job.overlap == "terminate_other":
+            # A replaced run's lock backend is terminated: it must hold no other run's lock.
             return False
         using = lock_database(job.using, self.using)
         return pooler.resolve_scope(job.scope, using) == "session"
@@ -229,7 +231,8 @@ class Dispatcher:
             return
         with self.lock:
             previous = self.going(job.name)
-            if not previous:
+            room = len(previous) < job.slots or job.overlap == "terminate_other"
+            if room:  # allow_all: up to max_concurrent at once; terminate_other: replaces it
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())
                 except RuntimeError:  # the interpreter is exiting: start nothing more
@@ -240,7 +243,7 @@ class Dispatcher:
             else:
                 waiting = not any(future.running() for future in previous)
                 what = " and ".join(sorted(previous.values()))
-        if not previous:
+        if room:
             future.add_done_callback(self._not_run_if_cancelled(len(ticks)))
             return
         for tick in ticks:

@@ -1,0 +1,52 @@
+"""What a tick does when it comes while a run of its job is going: the overlap policies, by
+Temporal's names, and the bound on ``allow_all``'s concurrent runs. Pure: the claim acts on
+them (a job allowed N runs at once has N lock keys, its slots: see
+[keys][django_advisory_cron.core.keys])."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Overlap = Literal["skip", "allow_all", "terminate_other"]
+#: The policies built, the default first.
+OVERLAPS: tuple[Overlap, ...] = ("skip", "allow_all", "terminate_other")
+#: Temporal's other names, refused by name until they are built.
+NOT_YET = ("buffer_one", "buffer_all", "cancel_other")
+
+#: ``allow_all``'s runs at once when ``max_concurrent`` is not given, and its bounds (each
+#: allowed run is a lock key a claim may try).
+DEFAULT_CONCURRENT = 2
+MAX_CONCURRENT = 32
+
+
+def overlap_policy(value: object) -> Overlap:
+    """The policy ``value`` names (``None`` or ``""``: ``"skip"``). Raises ``ValueError``, in
+    one line, for another."""
+    if value is None or value == "":
+        return "skip"
+    for policy in OVERLAPS:
+        if value == policy:
+            return policy
+    built = f"{', '.join(map(repr, OVERLAPS[:-1]))} or {OVERLAPS[-1]!r}"
+    if value in NOT_YET:
+        raise ValueError(f"overlap {value!r} is not supported yet; use {built}")
+    raise ValueError(f"overlap must be {built}, not {value!r}")
+
+
+def concurrent_runs(value: object) -> int | None:
+    """``max_concurrent`` as a job holds it (``None``: not given). Raises ``ValueError``, in
+    one line with the bounds, for what is no whole number from 1 to ``MAX_CONCURRENT``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENT:
+        raise ValueError(
+            f"max_concurrent must be a whole number from 1 to {MAX_CONCURRENT}, not {value!r}"
+        )
+    return value
+
+
+def slots(overlap: str, max_concurrent: int | None) -> int:
+    """How many runs of a job may go at once under its policy."""
+    if overlap != "allow_all":
+        return 1
+    return DEFAULT_CONCURRENT if max_concurrent is None else max_concurrent

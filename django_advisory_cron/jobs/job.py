@@ -126,6 +126,9 @@ class Job(Generic[P, R]):
     #: Its first and last possible tick (``None``: no bound).
     starts: datetime | None = None
     ends: datetime | None = None
+    #: Run each tick once for every tenant schema (django-tenants; see
+    #: [tenants][django_advisory_cron.contrib.tenants]), each under ``name@schema``.
+    per_tenant: bool = False
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
@@ -358,6 +361,7 @@ def locked_task(
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
     capture: bool | Sequence[str] = False,
+    per_tenant: bool = False,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -387,6 +391,7 @@ def locked_task(
     retry_backoff_max: float = 300.0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
     capture: bool | Sequence[str] = False,
+    per_tenant: bool = False,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -411,6 +416,8 @@ def locked_task(
     ``retry_backoff_max``), never past the job's next tick or its ``max_lateness``.
     ``capture=True`` keeps what the function's module logger emits during a run with the run
     (``capture=["name", ...]``: those loggers too), at most ``CAPTURE_LIMIT`` characters.
+    ``per_tenant=True`` (with django-tenants) runs each tick once for every tenant schema,
+    inside that schema, recorded as ``name@schema``.
 
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
@@ -480,6 +487,11 @@ def locked_task(
         ):
             if problem:
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
+        if per_tenant and (deliver is not None or timeout is not None):
+            raise ValueError(
+                f"@locked_task {job_name!r}: per_tenant=True runs in the worker's threads, one "
+                "run per tenant schema: remove deliver= and timeout="
+            )
         try:
             spread = jitter_seconds(jitter, _spread_over(schedule, interval, timezone, jitter))
         except ValueError as error:
@@ -518,6 +530,7 @@ def locked_task(
             capture=None
             if capture is False
             else (function.__module__, *([] if capture is True else capture)),
+            per_tenant=bool(per_tenant),
         )
         registry.register(job)
         return job

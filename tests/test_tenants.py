@@ -5,6 +5,7 @@ schema; a tenant created while they run is picked up, a dropped one is no longer
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -28,10 +29,10 @@ JOB = "tenant_digest"
 TOOK = [status.value for status in TICK_TAKING]
 
 
-def manage(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def manage(url: str, command: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run a command of the tenants' project to its end; fail the test on its failure."""
     done = subprocess.run(
-        [sys.executable, str(MANAGE), *args, SETTINGS],
+        [sys.executable, str(MANAGE), command, SETTINGS, *args],
         env=manage_env(url, **env),
         capture_output=True,
         text=True,
@@ -124,6 +125,15 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
         wait_for(lambda: runs(observer, "initech") >= later, 60)
         # At most the tick read before the drop committed may still have been claimed.
         assert runs(observer, "globex") <= dropped_at + 1
+        # One tenant paused: its ticks are skipped, the others' run.
+        manage(project, "cronjob", "pause", JOB, "--tenant", "acme")
+        paused_at = runs(observer, "acme")
+        later = runs(observer, "initech") + 3
+        wait_for(lambda: runs(observer, "initech") >= later, 60)
+        assert runs(observer, "acme") <= paused_at + 1  # a tick claimed before the pause
+        manage(project, "cronjob", "resume", JOB, "--tenant", "acme")
+        resumed_at = runs(observer, "acme")
+        wait_for(lambda: runs(observer, "acme") > resumed_at, 30)
     finally:
         for worker in workers:
             if worker.poll() is None:
@@ -158,4 +168,10 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
     assert not observer.execute(
         "SELECT 1 FROM django_advisory_cron_jobrun WHERE job = %s", (JOB,)
     ).fetchall()  # the per-tenant job itself never runs outside a tenant
+    status = json.loads(
+        manage(project, "cronstatus", "--json", "--all", "--tenant", "initech").stdout
+    )
+    assert [(job["job"], job["tenant"]) for job in status["jobs"]] == [
+        (f"{JOB}@initech", "initech")
+    ]
     observer.close()

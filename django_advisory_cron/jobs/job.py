@@ -129,6 +129,8 @@ class Job(Generic[P, R]):
     #: Run each tick once for every tenant schema (django-tenants; see
     #: [tenants][django_advisory_cron.contrib.tenants]), each under ``name@schema``.
     per_tenant: bool = False
+    #: The tenant schema this job runs a per-tenant job for (``None``: no tenant's).
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)

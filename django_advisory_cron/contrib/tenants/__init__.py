@@ -98,5 +98,10 @@ def _for_schema(job: Job[..., object], schema: str) -> Job[..., object]:
             return body(*args, **kwargs)
 
     return dataclasses.replace(
-        job, func=in_schema, name=f"{job.name}{SEPARATOR}{schema}", per_tenant=False
+        job,
+        func=in_schema,
+        name=f"{job.name}{SEPARATOR}{schema}",
+        per_tenant=False,
+        tenant=schema,
+        description=job.description,
     )

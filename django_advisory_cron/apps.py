@@ -21,11 +21,17 @@ class AdvisoryCronConfig(AppConfig):
 
     def ready(self) -> None:
         from .checks import configuration as checks
+        from .contrib.tenants import checks as tenants
         from .delivery import targets
         from .jobs import declared
         from .ops import monitoring
 
         checks.register()
+        tenants.register_checks()
+        if apps.is_installed("django_tenants"):
+            from .contrib.tenants import install
+
+            install()
         monitoring.connect()
         targets.install()  # imports no queue's library: only registers the targets
         if app_settings.SYNC_ON_MIGRATE and apps.is_installed("django_q"):

@@ -139,6 +139,11 @@ class Job(Generic[P, R]):
     #: ``max_concurrent`` runs at once (``None``: its default).
     overlap: Overlap = "skip"
     max_concurrent: int | None = None
+    #: Run each tick once for every tenant schema (django-tenants; see
+    #: [tenants][django_advisory_cron.contrib.tenants]), each under ``name@schema``.
+    per_tenant: bool = False
+    #: The tenant schema this job runs a per-tenant job for (``None``: no tenant's).
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
@@ -411,6 +416,7 @@ def locked_task(
     max_runs: int | None = None,
     overlap: str = "skip",
     max_concurrent: int | None = None,
+    per_tenant: bool = False,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -444,6 +450,7 @@ def locked_task(
     max_runs: int | None = None,
     overlap: str = "skip",
     max_concurrent: int | None = None,
+    per_tenant: bool = False,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -468,6 +475,8 @@ def locked_task(
     ``retry_backoff_max``), never past the job's next tick or its ``max_lateness``.
     ``capture=True`` keeps what the function's module logger emits during a run with the run
     (``capture=["name", ...]``: those loggers too), at most ``CAPTURE_LIMIT`` characters.
+    ``per_tenant=True`` (with django-tenants) runs each tick once for every tenant schema,
+    inside that schema, recorded as ``name@schema``.
 
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
@@ -550,6 +559,11 @@ def locked_task(
         ):
             if problem:
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
+        if per_tenant and (deliver is not None or timeout is not None):
+            raise ValueError(
+                f"@locked_task {job_name!r}: per_tenant=True runs in the worker's threads, one "
+                "run per tenant schema: remove deliver= and timeout="
+            )
         try:
             spread = jitter_seconds(jitter, _spread_over(schedule, interval, timezone, jitter))
             policy, concurrent = overlap_policy(overlap), concurrent_runs(max_concurrent)
@@ -593,6 +607,7 @@ def locked_task(
             else (function.__module__, *([] if capture is True else capture)),
             overlap=policy,
             max_concurrent=concurrent,
+            per_tenant=bool(per_tenant),
         )
         registry.register(job)
         return job

@@ -11,11 +11,35 @@ from django.core.management.base import CommandError
 from .. import exitcodes
 from ..db.execute import database_now
 from ..delivery import targets
+from ..jobs import fanout
 from ..jobs.job import Job
 from ..run import control
 from ..run.runner import RunResult, execute
 from ..worker.fleet import live_workers
 from .runs import outcome, signals_unwind
+
+
+def for_tenant(job: Job[Any, Any], tenant: str | None) -> Job[Any, Any]:
+    """``job``, or with ``tenant`` its runs for that tenant schema (``name@schema``): a
+    per-tenant job is paused and resumed tenant by tenant."""
+    if tenant is None:
+        if job.per_tenant:
+            raise CommandError(
+                f"job {job.name!r} runs per tenant: name one with --tenant SCHEMA",
+                returncode=exitcodes.USAGE,
+            )
+        return job
+    if not job.per_tenant:
+        raise CommandError(
+            f"job {job.name!r} is not per tenant: leave out --tenant", returncode=exitcodes.USAGE
+        )
+    for each in fanout.split(job):
+        if each.tenant == tenant:
+            return each
+    raise CommandError(
+        f"job {job.name!r} has no tenant {tenant!r}: --tenant takes a tenant's schema name",
+        returncode=exitcodes.USAGE,
+    )
 
 
 def pause(job: Job[Any, Any], alias: str, until_text: str | None, reason: str) -> str:

@@ -40,7 +40,7 @@ from ..db import reads
 from ..db.aliases import lock_database
 from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
-from ..jobs import catalog
+from ..jobs import catalog, fanout
 from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
 from ..run import control, limits
@@ -301,6 +301,7 @@ class JobStatus:
 
         return {
             "job": self.name,
+            "tenant": self.job.tenant,
             "key": str(self.job.key),
             "schedule": self.job.schedule_text,
             "schedule_description": self.schedule_description,
@@ -378,7 +379,13 @@ def _read(
     with (``None`` otherwise)."""
     alias = lock_database(using)
     found = catalog.current(alias)
-    jobs = [job for job in found.all() if names is None or job.name in names]
+    # A per-tenant job is one status per tenant (name@schema): its runs are recorded so.
+    jobs = [
+        each
+        for job in found.all()
+        for each in fanout.split(job)
+        if names is None or job.name in names or each.name in names
+    ]
     now = now or timezone.now()
     statuses = {job.name: JobStatus(job, now) for job in jobs}
     if not statuses:

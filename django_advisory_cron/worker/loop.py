@@ -37,6 +37,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..conf import app_settings
 from ..db.connections import warm_while_scheduling
 from ..exceptions import DatabaseUnavailable, first_line
+from ..jobs import fanout
 from ..jobs.job import Job, registry
 from ..lock.shared import ClaimConnection
 from ..run import history
@@ -301,11 +302,13 @@ class Worker:
         if due:
             together: list[tuple[Job[..., object], datetime]] = []
             with self._presence.turn() as connection:
-                for job, ticks in self._timetable.due(connection, due, now):
-                    if len(ticks) == 1 and self._batches.claimable(job):
-                        together.append((job, ticks[0]))
-                    else:
-                        self._dispatcher.dispatch(job, ticks)
+                for due_job, ticks in self._timetable.due(connection, due, now):
+                    # A per-tenant job's tick is one entry per tenant, batched alike.
+                    for job in fanout.split(due_job):
+                        if len(ticks) == 1 and self._batches.claimable(job):
+                            together.append((job, ticks[0]))
+                        else:
+                            self._dispatcher.dispatch(job, ticks)
             if together:
                 self._batches.claim(together)
         if not upcoming:

@@ -108,7 +108,7 @@ ACTIONS = {
         "runlocked alike, until resumed (or --until WHEN: a duration such as 30m, 2h, 1d, or "
         "an ISO 8601 date-time)",
         'manage.py cronjob pause send_daily_digest --until 2h --reason "mail relay down"',
-        (("2", "no job of that name, or a bad --until"),),
+        (("2", "no job of that name, or a bad --until or --tenant"),),
     ),
     "resume": Action(
         "JOB",
@@ -357,6 +357,14 @@ class Command(AppCommand):
         )
         resume = _add(actions, "resume")
         resume.add_argument("job", type=utf8_text, metavar="JOB")
+        for tenanted in (pause, resume):
+            tenanted.add_argument(
+                "--tenant",
+                type=utf8_text,
+                default=None,
+                metavar="SCHEMA",
+                help="a per-tenant job's runs for this tenant schema only (django-tenants)",
+            )
         trigger = _add(actions, "trigger")
         trigger.add_argument("job", type=utf8_text, metavar="JOB")
         trigger.add_argument(
@@ -491,12 +499,13 @@ class Command(AppCommand):
                 job = self._find(found, options["job"])
                 self._write(listing.next_ticks(job, alias, options["count"], options["json"]))
             elif action == "pause":
-                job = self._find(found, options["job"])
+                job = job_actions.for_tenant(self._find(found, options["job"]), options["tenant"])
                 self.stdout.write(
                     job_actions.pause(job, alias, options["until"], options["reason"])
                 )
             elif action == "resume":
-                self.stdout.write(job_actions.resume(self._find(found, options["job"]), alias))
+                job = job_actions.for_tenant(self._find(found, options["job"]), options["tenant"])
+                self.stdout.write(job_actions.resume(job, alias))
             elif action == "backfill":
                 self._backfill(self._find(found, options["job"]), alias, options)
             else:

@@ -34,7 +34,7 @@ exit codes:
   0    healthy: no job is overdue, late, stuck or failing (or all such problems are
        --ignore'd)
   1    the command itself failed (the database refused its query)
-  2    usage error (unknown --job)
+  2    usage error (unknown --job or --tenant)
   3    unhealthy: at least one job is overdue, late (past its late_after target), stuck
        (stale lock) or failing, or fewer
        cronworker processes are alive than --expect-workers (EXPECT_WORKERS) asks for
@@ -66,6 +66,13 @@ class Command(AppCommand):
             default=None,
             metavar="NAME",
             help="only this job (repeat)",
+        )
+        parser.add_argument(
+            "--tenant",
+            type=text,
+            default=None,
+            metavar="SCHEMA",
+            help="only the per-tenant jobs' runs for this tenant schema (django-tenants)",
         )
         parser.add_argument(
             "--ignore",
@@ -111,9 +118,20 @@ class Command(AppCommand):
         except DatabaseError as error:
             raise CronStatusError(first_line(error)) from error
         if names:
-            unknown = sorted(set(names) - {item.name for item in statuses})
+            # A per-tenant job's name stands for its tenants' (name@schema).
+            found = {item.name for item in statuses}
+            found |= {item.name.rpartition("@")[0] for item in statuses if item.job.tenant}
+            unknown = sorted(set(names) - found)
             if unknown:
                 raise CronStatusError(no_job_named(unknown, "see cronjob list"), exitcodes.USAGE)
+        tenant = options["tenant"]
+        if tenant is not None:
+            statuses = [item for item in statuses if item.job.tenant == tenant]
+            if not statuses:
+                raise CronStatusError(
+                    f"no per-tenant job runs for tenant {tenant!r}; see cronstatus --all",
+                    exitcodes.USAGE,
+                )
         ignore = tuple(options["ignore"])
         bad = unhealthy(statuses, ignore)
         problem = missing_workers(statuses, workers, expected)

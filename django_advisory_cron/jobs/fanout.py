@@ -1,0 +1,39 @@
+"""Jobs that run as several: each tick of a per-tenant job (``per_tenant=True``) becomes one
+job per tenant schema, ``name@schema``, each claimed, locked and recorded on its own. How a
+job is split is registered by the integration that knows the tenants
+([tenants][django_advisory_cron.contrib.tenants]); this module only holds it, so the worker
+needs no integration's import."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from .job import Job
+
+logger = logging.getLogger("django_advisory_cron")
+
+#: A per-tenant job's jobs for this tick: one per tenant, read when asked.
+Split = Callable[[Job[..., object]], list[Job[..., object]]]
+
+_split: list[Split] = []
+
+
+def register(split: Split) -> None:
+    """Split per-tenant jobs with ``split`` (once, at start-up)."""
+    _split[:] = [split]
+
+
+def split(job: Job[..., object]) -> list[Job[..., object]]:
+    """The jobs that run ``job``'s tick: itself, or for a per-tenant job one per tenant
+    (none, logged, when nothing registered how: system check E082 names it)."""
+    if not job.per_tenant:
+        return [job]
+    if not _split:
+        logger.error(
+            "cronworker: job %s is per_tenant but django-tenants is not installed; its tick "
+            "is not run (manage.py check names it)",
+            job.name,
+        )
+        return []
+    return _split[0](job)

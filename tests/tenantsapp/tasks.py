@@ -1,0 +1,14 @@
+"""The per-tenant job of the tenants' tests: each run writes one row into the tenant's own
+table (tests/tenantdata), in the schema it runs in."""
+
+from django.db import connection
+
+from django_advisory_cron import locked_task
+
+
+@locked_task(every=2, per_tenant=True)
+def tenant_digest() -> None:
+    """Write one row in this tenant's schema."""
+    from tests.tenantdata.models import Digest
+
+    Digest.objects.create(schema=connection.schema_name)  # type: ignore[attr-defined]

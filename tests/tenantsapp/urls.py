@@ -1,0 +1,3 @@
+"""No pages: the tenants' tests run commands only."""
+
+urlpatterns: list[object] = []

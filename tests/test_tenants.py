@@ -1,0 +1,177 @@
+"""Per-tenant jobs with a real django-tenants project (issue 40): real schemas made by the
+tenant model's save, two real ``cronworker`` processes, a per-tenant job that writes into the
+tenant's own table. Each (job, schema, tick) runs once across both workers, in its own
+schema; a tenant created while they run is picked up, a dropped one is no longer run."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import psycopg
+import pytest
+
+from django_advisory_cron import exitcodes
+from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
+from tests.conftest import MANAGE, manage_env
+from tests.waiting import wait_for
+
+pytest.importorskip("django_tenants", reason="django-tenants is not installed (the test extra)")
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = "--settings=tests.settings_tenants"
+JOB = "tenant_digest"
+#: The statuses of a run that took its tick.
+TOOK = [status.value for status in TICK_TAKING]
+
+
+def manage(url: str, command: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run a command of the tenants' project to its end; fail the test on its failure."""
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), command, SETTINGS, *args],
+        env=manage_env(url, **env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def add_tenant(url: str, schema: str) -> None:
+    """A tenant saved through the tenant model: its schema made and migrated."""
+    manage(
+        url,
+        "shell",
+        "-c",
+        "from tests.tenantsapp.models import Client, Domain; "
+        f"tenant = Client.objects.create(schema_name={schema!r}, name={schema!r}); "
+        f"Domain.objects.create(domain='{schema}.example.com', tenant=tenant, is_primary=True)",
+    )
+
+
+def drop_tenant(url: str, schema: str) -> None:
+    """A tenant deleted through the tenant model: its schema dropped."""
+    manage(
+        url,
+        "shell",
+        "-c",
+        "from tests.tenantsapp.models import Client; "
+        f"Client.objects.get(schema_name={schema!r}).delete(force_drop=True)",
+    )
+
+
+@pytest.fixture
+def project(scratch_database_url: str) -> str:
+    """The tenants' project on a database of its own: the shared schema migrated, the
+    public tenant, and the tenants acme and globex."""
+    manage(scratch_database_url, "migrate_schemas", "--shared", "-v", "0")
+    manage(
+        scratch_database_url,
+        "shell",
+        "-c",
+        "from tests.tenantsapp.models import Client; "
+        "Client.objects.create(schema_name='public', name='public')",
+    )
+    for schema in ("acme", "globex"):
+        add_tenant(scratch_database_url, schema)
+    return scratch_database_url
+
+
+def alive(workers: list[subprocess.Popen[str]]) -> bool:
+    """Whether every worker still runs (a worker that exited fails the test at once)."""
+    assert all(worker.poll() is None for worker in workers), "a cronworker exited"
+    return True
+
+
+def runs(observer: psycopg.Connection[Any], schema: str) -> int:
+    """The runs of the per-tenant job that succeeded for ``schema``."""
+    row = observer.execute(
+        "SELECT count(*) FROM django_advisory_cron_jobrun WHERE job = %s AND status = %s",
+        (f"{JOB}@{schema}", RunStatus.SUCCEEDED.value),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
+    project: str,
+) -> None:
+    observer = psycopg.connect(project, autocommit=True)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
+            env=manage_env(project),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        alive = lambda: all(worker.poll() is None for worker in workers)  # noqa: E731
+        wait_for(
+            lambda: alive() and runs(observer, "acme") >= 3 and runs(observer, "globex") >= 3, 90
+        )
+        add_tenant(project, "initech")  # while the workers run: no restart
+        wait_for(lambda: runs(observer, "initech") >= 3, 60)
+        drop_tenant(project, "globex")
+        dropped_at = runs(observer, "globex")
+        later = runs(observer, "initech") + 3
+        wait_for(lambda: runs(observer, "initech") >= later, 60)
+        # At most the tick read before the drop committed may still have been claimed.
+        assert runs(observer, "globex") <= dropped_at + 1
+        # One tenant paused: its ticks are skipped, the others' run.
+        manage(project, "cronjob", "pause", JOB, "--tenant", "acme")
+        paused_at = runs(observer, "acme")
+        later = runs(observer, "initech") + 3
+        wait_for(lambda: runs(observer, "initech") >= later, 60)
+        assert runs(observer, "acme") <= paused_at + 1  # a tick claimed before the pause
+        manage(project, "cronjob", "resume", JOB, "--tenant", "acme")
+        resumed_at = runs(observer, "acme")
+        wait_for(lambda: runs(observer, "acme") > resumed_at, 30)
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+        errors = [worker.communicate(timeout=60)[1] for worker in workers]
+        print(*errors, sep="\n----\n")  # shown when the test fails
+    assert [worker.returncode for worker in workers] == [exitcodes.SIGTERM] * 2, errors
+
+    doubled = observer.execute(
+        "SELECT job, tick, count(*) FROM django_advisory_cron_jobrun "
+        "WHERE status = ANY(%s) GROUP BY job, tick HAVING count(*) > 1",
+        (TOOK,),
+    ).fetchall()
+    assert doubled == []
+    for schema in ("acme", "initech"):
+        written = observer.execute(
+            f'SELECT schema, count(*) FROM "{schema}".tenantdata_digest GROUP BY schema'
+        ).fetchall()
+        # Every run wrote its row in its own schema, and only there: one row a run.
+        assert written == [(schema, runs(observer, schema))], schema
+    assert (
+        observer.execute(
+            "SELECT 1 FROM information_schema.schemata WHERE schema_name = 'globex'"
+        ).fetchall()
+        == []
+    )
+    pids = observer.execute(
+        "SELECT count(DISTINCT pid) FROM django_advisory_cron_jobrun WHERE job LIKE %s",
+        (f"{JOB}@%",),
+    ).fetchone()
+    assert pids == (2,)  # both workers ran tenants' runs
+    assert not observer.execute(
+        "SELECT 1 FROM django_advisory_cron_jobrun WHERE job = %s", (JOB,)
+    ).fetchall()  # the per-tenant job itself never runs outside a tenant
+    status = json.loads(
+        manage(project, "cronstatus", "--json", "--all", "--tenant", "initech").stdout
+    )
+    assert [(job["job"], job["tenant"]) for job in status["jobs"]] == [
+        (f"{JOB}@initech", "initech")
+    ]
+    observer.close()

@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     )
     from .jobs.job import SKIPPED, Job, locked_task, registry
     from .lock.advisory import AdvisoryLock, advisory_lock
+    from .ops import control
     from .ops.heldlocks import held_locks
     from .ops.metrics import RunHistoryCollector
     from .ops.monitoring import Reporter
-    from .run import control
     from .run.runner import RunResult
     from .worker.loop import Worker, start_worker
 
@@ -56,7 +56,7 @@ _WHERE = {
     "Worker": "worker.loop",
     "start_worker": "worker.loop",
     "RunResult": "run.runner",
-    "control": "run",
+    "control": "ops",
     "RunHistoryCollector": "ops.metrics",
     "Reporter": "ops.monitoring",
     "held_locks": "ops.heldlocks",

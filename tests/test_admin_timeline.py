@@ -24,8 +24,7 @@ from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.ops import timeline
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control, timeline
 from tests.admin_users import logged_in
 from tests.test_admin import app_queries
 

@@ -15,7 +15,7 @@ import pytest
 from django_advisory_cron import locked_task
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from tests.test_browser import Shooter, browser, login, operator, screenshots, server
 
 pytestmark = pytest.mark.browser

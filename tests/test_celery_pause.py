@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron.models import EnqueuedTick, JobRun, JobState, RunStatus, Schedule
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from tests.celery_servers import TASK, RedisServer, celery_env, needs_redis
 from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for

@@ -24,7 +24,7 @@ from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.lock.shared import ClaimConnection
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from django_advisory_cron.run.runner import ClaimedRun, claim_together
 from django_advisory_cron.worker.fleet import share_out
 from tests.jobsapp.models import Marker

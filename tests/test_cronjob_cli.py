@@ -19,7 +19,7 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.schedule import Every, Schedule
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 
 from .conftest import MANAGE, manage_env
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.schedule import Schedule as Timetable
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from tests.jobsapp.models import Marker
 
 from .test_messages import closed_port

@@ -16,7 +16,7 @@ from django.test.utils import override_settings
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.jobs.job import Job
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 
 HEALTH, METRICS = "/cron/health/", "/cron/metrics/"
 RUNS = "/admin/django_advisory_cron/jobrun/"

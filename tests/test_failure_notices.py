@@ -23,8 +23,7 @@ from django_advisory_cron.checks.configuration import check_monitoring, check_se
 from django_advisory_cron.contrib import notices
 from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.ops import monitoring
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control, monitoring
 from tests.jobsapp.models import Marker
 from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for, wait_for_workers

@@ -20,7 +20,7 @@ from django_advisory_cron.admin.jobs import RegisteredJobAdmin
 from django_advisory_cron.admin.runs import BoundedCountPaginator
 from django_advisory_cron.jobs.job import registry
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from tests.admin_users import VIEWING, logged_in
 
 JOBS_URL = reverse("admin:django_advisory_cron_registeredjob_changelist")

@@ -25,11 +25,11 @@ LAYERS = {
     "core": 0,  # what a job is and when it is due: no database
     "db": 1,  # the wire: connections, statements, deadlines, pooling
     "lock": 2,  # advisory locks and their heartbeat
-    "run": 3,  # one run from claim to finish, control
+    "run": 3,  # one run from claim to finish
     "delivery": 4,  # the seam to task queues, and the claim-then-send
     "jobs": 5,  # what a job is and where jobs come from: Job, definitions, the catalog
     "worker": 6,  # cronworker
-    "ops": 7,  # the read side: status, held locks, metrics, monitoring
+    "ops": 7,  # what operators read and say: status, held locks, metrics, pause, run now
 }
 TOP = 8  # what users touch: admin, views, urls, checks, commands, contrib, testing
 

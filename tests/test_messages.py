@@ -16,7 +16,7 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.exceptions import CommandFailed
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from django_advisory_cron.run.history import HOST
 from tests.waiting import wait_for
 

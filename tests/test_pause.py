@@ -15,7 +15,7 @@ import pytest
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.models import JobRun, JobState, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from django_advisory_cron.run.runner import execute
 from django_advisory_cron.testing import PgBouncer
 from django_advisory_cron.worker.fleet import PRESENCE_NAME

@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, Schedule, ScheduleVersion
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from tests.admin_users import logged_in
 from tests.conftest import manage_env
 from tests.jobsapp.models import Marker

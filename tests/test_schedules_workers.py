@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from django_advisory_cron.models import JobRun, RunStatus, Schedule
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from django_advisory_cron.testing import PgBouncer
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from tests.jobsapp.models import Marker

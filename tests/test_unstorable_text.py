@@ -28,8 +28,7 @@ from django_advisory_cron.contrib import notices
 from django_advisory_cron.core.text import storable
 from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.ops import monitoring
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control, monitoring
 from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")

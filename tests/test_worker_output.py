@@ -13,7 +13,7 @@ import pytest
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from django_advisory_cron.run.history import HOST
 from tests.jobsapp.models import Marker
 from tests.test_worker_edges import Lines

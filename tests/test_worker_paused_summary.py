@@ -18,7 +18,7 @@ import pytest
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")

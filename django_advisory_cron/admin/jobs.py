@@ -30,9 +30,8 @@ from ..db.execute import database_now
 from ..jobs import catalog
 from ..jobs.job import Job, registry
 from ..models import JobState
-from ..ops import charts, heldlocks, status
+from ..ops import charts, control, heldlocks, status
 from ..ops.charts import human_duration
-from ..run import control
 from ..worker.fleet import live_workers
 from .common import ReadOnlyAdmin, refused_here
 from .schedule_versions import versions_url

@@ -36,7 +36,7 @@ from ..db import reads
 from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..exceptions import first_line
-from ..run import control
+from ..ops import control
 from ..run.history import HOST
 from .pings import Ping, Pinger, idempotency_key
 

@@ -23,7 +23,7 @@ from ..core.statuses import TICK_TAKING, RunStatus
 from ..db.execute import database_now
 from ..jobs.job import Job
 from ..models import JobRun
-from ..run.control import parse_moment
+from ..ops.control import parse_moment
 from ..run.runner import RunResult, execute
 from .runs import signals_unwind
 

@@ -1,5 +1,5 @@
 """``cronjob pause``, ``resume`` and ``trigger``: the operator's say over a job's ticks, through
-[control][django_advisory_cron.run.control], each saying in a line what it did. What cannot
+[control][django_advisory_cron.ops.control], each saying in a line what it did. What cannot
 be done raises ``CommandError`` with the exit code the command's epilog gives it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..db.execute import database_now
 from ..delivery import targets
 from ..jobs import fanout
 from ..jobs.job import Job
-from ..run import control
+from ..ops import control
 from ..run.runner import RunResult, execute
 from ..worker.fleet import live_workers
 from .runs import outcome, signals_unwind

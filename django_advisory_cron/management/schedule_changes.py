@@ -17,7 +17,7 @@ from ..jobs.catalog import Catalog
 from ..jobs.definitions import Definition, overridden, to_job
 from ..jobs.job import Job, registry
 from ..models import Schedule
-from ..run import control
+from ..ops import control
 from .schedule_options import Refused, edited, fields_given, flags, not_overridable, row
 
 T = TypeVar("T")

@@ -1,1 +1,2 @@
-"""The read side: status, held locks, metrics, monitoring and charts."""
+"""What operators look at (status, held locks, metrics, monitoring, charts) and what they say
+about a job (pause, resume, run now: `control`)."""

@@ -43,8 +43,9 @@ from ..exceptions import InvalidSchedule
 from ..jobs import catalog, fanout
 from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
-from ..run import control, limits
+from ..run import limits
 from ..worker.fleet import PRESENCE_NAME, LiveWorker, live_workers, read_workers
+from . import control
 from .charts import human_duration
 from .describe import describe
 from .heldlocks import held_locks

@@ -18,7 +18,7 @@ from django_advisory_cron.core import moments
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.jobs.declared import aware
 from django_advisory_cron.management import arguments, backfill
-from django_advisory_cron.run import control
+from django_advisory_cron.ops import control
 
 #: A byte that is not UTF-8, as the command line hands it to Python (and a subprocess back).
 NOT_UTF8 = "\udcff"

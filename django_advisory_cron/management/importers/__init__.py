@@ -30,7 +30,7 @@ from ...jobs.definitions import MAX_DESCRIPTION, Definition, to_job
 from ...jobs.job import Job
 from ...jobs.versions import changing
 from ...models import Schedule
-from ...run import control
+from ...ops import control
 from ..schedule_options import row
 from .names import WHERE, Named, named
 

@@ -20,7 +20,7 @@ from ..db import sql
 from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..models import JobState
-from .history import HOST
+from ..run.history import HOST
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|min|s)", re.IGNORECASE)
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "min": 60, "s": 1}

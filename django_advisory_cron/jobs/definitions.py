@@ -106,6 +106,8 @@ class Definition:
     at: datetime | None = None
     #: The schedule ends after this many runs of its ticks (``None``: no end).
     max_runs: int | None = None
+    #: The business calendar its ticks skip or keep (``""``: none).
+    calendar: str = ""
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 

@@ -28,6 +28,7 @@ from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
 from .options import (
     catch_up_problem,
+    code_calendar,
     code_seconds,
     code_seconds_problem,
     max_lateness_problem,
@@ -133,6 +134,8 @@ class Job(Generic[P, R]):
     at: datetime | None = None
     #: Its schedule ends after this many runs of its ticks (``None``: no end).
     max_runs: int | None = None
+    #: The business calendar its ticks skip or keep (``core.calendars``; ``None``: none).
+    calendar: str | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
@@ -392,6 +395,7 @@ def locked_task(
     capture: bool | Sequence[str] = False,
     at: datetime | str | None = None,
     max_runs: int | None = None,
+    calendar: str | None = None,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -423,6 +427,7 @@ def locked_task(
     capture: bool | Sequence[str] = False,
     at: datetime | str | None = None,
     max_runs: int | None = None,
+    calendar: str | None = None,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -460,7 +465,9 @@ def locked_task(
     ``TIME_ZONE``) is the zone a cron ``schedule`` is evaluated in. ``at`` (an aware
     date-time, or a naive one or ``"2026-12-24 18:00"`` read in ``timezone``) is a one-off
     instead: a single tick, after which the schedule is done. ``max_runs=N`` ends the schedule
-    after N runs of its ticks. Bad values raise ``ValueError`` here, naming the job.
+    after N runs of its ticks. ``calendar`` (``"business:FR"``, ``"holidays:DE-BY"``,
+    ``"last:market:NYSE"``: see the scheduling docs) skips the ticks on a business calendar's
+    days, or keeps only those. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -507,6 +514,7 @@ def locked_task(
         try:
             moment = None if at is None else read_moment(at, timezone)
             runs = max_runs_value(max_runs)
+            days = code_calendar(calendar)
         except ValueError as error:
             raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         try:
@@ -551,6 +559,7 @@ def locked_task(
             timezone=timezone,
             at=moment,
             max_runs=runs,
+            calendar=days,
             timeout=timeout,
             deliver=deliver,
             at_most_once=bool(at_most_once),

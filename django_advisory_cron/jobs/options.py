@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core import calendars
 from ..core.jitter import jitter_problem
 from ..core.moments import UTC
 from ..core.schedule import EPOCH, read_moment, seconds_text
@@ -62,6 +63,8 @@ class Shown(Protocol):
     def retry(self) -> RetryPolicy | None: ...
     @property
     def jitter(self) -> float | None: ...
+    @property
+    def calendar(self) -> str | None: ...
 
 
 class Checked(Shown, Protocol):
@@ -285,6 +288,51 @@ def max_runs_problem(job: Checked) -> str | None:
         max_runs(job.max_runs)
     except ValueError as error:
         return str(error)
+    return None
+
+
+def calendar(value: object) -> str | None:
+    """A business calendar (``None``: none), spelled as ``core.calendars`` says, normalised.
+    Raises ``ValueError`` in one line for a bad one, and for one that needs the ``holidays``
+    package where it is not installed."""
+    if value is None or value == "":
+        return None
+    return calendars.parse(value).text
+
+
+def code_calendar(value: object) -> str | None:
+    """``calendar`` for a value code gives: one that needs the missing ``holidays`` package is
+    kept as spelled (its grammar checked), for the system check to say so (E032) instead of
+    the import failing."""
+    try:
+        return calendar(value)
+    except calendars.MissingPackage:
+        return calendars.parse(value, known=False).text
+
+
+def calendar_problem(job: Checked) -> str | None:
+    """Why ``job``'s calendar is refused (E031), or ``None``; a missing package is E032's."""
+    if job.calendar is None:
+        return None
+    try:
+        calendars.parse(job.calendar)
+    except calendars.MissingPackage:
+        return None
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def calendar_package_problem(job: Checked) -> str | None:
+    """Why ``job``'s calendar cannot be read here: the ``holidays`` package is missing (E032)."""
+    if job.calendar is None:
+        return None
+    try:
+        calendars.parse(job.calendar)
+    except calendars.MissingPackage as error:
+        return str(error)
+    except ValueError:
+        return None
     return None
 
 
@@ -545,6 +593,25 @@ OPTIONS = (
         build=max_runs, problems="max_runs must ", keyword="max_runs",
         check=Check(
             "E026", max_runs_problem, "Give a whole number from 1, or remove max_runs=."
+        ),
+    ),
+    Option(
+        "calendar", "calendar", "calendar", "--calendar", "CALENDAR",
+        "skip (or keep) days of a business calendar: [skip|keep|first|last:]SOURCE[+SOURCE], "
+        "a SOURCE being holidays:US, holidays:DE-BY, business:FR, market:NYSE, weekends or "
+        "dates:NAME (empty: none)",
+        "when",
+        _(
+            "A business calendar, such as holidays:US, business:FR, market:NYSE, weekends or "
+            "dates:NAME (several joined by +); first:business:FR runs on the month's first "
+            "business day only, last: on its last, keep: on the calendar's days only. Empty: "
+            "every day."
+        ),
+        text=True, shown=lambda job: job.calendar,
+        build=calendar, problems="calendar |the calendar ", keyword="calendar",
+        check=Check(
+            "E031", calendar_problem,
+            "Spell it [skip|keep|first|last:]SOURCE[+SOURCE] (docs: scheduling, calendars).",
         ),
     ),
 )  # fmt: skip

@@ -46,6 +46,7 @@ REFUSED: dict[str, Any] = {
     "late_after": -1.0,
     "jitter": 10,
     "max_runs": 0,
+    "calendar": "sometimes:US",
 }
 
 

@@ -4,6 +4,7 @@ business day of a month, catch-up and the next ticks with a calendar, and the re
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -73,9 +74,8 @@ def test_a_calendar_is_read_as_its_rule_and_sources(
     ],
 )
 def test_a_bad_calendar_is_refused_in_one_line_saying_why(text: str, says: str) -> None:
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(ValueError, match=re.escape(says)) as refused:
         parse(text)
-    assert says in str(refused.value)
     assert "\n" not in str(refused.value)
 
 
@@ -323,7 +323,7 @@ def test_whatever_the_rules_accept_builds_and_answers(text: str, day: date) -> N
     problem = calendars.problem(text)
     if problem is not None:
         assert "\n" not in problem
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=re.escape(problem)):
             calendar_option(text)
         return
     built = calendar_option(text)

@@ -13,8 +13,8 @@ import functools
 import os
 import zoneinfo
 from collections.abc import Iterable
-from datetime import date, datetime
-from typing import Protocol
+from datetime import date, datetime, time, timedelta
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 
@@ -24,6 +24,14 @@ from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
 from ..models import CalendarDate, JobRun
 from .history import HOST
+
+if TYPE_CHECKING:
+    from ..core.schedule import Schedule
+
+#: The most days a tick the calendar keeps is looked for, back or ahead (a ``first`` or
+#: ``last`` rule keeps one day a month; a month with none makes two).
+LOOK_DAYS = 70
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class OnCalendar(Protocol):
@@ -108,3 +116,46 @@ def record_skip(
         ],
         ignore_conflicts=True,
     )
+
+
+def kept_tick(
+    job: OnCalendar,
+    schedule: Schedule,
+    at: datetime,
+    *,
+    ahead: bool,
+    using: str | None = None,
+) -> datetime | None:
+    """The tick of ``schedule`` nearest ``at`` that ``job``'s calendar keeps: the first after
+    it (``ahead``) or the latest at or before it; a skipped day is stepped over whole (an
+    every-second job skips 86,400 ticks a day). ``None``: none within ``LOOK_DAYS`` days, or
+    the schedule has no such tick."""
+    if not job.calendar:  # as the schedule says, its failures included
+        return schedule.next_tick(at) if ahead else schedule.previous_tick(at)
+    try:
+        tick = schedule.next_tick(at) if ahead else schedule.previous_tick(at)
+    except Exception:
+        return None
+    calendar = parsed(job.calendar)
+    zone = zone_of(job)
+    first = calendars.day_of(at, zone)
+    last = first + timedelta(days=LOOK_DAYS if ahead else -LOOK_DAYS)
+    start, end = sorted((first, last))
+    extra = operator_dates(
+        calendar, calendars.month_span(start)[0], calendars.month_span(end)[1], using
+    )
+    for _ in range(LOOK_DAYS + 1):
+        day = calendars.day_of(tick, zone)
+        if not start <= day <= end:
+            return None
+        if calendar.skip_reason(day, extra) is None:
+            return tick
+        try:
+            if ahead:
+                following = datetime.combine(day + timedelta(days=1), time(), zone)
+                tick = schedule.next_tick(following - _MICROSECOND)
+            else:
+                tick = schedule.previous_tick(datetime.combine(day, time(), zone) - _MICROSECOND)
+        except Exception:
+            return None
+    return None

@@ -5,7 +5,7 @@ business day of a month, catch-up and the next ticks with a calendar, and the re
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import holidays
@@ -357,3 +357,81 @@ def test_the_decorator_accepts_exactly_what_the_option_accepts(text: str) -> Non
 
         if "prop" in registry:
             registry.unregister("prop")
+
+
+# The tick a status expects, and the next one -------------------------------------------------
+
+
+class _Named:
+    name = "kept"
+    timezone = "Europe/Paris"
+
+    def __init__(self, calendar: str) -> None:
+        self.calendar = calendar
+
+
+@pytest.fixture
+def no_operator_dates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django_advisory_cron.run import calendars as on_calendar
+
+    monkeypatch.setattr(on_calendar, "operator_dates", lambda *args, **kwargs: {})
+
+
+@pytest.mark.usefixtures("no_operator_dates")
+def test_a_skipped_day_is_stepped_over_whole_back_and_ahead() -> None:
+    from django_advisory_cron.core.schedule import Every
+    from django_advisory_cron.run.calendars import kept_tick
+
+    every_second = Every(timedelta(seconds=1))
+    sunday_noon = datetime(2026, 12, 6, 11, tzinfo=UTC)  # 12:00 in Paris
+    job = _Named("weekends")
+    assert kept_tick(job, every_second, sunday_noon, ahead=False) == datetime(
+        2026, 12, 4, 22, 59, 59, tzinfo=UTC
+    )  # Friday 23:59:59 in Paris
+    assert kept_tick(job, every_second, sunday_noon, ahead=True) == datetime(
+        2026, 12, 6, 23, tzinfo=UTC
+    )  # Monday 00:00 in Paris
+
+
+@pytest.mark.usefixtures("no_operator_dates")
+def test_the_first_business_day_is_the_tick_expected_and_the_next() -> None:
+    from django_advisory_cron.run.calendars import kept_tick
+
+    daily = Schedule("0 9 * * *", zone="Europe/Paris")
+    job = _Named("first:business:FR")
+    middle = datetime(2026, 8, 15, 12, tzinfo=UTC)
+    assert kept_tick(job, daily, middle, ahead=False) == datetime(2026, 8, 3, 7, tzinfo=UTC)
+    assert kept_tick(job, daily, middle, ahead=True) == datetime(2026, 9, 1, 7, tzinfo=UTC)
+    assert kept_tick(_Named(""), daily, middle, ahead=True) == datetime(2026, 8, 16, 7, tzinfo=UTC)
+    never = _Named("keep:dates:never")  # no day: nothing within the days looked at
+    assert kept_tick(never, daily, middle, ahead=True) is None
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_without_the_package_a_code_job_s_calendar_is_system_check_e032(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django_advisory_cron.checks.configuration import check_jobs
+
+    monkeypatch.setattr(calendars, "package_missing", lambda: True)
+    locked_task(name="needs_holidays", every=60, calendar="business:FR")(print)  # no raise
+    locked_task(name="needs_nothing", every=60, calendar="weekends")(print)
+    found = [message for message in check_jobs() if message.id.endswith("E032")]
+    assert [message.msg for message in found] == [
+        "Job 'needs_holidays': the calendar business:FR needs the holidays package: "
+        "pip install 'django-advisory-cron[calendars]'."
+    ]
+    assert "django-advisory-cron[calendars]" in str(found[0].hint)
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_a_code_job_s_bad_calendar_is_system_check_e031() -> None:
+    from django_advisory_cron.checks.configuration import check_jobs
+    from django_advisory_cron.jobs import job as jobs
+
+    jobs.registry.register(
+        jobs.Job(func=print, name="by_hand", every=timedelta(seconds=60), calendar="holidays:ZZ")
+    )
+    (message,) = check_jobs()
+    assert message.id == "django_advisory_cron.E031"
+    assert "unknown country 'ZZ'" in message.msg

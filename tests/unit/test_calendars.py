@@ -416,7 +416,7 @@ def test_without_the_package_a_code_job_s_calendar_is_system_check_e032(
     monkeypatch.setattr(calendars, "package_missing", lambda: True)
     locked_task(name="needs_holidays", every=60, calendar="business:FR")(print)  # no raise
     locked_task(name="needs_nothing", every=60, calendar="weekends")(print)
-    found = [message for message in check_jobs() if message.id.endswith("E032")]
+    found = [message for message in check_jobs() if message.id == "django_advisory_cron.E032"]
     assert [message.msg for message in found] == [
         "Job 'needs_holidays': the calendar business:FR needs the holidays package: "
         "pip install 'django-advisory-cron[calendars]'."

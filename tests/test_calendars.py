@@ -226,3 +226,27 @@ def test_the_admin_adds_a_date_to_a_calendar_and_refuses_a_bad_source(
         date(2026, 12, 24),
         "office closed",
     )
+
+
+def test_a_django_q2_delivery_on_a_day_off_runs_nothing(
+    raw_connect: Any, fresh_registry: None
+) -> None:
+    from django_advisory_cron.contrib import django_q as q2
+
+    observer = raw_connect()
+    days_off(today(observer))
+    marks: list[str] = []
+    locked_task(name="q2_cal_off", schedule="* * * * *", calendar="dates:e2e-off")(
+        lambda: marks.append("off")
+    )
+    locked_task(name="q2_cal_on", schedule="* * * * *", calendar="dates:e2e-on")(
+        lambda: marks.append("on")
+    )
+    (now,) = observer.execute("SELECT now()").fetchone()
+    intended = now.replace(second=0, microsecond=0)
+    off = q2.run_scheduled("q2_cal_off", intended=intended.isoformat())
+    assert off["runs"] == [] and off["off_calendar"] == [intended.isoformat()], off
+    on = q2.run_scheduled("q2_cal_on", intended=intended.isoformat())
+    assert [run["status"] for run in on["runs"]] == ["succeeded"], on
+    assert on["off_calendar"] == []
+    assert marks == ["on"]

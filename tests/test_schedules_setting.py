@@ -129,7 +129,7 @@ BAD = [
     ({"job": "mark", "args": ["x"], "cron": "0 * * * *"}, "E171", "[2]: has no key 'cron' (the "
      "keys: name, job, command, args, kwargs, schedule, every, timezone, enabled, catch_up, "
      "max_lateness, late_after, jitter, timeout, deliver, description, starts, ends, retries, "
-     "retry_backoff, at_most_once, capture, at, max_runs)."),
+     "retry_backoff, at_most_once, capture, at, max_runs, calendar)."),
     (["0 * * * *", CALL_COMMAND, []], "E171", f"[3]: calls {CALL_COMMAND} without the "
      "command's name as its first argument."),
     (["0 * * * *", "mark", ["a"]], None, ""),

@@ -250,3 +250,17 @@ def test_a_django_q2_delivery_on_a_day_off_runs_nothing(
     assert [run["status"] for run in on["runs"]] == ["succeeded"], on
     assert on["off_calendar"] == []
     assert marks == ["on"]
+
+
+def test_a_backfill_runs_no_tick_its_calendar_skips(
+    calendared: None, manage: Any, raw_connect: Any
+) -> None:
+    days_off(today(raw_connect()))
+    listed = manage("cronjob", "backfill", "calendar_off", "--start", "1m", "--dry-run")
+    assert listed.returncode == 0, listed.stderr
+    assert "0 without a run" in listed.stdout and "off its calendar" in listed.stdout, listed
+    assert "would run" not in listed.stdout
+    assert "skips tick " in listed.stdout and "stocktaking (dates:e2e-off)" in listed.stdout
+    ran_none = manage("cronjob", "backfill", "calendar_off", "--start", "1m")
+    assert ran_none.returncode == 0, ran_none.stderr
+    assert not Marker.objects.filter(job="calendar_off").exists()

@@ -12,7 +12,7 @@ import json
 import signal
 from collections import Counter
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from django.test import Client
@@ -264,3 +264,32 @@ def test_a_backfill_runs_no_tick_its_calendar_skips(
     ran_none = manage("cronjob", "backfill", "calendar_off", "--start", "1m")
     assert ran_none.returncode == 0, ran_none.stderr
     assert not Marker.objects.filter(job="calendar_off").exists()
+
+
+@pytest.mark.usefixtures("fresh_registry")
+@pytest.mark.parametrize("policy", ["latest", "all"])
+def test_a_worker_restarting_after_downtime_catches_up_no_skipped_day(
+    policy: Literal["latest", "all"], raw_connect: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every replica was down for three hourly ticks, on days an operator took off: whatever
+    the catch-up policy, none of them runs (a real worker, one pass, in this process)."""
+    import logging
+
+    from django_advisory_cron.db.execute import database_now
+    from tests.test_catchup import OnePass, hour_of
+    from tests.unit.test_catchup import HOUR
+
+    days_off(today(raw_connect()))
+    name = f"calendar_restart_{policy}"
+    job = locked_task(name=name, every=HOUR, catch_up=policy, calendar="dates:e2e-off")(
+        lambda: Marker.objects.create(job=name, pid=0)
+    )
+    latest = hour_of(database_now("default"))
+    last_recorded = latest - 3 * HOUR
+    assert job.run(now=last_recorded).tick == last_recorded  # run by hand: no calendar asked
+    with caplog.at_level(logging.INFO, logger="django_advisory_cron"):
+        OnePass([job]).run()
+    assert [run.tick for run in ran(name)] == [last_recorded]
+    assert Marker.objects.filter(job=name).count() == 1
+    assert f"job {name}: 3 missed tick(s)" in caplog.text
+    assert "skips 3 its calendar skips" in caplog.text

@@ -281,9 +281,11 @@ def test_a_worker_restarting_after_downtime_catches_up_no_skipped_day(
 
     days_off(today(raw_connect()))
     name = f"calendar_restart_{policy}"
-    job = locked_task(name=name, every=HOUR, catch_up=policy, calendar="dates:e2e-off")(
-        lambda: Marker.objects.create(job=name, pid=0)
-    )
+
+    def body() -> None:
+        Marker.objects.create(job=name, pid=0)
+
+    job: Any = locked_task(name=name, every=HOUR, catch_up=policy, calendar="dates:e2e-off")(body)
     latest = hour_of(database_now("default"))
     last_recorded = latest - 3 * HOUR
     assert job.run(now=last_recorded).tick == last_recorded  # run by hand: no calendar asked

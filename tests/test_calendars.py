@@ -291,6 +291,8 @@ def test_a_worker_restarting_after_downtime_catches_up_no_skipped_day(
     assert job.run(now=last_recorded).tick == last_recorded  # run by hand: no calendar asked
     with caplog.at_level(logging.INFO, logger="django_advisory_cron"):
         OnePass([job]).run()
+    if hour_of(database_now("default")) != latest:
+        pytest.skip("an hour boundary passed during the test")
     assert [run.tick for run in ran(name)] == [last_recorded]
     assert Marker.objects.filter(job=name).count() == 1
     assert f"job {name}: 3 missed tick(s)" in caplog.text

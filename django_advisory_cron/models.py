@@ -145,7 +145,13 @@ class JobRun(models.Model):
                 fields=["job", "tick"],
                 condition=models.Q(status__in=[status.value for status in TICK_TAKING]),
                 name="advisory_cron_one_run_per_tick",
-            )
+            ),
+            # A tick its calendar skips is recorded once (with RECORD_SKIPS), by any replica.
+            models.UniqueConstraint(
+                fields=["job", "tick"],
+                condition=models.Q(status="skipped_calendar"),
+                name="advisory_cron_one_calendar_skip",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -437,6 +443,10 @@ class Schedule(models.Model):
     max_concurrent = models.PositiveSmallIntegerField(
         _("max concurrent runs"), null=True, blank=True
     )
+    #: The business calendar its ticks skip or keep (``core.calendars``; empty: none).
+    calendar = models.CharField(
+        _("calendar"), max_length=200, blank=True, default="", db_default=""
+    )
     created = models.DateTimeField(_("created"), db_default=Now())
     changed = models.DateTimeField(_("changed"), db_default=Now())
     changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")
@@ -510,3 +520,24 @@ class ScheduleVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} version {self.number}"
+
+
+class CalendarDate(models.Model):
+    """A day an operator adds to a business calendar's days (``calendar``: a source's name,
+    such as ``business:FR`` or ``dates:plant``): a job whose ``calendar=`` names that source
+    skips it (or, with ``keep``, runs on it), as it does the package's holidays."""
+
+    calendar = models.CharField(_("calendar"), max_length=200)
+    day = models.DateField(_("day"))
+    reason = models.CharField(_("reason"), max_length=200, blank=True, default="")
+
+    class Meta:
+        verbose_name = _("calendar date")
+        verbose_name_plural = _("calendar dates")
+        ordering = ["calendar", "day"]
+        constraints = [
+            models.UniqueConstraint(fields=["calendar", "day"], name="advisory_cron_one_date")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.calendar} {self.day.isoformat()}"

@@ -5,6 +5,7 @@ script, a saved schedule's page still lists its ticks."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -15,8 +16,10 @@ from ..conf import app_settings
 from ..core.schedule import Every, Once, Schedule, read_moment
 from ..db.execute import database_now
 from ..exceptions import InvalidSchedule
+from ..jobs import calendars
 from ..jobs.definitions import Definition, overridden, to_job
 from ..jobs.job import registry
+from ..jobs.options import calendar as calendar_value
 from ..models import JobState
 from ..models import Schedule as ScheduleRow
 from ..ops import upcoming
@@ -43,8 +46,22 @@ def saved_ticks(row: ScheduleRow, definition: Definition) -> str:
     return format_html_join(
         "",
         '<div class="next-tick">{} {} <span class="help">{}</span></div>',
-        ((tick.when, tick.offset, tick.note) for tick in _ticks(schedule, row.name)),
+        (
+            (tick.when, tick.offset, tick.note)
+            for tick in _ticks(
+                schedule, row.name, _Calendared(row.name, job.calendar, job.timezone)
+            )
+        ),
     )
+
+
+@dataclass(frozen=True)
+class _Calendared:
+    """What a tick's calendar skip needs of a job (see ``calendars.reasons``)."""
+
+    name: str
+    calendar: str | None
+    timezone: str | None
 
 
 def box(url: str, inner: str) -> str:
@@ -68,6 +85,10 @@ def preview(request: HttpRequest) -> JsonResponse:
     except ValueError as error:
         return JsonResponse({"ticks": [], "problems": [str(error)]})
     problems = Definition.from_values(values).problems_by_kind()["schedule"]
+    try:  # a calendar refused as the form refuses it
+        calendar = calendar_value(request.GET.get("calendar", "").strip())
+    except ValueError as error:
+        problems = [*problems, str(error)]
     if problems:
         return JsonResponse({"ticks": [], "problems": problems})
     try:
@@ -77,17 +98,19 @@ def preview(request: HttpRequest) -> JsonResponse:
             schedule = Schedule(values["cron"], zone=values["timezone"] or None)
         else:
             schedule = Every(values["every"])
-        ticks = _ticks(schedule, values["name"])
+        zone = values["timezone"] or None
+        ticks = _ticks(schedule, values["name"], _Calendared(values["name"], calendar, zone))
     except (InvalidSchedule, ValueError) as error:
         return JsonResponse({"ticks": [], "problems": [str(error)]})
     shown = [{"when": t.when, "offset": t.offset, "note": t.note} for t in ticks]
     return JsonResponse({"zone": upcoming.zone_of(schedule), "ticks": shown, "problems": []})
 
 
-def _ticks(schedule: Schedule, name: str) -> list[upcoming.Upcoming]:
+def _ticks(schedule: Schedule, name: str, job: _Calendared) -> list[upcoming.Upcoming]:
     using = app_settings.lock_database
     state = JobState.objects.using(using).filter(job=name).first()
-    return upcoming.next_ticks(schedule, database_now(using), NEXT_TICKS, state)
+    off = (lambda ticks: calendars.reasons(job, ticks, using)) if job.calendar else None
+    return upcoming.next_ticks(schedule, database_now(using), NEXT_TICKS, state, calendar=off)
 
 
 def _number(text: str) -> float | str | None:

@@ -13,6 +13,7 @@ from django.db import DatabaseError
 
 from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
+from ..core import calendars
 from ..core.schedule import validate, zone_problem
 from ..db import sql
 from ..db.connections import WARM_POOL_SIZE, unpooled_connection
@@ -20,7 +21,7 @@ from ..db.execute import fetch_one
 from ..exceptions import AdvisoryCronError, InvalidSchedule
 from ..jobs import declared
 from ..jobs.job import MAX_JOB_NAME, never_fires_problem, registry, timezone_problem
-from ..jobs.options import CHECKS
+from ..jobs.options import CHECKS, calendar_package_problem
 from ..ops import monitoring
 from . import pooling as pooler_checks
 from .capture import check_captured_loggers
@@ -196,8 +197,8 @@ def check_schedules(
 
 
 def _option_errors() -> list[checks.CheckMessage]:
-    """E020-E027: job options that ``@locked_task`` refuses, on jobs registered without it
-    (or changed since)."""
+    """E020-E027, E031: job options that ``@locked_task`` refuses, on jobs registered without
+    it (or changed since); E032: a calendar that needs the missing ``holidays`` package."""
     errors: list[checks.CheckMessage] = []
     for job in registry.all():
         found = [
@@ -207,6 +208,7 @@ def _option_errors() -> list[checks.CheckMessage]:
                 "Use an IANA name such as 'Europe/Berlin', or remove timezone= to use TIME_ZONE.",
             ),
             *((check.id, check.problem(job), check.hint) for check in CHECKS),
+            ("E032", calendar_package_problem(job), f"Install it: {calendars.INSTALL}."),
             (
                 "E023",
                 timezone_problem(job.timezone, cron=job.cron, every=job.every, at=job.at),

@@ -20,6 +20,7 @@ class RunStatus(models.TextChoices):
     LOCK_LOST = "lock_lost", _("lock lost")
     TIMED_OUT = "timed_out", _("timed out")
     SKIPPED_PAUSED = "skipped_paused", _("skipped: paused")
+    SKIPPED_CALENDAR = "skipped_calendar", _("skipped: calendar")
 
 
 #: Statuses that take a tick: a second run of the same tick is refused while one of these exists.
@@ -32,9 +33,14 @@ TICK_TAKING = (
     RunStatus.TIMED_OUT,
 )
 
-#: Rows recorded for a run that did not start: the lock was held, the tick had run, or the job
-#: was paused.
-SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)
+#: Rows recorded for a run that did not start: the lock was held, the tick had run, the job
+#: was paused, or its calendar skips the tick's day.
+SKIPS = (
+    RunStatus.SKIPPED_LOCKED,
+    RunStatus.SKIPPED_TICK,
+    RunStatus.SKIPPED_PAUSED,
+    RunStatus.SKIPPED_CALENDAR,
+)
 
 #: Runs that ended without their job's success and took their tick (nobody runs it again): a
 #: job whose last run is one of these is failing. An interrupted run is not: its tick is given

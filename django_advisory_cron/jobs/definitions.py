@@ -110,6 +110,8 @@ class Definition:
     #: runs at once (``None``: its default).
     overlap: str = ""
     max_concurrent: int | None = None
+    #: The business calendar its ticks skip or keep (``""``: none).
+    calendar: str = ""
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 

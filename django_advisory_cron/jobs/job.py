@@ -29,6 +29,7 @@ from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
 from .options import (
     catch_up_problem,
+    code_calendar,
     code_seconds,
     code_seconds_problem,
     max_lateness_problem,
@@ -144,6 +145,8 @@ class Job(Generic[P, R]):
     per_tenant: bool = False
     #: The tenant schema this job runs a per-tenant job for (``None``: no tenant's).
     tenant: str | None = None
+    #: The business calendar its ticks skip or keep (``core.calendars``; ``None``: none).
+    calendar: str | None = None
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.func)
@@ -417,6 +420,7 @@ def locked_task(
     overlap: str = "skip",
     max_concurrent: int | None = None,
     per_tenant: bool = False,
+    calendar: str | None = None,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
 
@@ -451,6 +455,7 @@ def locked_task(
     overlap: str = "skip",
     max_concurrent: int | None = None,
     per_tenant: bool = False,
+    calendar: str | None = None,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
 
@@ -493,8 +498,10 @@ def locked_task(
     after N runs of its ticks. ``overlap`` says what a tick that comes while a run is going
     does: ``"skip"`` (the default) skips it, ``"allow_all"`` runs it beside the others, up to
     ``max_concurrent`` runs at once (default 2, at most 32), each tick still once;
-    ``"terminate_other"`` stops the run going, then runs. Bad values raise ``ValueError``
-    here, naming the job.
+    ``"terminate_other"`` stops the run going, then runs. ``calendar`` (``"business:FR"``,
+    ``"holidays:DE-BY"``, ``"last:market:NYSE"``: see the scheduling docs) skips the ticks on
+    a business calendar's days, or keeps only those. Bad values raise ``ValueError`` here,
+    naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -541,6 +548,7 @@ def locked_task(
         try:
             moment = None if at is None else read_moment(at, timezone)
             runs = max_runs_value(max_runs)
+            days = code_calendar(calendar)
         except ValueError as error:
             raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         try:
@@ -591,6 +599,7 @@ def locked_task(
             timezone=timezone,
             at=moment,
             max_runs=runs,
+            calendar=days,
             timeout=timeout,
             deliver=deliver,
             at_most_once=bool(at_most_once),

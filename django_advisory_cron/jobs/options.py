@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
+from ..core import calendars
 from ..core.jitter import jitter_problem
 from ..core.moments import UTC
 from ..core.overlap import MAX_CONCURRENT, concurrent_runs, overlap_policy
@@ -67,6 +68,8 @@ class Shown(Protocol):
     def overlap(self) -> str: ...
     @property
     def slots(self) -> int: ...
+    @property
+    def calendar(self) -> str | None: ...
 
 
 class Checked(Shown, Protocol):
@@ -302,6 +305,51 @@ def max_runs_problem(job: Checked) -> str | None:
         max_runs(job.max_runs)
     except ValueError as error:
         return str(error)
+    return None
+
+
+def calendar(value: object) -> str | None:
+    """A business calendar (``None``: none), spelled as ``core.calendars`` says, normalised.
+    Raises ``ValueError`` in one line for a bad one, and for one that needs the ``holidays``
+    package where it is not installed."""
+    if value is None or value == "":
+        return None
+    return calendars.parse(value).text
+
+
+def code_calendar(value: object) -> str | None:
+    """``calendar`` for a value code gives: one that needs the missing ``holidays`` package is
+    kept as spelled (its grammar checked), for the system check to say so (E032) instead of
+    the import failing."""
+    try:
+        return calendar(value)
+    except calendars.MissingPackage:
+        return calendars.parse(value, known=False).text
+
+
+def calendar_problem(job: Checked) -> str | None:
+    """Why ``job``'s calendar is refused (E031), or ``None``; a missing package is E032's."""
+    if job.calendar is None:
+        return None
+    try:
+        calendars.parse(job.calendar)
+    except calendars.MissingPackage:
+        return None
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def calendar_package_problem(job: Checked) -> str | None:
+    """Why ``job``'s calendar cannot be read here: the ``holidays`` package is missing (E032)."""
+    if job.calendar is None:
+        return None
+    try:
+        calendars.parse(job.calendar)
+    except calendars.MissingPackage as error:
+        return str(error)
+    except ValueError:
+        return None
     return None
 
 
@@ -592,6 +640,25 @@ OPTIONS = (
         _("With allow_all: how many runs may go at once (empty: 2)."),
         shown=lambda job: job.slots,
         build=concurrent_runs, problems="max_concurrent ", keyword="max_concurrent",
+    ),
+    Option(
+        "calendar", "calendar", "calendar", "--calendar", "CALENDAR",
+        "skip (or keep) days of a business calendar: [skip|keep|first|last:]SOURCE[+SOURCE], "
+        "a SOURCE being holidays:US, holidays:DE-BY, business:FR, market:NYSE, weekends or "
+        "dates:NAME (empty: none)",
+        "when",
+        _(
+            "A business calendar, such as holidays:US, business:FR, market:NYSE, weekends or "
+            "dates:NAME (several joined by +); first:business:FR runs on the month's first "
+            "business day only, last: on its last, keep: on the calendar's days only. Empty: "
+            "every day."
+        ),
+        text=True, shown=lambda job: job.calendar,
+        build=calendar, problems="calendar |the calendar ", keyword="calendar",
+        check=Check(
+            "E031", calendar_problem,
+            "Spell it [skip|keep|first|last:]SOURCE[+SOURCE] (docs: scheduling, calendars).",
+        ),
     ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}

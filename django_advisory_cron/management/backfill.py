@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from .. import exitcodes, signals
 from ..core.schedule import Schedule
 from ..core.statuses import TICK_TAKING, RunStatus
 from ..db.execute import database_now
+from ..jobs import calendars
 from ..jobs.job import Job
 from ..models import JobRun
 from ..ops.control import parse_moment
@@ -41,11 +42,13 @@ class Range:
     end: datetime
     ticks: list[datetime]
     taken: frozenset[datetime]
+    #: The ticks the job's business calendar skips, and why: never backfilled.
+    off_calendar: dict[datetime, str] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[datetime]:
-        """The ticks with no run yet, oldest first."""
-        return [tick for tick in self.ticks if tick not in self.taken]
+        """The ticks with no run yet that its calendar keeps, oldest first."""
+        return [t for t in self.ticks if t not in self.taken and t not in self.off_calendar]
 
 
 def moment(flag: str, text: str, now: datetime) -> datetime:
@@ -82,7 +85,8 @@ def plan(job: Job[Any, Any], alias: str, start: datetime, end: datetime) -> Rang
         .filter(job=job.name, tick__gte=start, tick__lte=end, status__in=taking)
         .values_list("tick", flat=True)
     )
-    return Range(start, end, ticks, frozenset(tick for tick in taken if tick is not None))
+    off = {t: why for t, why in calendars.reasons(job, ticks, alias).items() if why}
+    return Range(start, end, ticks, frozenset(t for t in taken if t is not None), off)
 
 
 def _schedule(job: Job[Any, Any]) -> Schedule:

@@ -15,6 +15,7 @@ from ..core.jitter import offset_seconds
 from ..db.execute import database_now
 from ..exceptions import InvalidSchedule, first_line
 from ..exitcodes import USAGE
+from ..jobs import calendars
 from ..jobs.catalog import Catalog
 from ..jobs.definitions import one_line
 from ..jobs.job import Job
@@ -131,7 +132,9 @@ def next_ticks(job: Job[Any, Any], alias: str, count: int, as_json: bool) -> lis
             returncode=USAGE,
         )
     state = JobState.objects.using(alias).filter(job=job.name).first()
-    ticks = upcoming.next_ticks(schedule, database_now(alias), count, state)
+    ticks = upcoming.next_ticks(
+        schedule, database_now(alias), count, state, calendar=calendar_of(job, alias)
+    )
     zone = upcoming.zone_of(schedule)
     if as_json:
         document = {
@@ -143,7 +146,15 @@ def next_ticks(job: Job[Any, Any], alias: str, count: int, as_json: bool) -> lis
         return [json.dumps(document, indent=2)]
     rows = [[f"TICK ({zone})", "UTC OFFSET", "NOTE"]]
     rows += [[tick.when, tick.offset, tick.note] for tick in ticks]
-    return [f"{job.name}: {job.schedule_text}", *table(rows)]
+    on = f" (calendar {job.calendar})" if job.calendar else ""
+    return [f"{job.name}: {job.schedule_text}{on}", *table(rows)]
+
+
+def calendar_of(job: Job[Any, Any], alias: str) -> upcoming.OffCalendar | None:
+    """Which of some ticks ``job``'s business calendar skips, and why (``None``: none)."""
+    if not job.calendar:
+        return None
+    return lambda ticks: calendars.reasons(job, ticks, alias)
 
 
 def _history_table(runs: list[JobRun], jitter: float | None) -> list[str]:

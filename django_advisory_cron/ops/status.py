@@ -40,7 +40,7 @@ from ..db import reads
 from ..db.aliases import lock_database
 from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
-from ..jobs import catalog, fanout
+from ..jobs import calendars, catalog, fanout
 from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
 from ..run import limits
@@ -136,7 +136,9 @@ class JobStatus:
         schedule = self.schedule
         if schedule is None or self.done:
             return None
-        tick = schedule.next_tick(self.now)
+        tick = calendars.kept_tick(self.job, schedule, self.now, ahead=True, using=self.job.using)
+        if tick is None:
+            return None
         final = self.job.final
         return None if final is not None and tick > final else tick
 
@@ -195,7 +197,9 @@ class JobStatus:
         if schedule is None:
             return None
         tolerance = app_settings.MAX_SKEW + app_settings.OVERDUE_GRACE
-        return schedule.previous_tick(self.now - timedelta(seconds=tolerance))
+        before = self.now - timedelta(seconds=tolerance)
+        # A tick its calendar skips expects no run: the latest one it keeps does.
+        return calendars.kept_tick(self.job, schedule, before, ahead=False, using=self.job.using)
 
     @property
     def overdue(self) -> bool:

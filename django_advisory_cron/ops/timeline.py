@@ -20,6 +20,7 @@ from ..core.statuses import FAILING, SKIPS
 from ..db import reads
 from ..db.execute import fetch_all
 from ..exceptions import InvalidSchedule
+from ..jobs import calendars
 from ..jobs.job import Job
 from ..models import JobState, RunStatus
 from . import upcoming
@@ -225,8 +226,9 @@ def add_ticks(window: Window, lanes: list[Lane]) -> None:
             shared[same] = upcoming.next_ticks(schedule, after, PER_ROW, until=until)
         state = JobState(job=job.name, paused=lane.paused, paused_until=lane.paused_until)
         lane.crowded = lane.crowded or len(shared[same]) == PER_ROW
+        off = calendars.reasons(job, [tick.tick for tick in shared[same]], job.using)
         for tick in shared[same]:
-            skipped = upcoming.paused_skip(state, tick.tick)
+            skipped = off.get(tick.tick) or upcoming.paused_skip(state, tick.tick)
             if not job.in_window(tick.tick):
                 skipped = "outside the schedule's start and end"
             lane.ticks.append(

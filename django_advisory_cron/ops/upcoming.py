@@ -1,13 +1,14 @@
 """A job's next ticks before they come, as ``cronjob next`` and the admin show them: each in
 the zone the schedule is read in (a cron's own zone, else ``TIME_ZONE``; an interval's ticks,
 which no zone moves, in ``TIME_ZONE``), with a change of that zone's UTC offset (daylight
-saving time begins or ends) and a pause that will skip it marked, so that an operator sees
-what will run before it does."""
+saving time begins or ends), a pause that will skip it and a day its business calendar skips
+(naming the holiday) marked, so that an operator sees what will run before it does."""
 
 from __future__ import annotations
 
 import zoneinfo
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 #: The most ticks one preview lists.
 MOST = 1000
 
+#: Why a job's business calendar skips each of some ticks (``None``: it runs).
+OffCalendar = Callable[[list[datetime]], dict[datetime, "str | None"]]
+
 
 @dataclass(frozen=True)
 class Upcoming:
@@ -32,7 +36,8 @@ class Upcoming:
     local: datetime
     #: "" or what changed since the tick before it: "UTC+01:00 -> UTC+02:00".
     offset_change: str
-    #: "" or why it will not run: "paused until 2026-12-24 18:00:00 UTC", "paused".
+    #: "" or why it will not run: "paused until 2026-12-24 18:00:00 UTC", "paused",
+    #: "Christmas Day (holidays:DE-BY)" (its calendar skips its day).
     skipped: str
 
     @property
@@ -77,10 +82,11 @@ def next_ticks(
     count: int,
     state: JobState | None = None,
     until: datetime | None = None,
+    calendar: OffCalendar | None = None,
 ) -> list[Upcoming]:
     """The ``count`` ticks after ``now`` (at most [MOST][django_advisory_cron.ops.upcoming.MOST]),
     and not after ``until`` when given, each marked as the module says; ``state`` is the job's,
-    with its pause."""
+    with its pause; ``calendar`` says which ticks the job's business calendar skips."""
     zone = zoneinfo.ZoneInfo(zone_of(schedule))
     ticks: list[Upcoming] = []
     at = now
@@ -96,6 +102,12 @@ def next_ticks(
         change = "" if offset == previous else f"{offset_text(previous)} -> {offset_text(offset)}"
         ticks.append(Upcoming(tick, local, change, paused_skip(state, tick)))
         at, previous = tick, offset
+    if calendar is not None and ticks:
+        off = calendar([each.tick for each in ticks])
+        ticks = [
+            replace(each, skipped=off[each.tick] or "") if off.get(each.tick) else each
+            for each in ticks
+        ]
     return ticks
 
 

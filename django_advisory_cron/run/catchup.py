@@ -32,6 +32,7 @@ Where the missed ticks start:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -122,6 +123,9 @@ class Plan:
     too_late: list[datetime] = field(default_factory=list)
     #: The missed ticks looked at (``[]`` when the tick was on time), oldest first.
     missed: list[datetime] = field(default_factory=list)
+    #: Missed ticks the job's business calendar skips, and why: never run, whatever the
+    #: policy (the policy picks among the others).
+    off_calendar: dict[datetime, str] = field(default_factory=dict)
 
     @property
     def skipped(self) -> list[datetime]:
@@ -150,6 +154,8 @@ class Plan:
                 f"passes over {len(self.too_late)} more than max_lateness="
                 f"{self.max_lateness:g}s late"
             )
+        if self.off_calendar:
+            parts.append(f"skips {len(self.off_calendar)} its calendar skips")
         return f"job {self.job}: " + "; ".join(parts)
 
 
@@ -157,12 +163,25 @@ def _iso(tick: datetime) -> str:
     return tick.isoformat(timespec="seconds")
 
 
-def plan(job: CatchingUp, first: datetime, now: datetime, *, on_time: bool = True) -> Plan:
+#: Why a job's business calendar skips each of some ticks (``None``: it runs); see
+#: [calendars][django_advisory_cron.jobs.calendars.reasons].
+OffCalendar = Callable[[list[datetime]], dict[datetime, "str | None"]]
+
+
+def plan(
+    job: CatchingUp,
+    first: datetime,
+    now: datetime,
+    *,
+    on_time: bool = True,
+    calendar: OffCalendar | None = None,
+) -> Plan:
     """Split the job's ticks from ``first`` (the earliest not yet run) up to ``now``.
 
     With ``on_time`` the scheduler fired for ``first``: while no later tick has passed, it
     runs (unless it is more than ``max_lateness`` late). Otherwise, or once later ticks have
-    passed, the ticks from ``first`` on are missed and the job's policy decides.
+    passed, the ticks from ``first`` on are missed and the job's policy decides, among those
+    its business ``calendar`` does not skip (an on-time tick it skips is the caller's to say).
     """
     schedule = job.schedule
     assert schedule is not None
@@ -184,8 +203,12 @@ def plan(job: CatchingUp, first: datetime, now: datetime, *, on_time: bool = Tru
         missed.append(tick)
         tick = schedule.previous_tick(tick - _MICROSECOND)
     missed.reverse()
-    too_late = [tick for tick in missed if too_old(tick)]
-    fresh = missed[len(too_late) :]  # ascending: the old ones come first
+    off: dict[datetime, str] = {}
+    if calendar is not None and missed:
+        off = {tick: why for tick, why in calendar(missed).items() if why is not None}
+    candidates = [tick for tick in missed if tick not in off]
+    too_late = [tick for tick in candidates if too_old(tick)]
+    fresh = candidates[len(too_late) :]  # ascending: the old ones come first
     if policy == "all":
         run = fresh
     elif policy == "latest":
@@ -200,4 +223,5 @@ def plan(job: CatchingUp, first: datetime, now: datetime, *, on_time: bool = Tru
         passed_over=fresh[: len(fresh) - len(run)],
         too_late=too_late,
         missed=missed,
+        off_calendar=off,
     )

@@ -18,6 +18,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.jitter import start_of
 from ..exceptions import DatabaseUnavailable, first_line
+from ..jobs import calendars
 from ..jobs.job import Job
 from ..run import catchup, limits
 from .fleet import run_order
@@ -40,6 +41,14 @@ def latest_tick(job: Job[..., object], now: datetime) -> datetime:
     schedule = job.schedule
     assert schedule is not None
     return schedule.previous_tick(now)
+
+
+def off(job: Job[..., object]) -> catchup.OffCalendar | None:
+    """Why ``job``'s calendar skips each of some ticks, for its catch-up (``None``: it has
+    none)."""
+    if not job.calendar:
+        return None
+    return lambda ticks: calendars.reasons(job, ticks, job.using)
 
 
 class Timetable:
@@ -116,6 +125,8 @@ class Timetable:
                 del upcoming[name]
                 continue
             ticks = [tick for tick in ticks if job.in_window(tick)]
+            if ticks and job.calendar:
+                ticks = self._on_calendar(connection, job, ticks, now)
             if ticks:
                 yield job, ticks
             if job.final is not None and following > job.final:
@@ -178,6 +189,42 @@ class Timetable:
             first_line(error),
         )
 
+    def _on_calendar(
+        self,
+        connection: BaseDatabaseWrapper,
+        job: Job[..., object],
+        ticks: list[datetime],
+        now: datetime,
+    ) -> list[datetime]:
+        """Those of ``ticks`` that ``job``'s business calendar keeps. Every replica answers
+        alike; a skipped tick is logged, and with ``RECORD_SKIPS`` recorded once (its reason
+        in the row). A calendar that cannot be read (the ``holidays`` package missing) raises:
+        the job is not scheduled, and no tick runs on a day it may skip."""
+        kept = []
+        for tick, why in calendars.reasons(job, ticks, connection.alias).items():
+            if why is None:
+                kept.append(tick)
+                continue
+            logger.info(
+                "cronworker %s: job %s, tick %s skipped by its calendar %s: %s",
+                self.identity,
+                job.name,
+                tick.isoformat(),
+                job.calendar,
+                why,
+            )
+            try:
+                calendars.record_skip(job, tick, why, now, connection.alias)
+            except DatabaseError as error:
+                logger.warning(
+                    "cronworker %s: job %s, tick %s: its calendar skip was not recorded (%s)",
+                    self.identity,
+                    job.name,
+                    tick.isoformat(),
+                    first_line(error),
+                )
+        return kept
+
     def _runs(self, connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, int]:
         """The runs of their ticks the jobs of ``names`` with ``max_runs`` have had."""
         return limits.runs_of(connection, [n for n in names if self.jobs[n].max_runs is not None])
@@ -212,7 +259,7 @@ class Timetable:
         since: list[datetime] = []
         if started is not None:
             # Missed before this worker started; any tick since then is on time.
-            plan = catchup.plan(job, first, started, on_time=False)
+            plan = catchup.plan(job, first, started, on_time=False, calendar=off(job))
             tick = next_tick(job, started)
             while tick <= now:
                 since.append(tick)
@@ -223,7 +270,7 @@ class Timetable:
                 first = next_tick(job, recorded)
                 if first > now:
                     return []
-            plan = catchup.plan(job, first, now)
+            plan = catchup.plan(job, first, now, calendar=off(job))
         if plan.noteworthy:
             logger.warning("cronworker %s: %s", self.identity, plan.describe())
         return plan.run + since

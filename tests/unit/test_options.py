@@ -47,6 +47,7 @@ REFUSED: dict[str, Any] = {
     "jitter": 10,
     "max_runs": 0,
     "overlap": "cancel_other",
+    "calendar": "sometimes:US",
 }
 
 

@@ -12,8 +12,10 @@ in the task, for its tick's start (the tick plus the offset every replica comput
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,9 +24,10 @@ from ...core.jitter import start_of
 from ...db.aliases import lock_database
 from ...db.execute import database_now
 from ...exceptions import UnknownJob
+from ...jobs import calendars
 from ...jobs.job import Job, registry
 from ...models import RunStatus
-from ...run.catchup import plan
+from ...run.catchup import Plan, plan
 from ...run.runner import RunResult, execute
 
 logger = logging.getLogger("django_advisory_cron")
@@ -113,7 +116,9 @@ def run_scheduled(
         return summary
     now = database_now(lock_database(job.using))
     read_at = time.monotonic()
-    decided = plan(job, tick, now)
+    decided = plan(job, tick, now, calendar=_off_calendar(job))
+    if job.calendar:  # as cronworker: no tick its calendar skips runs, a late one neither
+        decided = _on_calendar(job, decided, now, summary)
     if decided.noteworthy:
         logger.warning(
             "django-q2 delivered tick %s late (database time %s): %s",
@@ -126,6 +131,26 @@ def run_scheduled(
         _wait_for_start(job, run_tick, now + timedelta(seconds=time.monotonic() - read_at))
         summary["runs"].append(_summary(_run(job, args, kwargs, now=run_tick)))
     return summary
+
+
+def _off_calendar(job: Job[..., object]) -> Callable[[list[datetime]], dict[datetime, Any]] | None:
+    """Why ``job``'s calendar skips each of some ticks (``None``: it has none)."""
+    if not job.calendar:
+        return None
+    return lambda ticks: calendars.reasons(job, ticks, job.using)
+
+
+def _on_calendar(
+    job: Job[..., object], decided: Plan, now: datetime, summary: dict[str, Any]
+) -> Plan:
+    """``decided`` without the ticks ``job``'s calendar skips (logged; recorded once with
+    ``RECORD_SKIPS``), which the summary lists under ``off_calendar``."""
+    skips = {t: why for t, why in calendars.reasons(job, decided.run, job.using).items() if why}
+    for skipped, why in skips.items():
+        logger.info("job %s, tick %s skipped by its calendar: %s", job.name, skipped, why)
+        calendars.record_skip(job, skipped, why, now, job.using)
+    summary["off_calendar"] = [t.isoformat() for t in sorted({*decided.off_calendar, *skips})]
+    return dataclasses.replace(decided, run=[t for t in decided.run if t not in skips])
 
 
 def _wait_for_start(job: Job[..., object], tick: datetime, now: datetime) -> None:

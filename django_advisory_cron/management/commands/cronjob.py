@@ -297,10 +297,14 @@ class Command(AppCommand):
         self.stdout.write(
             f"{job.name}: {len(found.ticks)} ticks from {start.isoformat()} to "
             f"{end.isoformat()}, {len(pending)} without a run"
+            + (f", {len(found.off_calendar)} off its calendar" if found.off_calendar else "")
             + (" (dry run: nothing runs)" if options["dry_run"] else "")
         )
         if options["dry_run"]:
             self._write([f"  would run tick {tick.isoformat()}" for tick in pending])
+            self._write(
+                [f"  skips tick {t.isoformat()}: {why}" for t, why in found.off_calendar.items()]
+            )
             return
         worst = exitcodes.OK
 

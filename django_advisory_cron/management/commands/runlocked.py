@@ -17,8 +17,10 @@ from ...core import moments
 from ...core.names import did_you_mean
 from ...core.scopes import SCOPES
 from ...db.connections import bound_connect
+from ...db.execute import database_now
 from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, Interrupted, InvalidSchedule, Terminated
+from ...jobs import calendars
 from ...jobs.catalog import Catalog
 from ...jobs.job import Job, registry
 from ...run.output import call_command_captured
@@ -29,8 +31,9 @@ from ..runs import outcome, signals_unwind, wait_for_start
 
 EPILOG = """\
 exit codes:
-  0    the job ran, or was skipped (locked elsewhere, this tick already ran, or the job is
-       paused; a skip writes nothing unless RECORD_SKIPS); with --enqueue (and for a
+  0    the job ran, or was skipped (locked elsewhere, this tick already ran, the job is
+       paused, or its calendar skips the tick's day; a skip writes nothing unless
+       RECORD_SKIPS); with --enqueue (and for a
        schedule sent to Celery): the tick was enqueued, or another scheduler had enqueued it
   1    the job raised; the run is recorded as failed and the traceback logged
   2    usage error: unknown job, bad arguments, invalid schedule
@@ -169,6 +172,9 @@ class Command(AppCommand):
                 )
             return
         alias = options["database"] or job.using or app_settings.lock_database
+        calendar_skips = job.calendar and not options["manual"]
+        if calendar_skips and self._off_calendar(job, tick, alias, options["verbosity"]):
+            return
         if tick is None and not options["manual"]:
             tick = self._wait_for_start(job)
         if options["enqueue"] or targets.by_name(job.deliver):
@@ -229,6 +235,34 @@ class Command(AppCommand):
                 f"--tick needs an ISO 8601 time with an offset, from {moments.SPAN}: {value!r}",
             )
         return tick
+
+    def _off_calendar(
+        self, job: Job[Any, Any], tick: datetime | None, alias: str, verbosity: int
+    ) -> bool:
+        """Whether ``job``'s calendar skips its tick (the one given, else the tick nearest
+        now within ``MAX_SKEW``), said in one line: skipped (exit 0), as on every replica."""
+        try:
+            bound_connect(alias)
+            now = database_now(alias)
+            schedule = job.ticking_schedule
+            if tick is None and schedule is not None:
+                tick = schedule.nearest_tick(now, app_settings.MAX_SKEW)
+            if tick is None:
+                return False  # no tick: a run by hand, which no calendar stops
+            why = calendars.skip_reason(job, tick, alias)
+            if why is None:
+                return False
+            calendars.record_skip(job, tick, why, now, alias)
+        except DatabaseUnavailable as error:
+            self.leave(exitcodes.DATABASE_UNAVAILABLE, str(error))
+        except (InvalidSchedule, ValueError) as error:
+            self.leave(exitcodes.USAGE, f"job {job.name!r}: {error}")
+        if verbosity >= 1:
+            self.stdout.write(
+                f"{job.name}: skipped, tick {tick.isoformat()} is off its calendar "
+                f"{job.calendar}: {why}"
+            )
+        return True
 
     def _wait_for_start(self, job: Job[Any, Any]) -> datetime | None:
         """The tick a job with a jitter waited for (see ``wait_for_start``); a stop while it

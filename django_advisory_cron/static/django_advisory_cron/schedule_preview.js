@@ -7,7 +7,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!box) {
         return;
     }
-    const fields = ["name", "cron", "every", "timezone", "at_0", "at_1"]
+    const fields = ["name", "cron", "every", "timezone", "at_0", "at_1", "calendar"]
         .map((name) => document.getElementById(`id_${name}`))
         .filter(Boolean);
     let timer = null;

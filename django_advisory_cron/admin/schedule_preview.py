@@ -13,7 +13,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 
 from ..conf import app_settings
-from ..core.schedule import Every, Once, Schedule, read_moment
+from ..core.once import Once, read_moment
+from ..core.schedule import Every, Schedule
 from ..db.execute import database_now
 from ..exceptions import InvalidSchedule
 from ..jobs import calendars

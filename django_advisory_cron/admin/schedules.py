@@ -32,7 +32,8 @@ from django.utils.translation import ngettext
 
 from ..conf import app_settings
 from ..core.moments import EARLIEST, LATEST
-from ..core.schedule import read_moment, zone_problem
+from ..core.once import read_moment
+from ..core.schedule import zone_problem
 from ..delivery.targets import by_name
 from ..jobs import catalog
 from ..jobs.definitions import Definition, to_job

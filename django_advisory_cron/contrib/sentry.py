@@ -23,7 +23,8 @@ from sentry_sdk.crons import MonitorStatus, capture_checkin
 
 from ..conf import app_settings
 from ..core.cron_reading import ALIASES
-from ..core.schedule import Every, Once
+from ..core.once import Once
+from ..core.schedule import Every
 from ..ops.monitoring import Timer
 
 #: Statuses reported as ``ok``; every other end of a run is an ``error`` check-in.

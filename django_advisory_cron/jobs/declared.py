@@ -24,7 +24,7 @@ from django.utils.dateparse import parse_datetime
 
 from .. import conf
 from ..conf import ScheduleEntry, app_settings
-from ..core.schedule import read_moment
+from ..core.once import read_moment
 from ..delivery.targets import by_name
 from .definitions import Definition, to_job
 from .job import Job, registry

@@ -30,8 +30,9 @@ from ..conf import app_settings
 from ..core.jitter import jitter_problem
 from ..core.keys import job_key
 from ..core.names import did_you_mean
+from ..core.once import Once
 from ..core.retries import RetryPolicy, policy_problem
-from ..core.schedule import Once, describe_interval, zone_problem
+from ..core.schedule import describe_interval, zone_problem
 from ..delivery.targets import RemoteCall, by_name
 from ..exceptions import InvalidSchedule, first_line
 from ..run.output import call_command_captured

@@ -12,16 +12,15 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 from ..conf import CatchUp
 from ..core.jitter import jitter_problem
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
+from ..core.once import Once, read_moment
 from ..core.overlap import Overlap, concurrent_runs, overlap_policy, slots
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
     Every,
     NeverFires,
-    Once,
     Schedule,
     as_interval,
     describe_interval,
-    read_moment,
     zone_problem,
 )
 from ..core.scopes import Scope, check_scope

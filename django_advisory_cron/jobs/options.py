@@ -20,8 +20,9 @@ from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core import calendars
 from ..core.jitter import jitter_problem
 from ..core.moments import UTC
+from ..core.once import read_moment
 from ..core.overlap import MAX_CONCURRENT, concurrent_runs, overlap_policy
-from ..core.schedule import EPOCH, read_moment, seconds_text
+from ..core.schedule import EPOCH, seconds_text
 from ..delivery import targets
 from ..exceptions import InvalidSchedule
 

@@ -9,7 +9,8 @@ import shlex
 import sys
 
 from ..conf import app_settings
-from ..core.schedule import Every, Once
+from ..core.once import Once
+from ..core.schedule import Every
 from ..jobs.job import registry
 
 

@@ -13,7 +13,7 @@ import typing
 from datetime import datetime
 from typing import Any
 
-from ..core.schedule import read_moment
+from ..core.once import read_moment
 from ..jobs.declared import aware
 from ..jobs.definitions import Definition
 from ..jobs.job import Job

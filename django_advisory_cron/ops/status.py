@@ -34,7 +34,8 @@ from typing import Any
 from django.utils import timezone
 
 from ..conf import app_settings
-from ..core.schedule import Every, Once, Schedule
+from ..core.once import Once
+from ..core.schedule import Every, Schedule
 from ..core.statuses import FAILING, SKIPS
 from ..db import reads
 from ..db.aliases import lock_database

@@ -15,12 +15,13 @@ from .. import conf
 from ..conf import CHECK_TAG, app_settings, check_id
 from ..core import calendars
 from ..core.schedule import validate, zone_problem
+from ..core.schedule_rules import never_fires_problem, timezone_problem
 from ..db import sql
 from ..db.connections import WARM_POOL_SIZE, unpooled_connection
 from ..db.execute import fetch_one
 from ..exceptions import AdvisoryCronError, InvalidSchedule
 from ..jobs import declared
-from ..jobs.job import MAX_JOB_NAME, never_fires_problem, registry, timezone_problem
+from ..jobs.job import MAX_JOB_NAME, registry
 from ..jobs.options import CHECKS, calendar_package_problem
 from ..ops import monitoring
 from . import pooling as pooler_checks

@@ -33,10 +33,11 @@ from ..core.names import did_you_mean
 from ..core.once import Once
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import describe_interval, zone_problem
+from ..core.schedule_rules import never_fires_problem
 from ..delivery.targets import RemoteCall, by_name
 from ..exceptions import InvalidSchedule, first_line
 from ..run.output import call_command_captured
-from .job import MAX_JOB_NAME, Job, Source, never_fires_problem, registry
+from .job import MAX_JOB_NAME, Job, Source, registry
 from .options import (
     AROUND,
     BUILT,

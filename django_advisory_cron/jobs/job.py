@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ..conf import CatchUp
-from ..core.jitter import jitter_problem
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
 from ..core.once import Once, read_moment
 from ..core.overlap import Overlap, concurrent_runs, overlap_policy, slots
@@ -23,6 +22,14 @@ from ..core.schedule import (
     describe_interval,
     zone_problem,
 )
+from ..core.schedule_rules import (
+    ONE_KIND,
+    both_problem,
+    jitter_seconds,
+    never_fires_problem,
+    spread_over,
+    timezone_problem,
+)
 from ..core.scopes import Scope, check_scope
 from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
@@ -32,7 +39,6 @@ from .options import (
     code_seconds,
     code_seconds_problem,
     max_lateness_problem,
-    seconds_of,
 )
 from .options import max_runs as max_runs_value
 
@@ -155,7 +161,7 @@ class Job(Generic[P, R]):
             raise InvalidSchedule(f"job {self.name!r}: {ONE_KIND}")
         if self.every is not None:
             if self.cron is not None:
-                raise InvalidSchedule(f"job {self.name!r}: {_both(self.cron, self.every)}")
+                raise InvalidSchedule(f"job {self.name!r}: {both_problem(self.cron, self.every)}")
             try:
                 self.every = as_interval(self.every)
             except InvalidSchedule as error:
@@ -269,84 +275,6 @@ class Job(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<Job {self.name}>"
-
-
-def jitter_seconds(jitter: object, schedule: Schedule | None) -> float | None:
-    """``jitter`` (seconds or a ``timedelta``) as the seconds a job holds. Raises
-    ``ValueError``, in one line, for what is no duration from 0 up to below the shortest
-    interval between the ticks of ``schedule``."""
-    if jitter is None:
-        return None
-    seconds = seconds_of(jitter)
-    if seconds is None:
-        raise ValueError(f"jitter must be seconds or a timedelta, not {jitter!r}")
-    if not 0 <= seconds < math.inf:  # also refuses NaN
-        raise ValueError(f"jitter must be a finite number of seconds from 0, not {jitter!r}")
-    problem = jitter_problem(seconds, schedule)
-    if problem:
-        raise ValueError(problem)
-    return seconds or None
-
-
-def _spread_over(
-    cron: str | None, interval: timedelta | None, zone: str | None, jitter: object
-) -> Schedule | None:
-    """The schedule a declared ``jitter`` is checked against (``None``: no jitter, or a bad
-    cron expression, which the system checks name)."""
-    if jitter is None:
-        return None
-    if interval is not None:
-        return Every(interval)
-    try:
-        return None if cron is None else Schedule(cron, zone=zone)
-    except InvalidSchedule:
-        return None
-
-
-def timezone_problem(
-    zone: object, *, cron: str | None, every: object, at: object = None
-) -> str | None:
-    """Why a job with this schedule can have no ``timezone``, or ``None`` (the zone's name is
-    [zone_problem][django_advisory_cron.core.schedule.zone_problem]'s business)."""
-    if zone is None:
-        return None
-    if every is not None:
-        return (
-            "timezone cannot be combined with every=: an interval schedule ticks on the "
-            "epoch's grid, the same in every zone"
-        )
-    if cron is None and not at:
-        return "timezone needs a cron schedule= (or a moment at=) to apply to"
-    return None
-
-
-def never_fires_problem(cron: str | None) -> str | None:
-    """Why the valid cron expression ``cron`` can have no tick (30 February), or ``None``
-    (also for an expression that is not valid: that is system check ``E005``'s business)."""
-    if cron is None:
-        return None
-    try:
-        Schedule(cron)
-    except NeverFires as error:
-        return str(error)
-    except InvalidSchedule:
-        return None
-    return None
-
-
-#: Why a job cannot have a moment (``at=``) besides a cron expression or an interval.
-ONE_KIND = (
-    "a schedule has one of a cron expression (schedule=), an interval (every=) or a moment "
-    "(at=), not more"
-)
-
-
-def _both(schedule: str, every: object) -> str:
-    """Why a job cannot have both a cron ``schedule`` and an ``every`` interval."""
-    return (
-        f"schedule={schedule!r} and every={every!r} are mutually exclusive: a job has either "
-        "a cron expression or an interval"
-    )
 
 
 class Registry:
@@ -541,7 +469,7 @@ def locked_task(
             )
         if schedule is not None and every is not None:
             # Refused here, as a schedule that never fires is: the traceback points at it.
-            raise InvalidSchedule(f"@locked_task {job_name!r}: {_both(schedule, every)}")
+            raise InvalidSchedule(f"@locked_task {job_name!r}: {both_problem(schedule, every)}")
         if at is not None and (schedule is not None or every is not None):
             raise InvalidSchedule(f"@locked_task {job_name!r}: {ONE_KIND}")
         try:
@@ -572,7 +500,7 @@ def locked_task(
                 "run per tenant schema: remove deliver= and timeout="
             )
         try:
-            spread = jitter_seconds(jitter, _spread_over(schedule, interval, timezone, jitter))
+            spread = jitter_seconds(jitter, spread_over(schedule, interval, timezone, jitter))
             policy, concurrent = overlap_policy(overlap), concurrent_runs(max_concurrent)
         except ValueError as error:
             raise ValueError(f"@locked_task {job_name!r}: {error}") from None

@@ -23,6 +23,7 @@ from ..core.moments import UTC
 from ..core.once import read_moment
 from ..core.overlap import MAX_CONCURRENT, concurrent_runs, overlap_policy
 from ..core.schedule import EPOCH, seconds_text
+from ..core.schedule_rules import seconds_of
 from ..delivery import targets
 from ..exceptions import InvalidSchedule
 
@@ -198,15 +199,6 @@ def code_seconds_problem(name: str, value: object) -> str | None:
         code_seconds(name, value)
     except ValueError as error:
         return str(error)
-    return None
-
-
-def seconds_of(value: object) -> float | None:
-    """``value``, seconds or a ``timedelta``, as float seconds (``None``: neither)."""
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
     return None
 
 

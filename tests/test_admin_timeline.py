@@ -6,7 +6,7 @@ length does not change, all without a script. (In Chromium: test_admin_timeline_
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -23,7 +23,7 @@ from django_advisory_cron.admin import timeline_svg
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.db.execute import database_now
 from django_advisory_cron.jobs.job import Job
-from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.models import CalendarDate, JobRun, RunStatus
 from django_advisory_cron.ops import control, timeline
 from tests.admin_users import logged_in
 from tests.test_admin import app_queries
@@ -307,3 +307,22 @@ def test_ticks_outside_the_schedules_start_and_end_are_marked_skipped() -> None:
     assert [tick.skipped for tick in lane.ticks] == [""] * 3 + [
         "outside the schedule's start and end"
     ] * 3
+
+
+@pytest.mark.django_db
+def test_ticks_on_a_calendar_s_days_off_are_marked_skipped_with_the_reason() -> None:
+    """A job whose calendar is off on a day (here a date an operator added): its ticks that
+    day are drawn as skips naming the reason, the others as ticks to come."""
+    CalendarDate.objects.create(
+        calendar="dates:tl-off", day=date(2026, 12, 7), reason="stocktaking"
+    )
+    now = datetime(2026, 12, 6, 21, 30, tzinfo=UTC)
+    job = Job(
+        lambda: None, "tl.calendar", cron="0 * * * *", timezone="UTC", calendar="dates:tl-off"
+    )
+    window = timeline.Window(now.timestamp() - 3600, now.timestamp() + 6 * 3600, now.timestamp())
+    lane = timeline.Lane(job)
+    timeline.add_ticks(window, [lane])
+    skipped = [tick.skipped for tick in lane.ticks]
+    assert len(skipped) == 6 and skipped[:2] == ["", ""], skipped
+    assert all("stocktaking" in reason for reason in skipped[2:]), skipped

@@ -4,7 +4,7 @@ slot 1 the job's own key), and the claim's parameters (a job with one slot sends
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from django_advisory_cron import locked_task
 from django_advisory_cron.core.keys import LockKey
+from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.overlap import (
     MAX_CONCURRENT,
     NOT_YET,

@@ -411,7 +411,11 @@ def _job_call_problems(name: str, args: list[Any], kwargs: dict[str, Any]) -> li
         hint = did_you_mean(name, [job.name for job in registry.all()])
         return [f"there is no registered job {name!r}{hint}"]
     try:
-        inspect.signature(registry.get(name).func).bind(*args, **kwargs)
+        signature = inspect.signature(registry.get(name).func)
+    except ValueError:  # a builtin with no signature to read (Python 3.10's print): run it
+        return []
+    try:
+        signature.bind(*args, **kwargs)
     except TypeError as error:
         return [f"job {name!r} cannot be called with these arguments: {error}"]
     return []

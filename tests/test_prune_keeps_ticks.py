@@ -22,8 +22,8 @@ from django.db import connection
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.schedule import Schedule
+from django_advisory_cron.jobs.catchup import recorded_ticks
 from django_advisory_cron.models import JobRun, RunStatus
-from django_advisory_cron.run.catchup import recorded_ticks
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")

@@ -92,7 +92,7 @@ class Job(Generic[P, R]):
     key_mode: KeyMode = "sha256"
     using: str | None = None
     #: Which missed ticks run after a gap (``None``: the ``CATCH_UP`` setting); see
-    #: [catchup][django_advisory_cron.run.catchup].
+    #: [catchup][django_advisory_cron.jobs.catchup].
     catch_up: CatchUp | None = None
     #: Seconds: a tick more than this late is passed over instead of run (``None``: no limit).
     max_lateness: float | None = None

@@ -138,7 +138,7 @@ def resume(name: str, *, using: str | None = None) -> JobState | None:
     """Resume ``name``; returns its state as it was, or ``None`` when it had none.
 
     The pause's start and end stay on the state: the ticks between them were decided (see
-    [recorded_ticks][django_advisory_cron.run.catchup.recorded_ticks]), not missed."""
+    [recorded_ticks][django_advisory_cron.jobs.catchup.recorded_ticks]), not missed."""
     alias = lock_database(using)
     before = state(name, alias)
     if before is not None:

@@ -3,7 +3,7 @@
 At start-up a worker looks up each job's latest recorded tick, and ticks that passed since
 then (every replica was down) are missed; so are the ticks a worker slept through. Which of
 them run is the job's ``catch_up`` policy, decided by
-[catchup][django_advisory_cron.run.catchup] as for django-q2. A job with no recorded tick
+[catchup][django_advisory_cron.jobs.catchup] as for django-q2. A job with no recorded tick
 starts with its next tick. A job whose schedule fails to give a tick is dropped, once logged.
 """
 
@@ -18,9 +18,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.jitter import start_of
 from ..exceptions import DatabaseUnavailable, first_line
-from ..jobs import calendars
+from ..jobs import calendars, catchup
 from ..jobs.job import Job
-from ..run import catchup, limits
+from ..run import limits
 from .fleet import run_order
 
 logger = logging.getLogger("django_advisory_cron")

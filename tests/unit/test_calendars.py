@@ -17,10 +17,10 @@ from django_advisory_cron import locked_task
 from django_advisory_cron.core import calendars
 from django_advisory_cron.core.calendars import Calendar, Source, parse
 from django_advisory_cron.core.schedule import Schedule
+from django_advisory_cron.jobs import catchup
 from django_advisory_cron.jobs.definitions import Definition
 from django_advisory_cron.jobs.options import calendar as calendar_option
 from django_advisory_cron.ops import upcoming
-from django_advisory_cron.run import catchup
 
 UTC = timezone.utc
 

@@ -11,8 +11,8 @@ from django.core import checks
 
 from django_advisory_cron import locked_task, registry
 from django_advisory_cron.checks.configuration import check_jobs
+from django_advisory_cron.jobs.catchup import plan
 from django_advisory_cron.jobs.job import Job
-from django_advisory_cron.run.catchup import plan
 
 HOUR = timedelta(hours=1)
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from django_advisory_cron import locked_task, registry
 from django_advisory_cron.checks.configuration import check_jobs
 from django_advisory_cron.core.jitter import offset
+from django_advisory_cron.jobs.catchup import plan
 from django_advisory_cron.jobs.definitions import Definition
 from django_advisory_cron.jobs.job import Job
-from django_advisory_cron.run.catchup import plan
 
 UTC = timezone.utc
 ticks = st.datetimes(

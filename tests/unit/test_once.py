@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from django_advisory_cron.core.once import AFTER_LAST, BEFORE_FIRST, LATEST_ONCE, Once, read_moment
 from django_advisory_cron.core.schedule import EPOCH
 from django_advisory_cron.exceptions import InvalidSchedule
+from django_advisory_cron.jobs.catchup import first_missed, plan
 from django_advisory_cron.jobs.job import Job
-from django_advisory_cron.run.catchup import first_missed, plan
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -11,7 +11,7 @@ skips.
 * ``checks`` — the ``Q_CLUSTER`` and "schedules in sync" system checks.
 
 Which ticks a late delivery runs (the job's ``catch_up``, else ``CATCH_UP``) is decided by the
-core module [catchup][django_advisory_cron.run.catchup]. The names below are re-exported here
+core module [catchup][django_advisory_cron.jobs.catchup]. The names below are re-exported here
 because synced rows store ``django_advisory_cron.contrib.django_q.run_scheduled`` as their
 ``func``, and because this package was one module before. Needs the ``[q2]`` extra
 (``django-q2`` with ``croniter``).
@@ -29,7 +29,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
 
 from ...conf import CATCH_UP_CHOICES
 from ...db.execute import database_now
-from ...run.catchup import MAX_CATCH_UP, plan
+from ...jobs.catchup import MAX_CATCH_UP, plan
 from .checks import check_q_cluster, check_schedules_synced, register_checks
 from .delivery import INTENDED_KWARG, RUNNER, run_scheduled
 from .schedules import (

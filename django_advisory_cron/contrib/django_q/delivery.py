@@ -5,7 +5,7 @@ scheduler advances it) through the row's ``intended_date_kwarg``, so every deliv
 tick — several clusters, a retry while the first delivery still runs, a failed task
 redelivered — claims the same ``(job, tick)`` record, and each delivery after the first
 skips. Which ticks a late delivery runs is decided by the job's ``catch_up`` and
-``max_lateness``, in [catchup][django_advisory_cron.run.catchup]. A job with a ``jitter`` waits,
+``max_lateness``, in [catchup][django_advisory_cron.jobs.catchup]. A job with a ``jitter`` waits,
 in the task, for its tick's start (the tick plus the offset every replica computes alike), as
 ``cronworker`` and ``runlocked`` do: django-q2 fires every schedule at its minute.
 """
@@ -25,9 +25,9 @@ from ...db.aliases import lock_database
 from ...db.execute import database_now
 from ...exceptions import UnknownJob
 from ...jobs import calendars
+from ...jobs.catchup import Plan, plan
 from ...jobs.job import Job, registry
 from ...models import RunStatus
-from ...run.catchup import Plan, plan
 from ...run.runner import RunResult, execute
 
 logger = logging.getLogger("django_advisory_cron")

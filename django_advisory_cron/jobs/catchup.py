@@ -20,7 +20,7 @@ recorded: nothing ran for them, so they take no tick and leave no row.
 Where the missed ticks start:
 
 * ``cronworker`` at start-up: after the job's latest recorded tick
-  ([recorded_ticks][django_advisory_cron.run.catchup.recorded_ticks]; any row with a tick counts,
+  ([recorded_ticks][django_advisory_cron.jobs.catchup.recorded_ticks]; any row with a tick counts,
   skips included, a pause decides every tick up to its end, and neither the edit of its
   schedule nor the reset of its override is crossed). A job with **no recorded tick** has
   missed nothing: the first worker ever

@@ -145,7 +145,14 @@ class JobRun(models.Model):
                 fields=["job", "tick"],
                 condition=models.Q(status__in=[status.value for status in TICK_TAKING]),
                 name="advisory_cron_one_run_per_tick",
-            )
+            ),
+            # A tick waits once (overlap buffer_one, buffer_all), whichever replicas found its
+            # job busy.
+            models.UniqueConstraint(
+                fields=["job", "tick"],
+                condition=models.Q(status=RunStatus.WAITING.value),
+                name="advisory_cron_one_wait_per_tick",
+            ),
         ]
 
     def __str__(self) -> str:

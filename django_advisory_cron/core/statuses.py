@@ -20,6 +20,9 @@ class RunStatus(models.TextChoices):
     LOCK_LOST = "lock_lost", _("lock lost")
     TIMED_OUT = "timed_out", _("timed out")
     SKIPPED_PAUSED = "skipped_paused", _("skipped: paused")
+    #: A tick that found its job busy, kept to start when the run going ends (overlap
+    #: buffer_one, buffer_all): no run yet, nobody's, and no lease.
+    WAITING = "waiting", _("waiting: starts when the run going ends")
 
 
 #: Statuses that take a tick: a second run of the same tick is refused while one of these exists.

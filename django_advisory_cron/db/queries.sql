@@ -450,6 +450,88 @@ SELECT (SELECT count(*) FROM old),
                                       THEN %(lock_id)s::bigint & 4294967295
                                       ELSE hashtext(%(lock_name)s)::bigint & 4294967295 END)
 
+-- name: lock_waiting
+-- overlap buffer_one and buffer_all: the first statement of the transaction that records a
+-- tick that found its job busy (wait_tick, next): a transaction lock on the job's waiting key
+-- (not the job's own, which the run going holds), so that replicas record a job's waiting
+-- ticks one at a time and the bound holds; wait_tick's snapshot, taken after it, sees what
+-- the one before committed. Released by the commit.
+SELECT CASE WHEN %(lock_name)s::text IS NULL
+            THEN pg_advisory_xact_lock(%(lock_ns)s::int, %(lock_id)s::int)::text
+            ELSE pg_advisory_xact_lock(hashtext(%(lock_name)s))::text END
+
+-- name: wait_tick
+-- Record a tick that found its job busy as waiting, after lock_waiting: nothing when the tick
+-- already has a row that waits, runs or ran, or was skipped for the bound (another replica
+-- recorded it); else a waiting row (no lease: nobody's run yet, no live run), or, with
+-- %(bound)s::int ticks already waiting (those no run has taken), a skipped row that says why. The
+-- row's status and text, or those of the row another replica wrote (no row: the tick has
+-- run, or is running).
+WITH r AS (
+    SELECT r.tick, r.status, r.error, r.status = 'waiting' AND NOT EXISTS (
+               SELECT FROM "django_advisory_cron_jobrun" t
+                WHERE t.job = r.job AND t.tick = r.tick
+                  AND t.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+               AS waits
+      FROM "django_advisory_cron_jobrun" r
+     WHERE r.job = %(job)s AND (r.status = 'waiting' OR r.tick = %(tick)s::timestamptz)
+), w AS (
+    SELECT count(*) FILTER (WHERE r.waits AND r.tick <> %(tick)s::timestamptz) AS waiting,
+           min(r.tick) FILTER (WHERE r.waits) AS oldest,
+           COALESCE(bool_or(r.tick = %(tick)s::timestamptz AND (r.status IN ('waiting', 'running',
+               'succeeded', 'failed', 'lock_lost', 'timed_out') OR (r.status = 'skipped_locked'
+               AND r.error LIKE '%%(overlap buffer_%%'))), false) AS seen
+      FROM r
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
+                                             error, manual, task_id)
+    SELECT %(job)s, %(tick)s::timestamptz, %(host)s, %(pid)s, clock_timestamp(),
+           CASE WHEN w.waiting >= %(bound)s::int THEN clock_timestamp() END,
+           CASE WHEN w.waiting < %(bound)s::int THEN 'waiting' ELSE 'skipped_locked' END,
+           CASE WHEN w.waiting < %(bound)s::int
+                THEN 'waits for the run going to end (overlap ' || %(policy)s::text || ')'
+                WHEN %(bound)s::int = 1
+                THEN 'a tick is already waiting (overlap buffer_one): tick '
+                     || to_char(w.oldest AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                ELSE w.waiting || ' ticks are already waiting, the bound (overlap '
+                     || %(policy)s::text || ')' END,
+           false, ''
+      FROM w WHERE NOT w.seen
+    ON CONFLICT DO NOTHING
+    RETURNING status, error
+)
+SELECT status, error FROM ins
+UNION ALL
+(SELECT r.status, r.error FROM r
+  WHERE r.tick = %(tick)s::timestamptz AND NOT EXISTS (SELECT FROM ins)
+    AND (r.status = 'waiting' OR (r.status = 'skipped_locked'
+                                  AND r.error LIKE '%%(overlap buffer_%%'))
+  LIMIT 1)
+
+-- name: next_waiting
+-- The job's oldest waiting tick that no run has taken yet (NULL: none; with %(before)s, only
+-- one before it), read after deleting the waiting rows whose tick a run has taken (their run
+-- started; a replica that died between its claim and unwait_tick leaves one).
+WITH done AS (
+    DELETE FROM "django_advisory_cron_jobrun" w
+     WHERE w.job = %(job)s AND w.status = 'waiting' AND EXISTS (
+           SELECT FROM "django_advisory_cron_jobrun" t
+            WHERE t.job = w.job AND t.tick = w.tick
+              AND t.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+)
+SELECT min(w.tick) FROM "django_advisory_cron_jobrun" w
+ WHERE w.job = %(job)s AND w.status = 'waiting'
+   AND (%(before)s::timestamptz IS NULL OR w.tick < %(before)s::timestamptz)
+   AND NOT EXISTS (
+       SELECT FROM "django_advisory_cron_jobrun" t
+        WHERE t.job = w.job AND t.tick = w.tick
+          AND t.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+
+-- name: unwait_tick
+-- The waiting tick's run is claimed: its waiting row goes (the run's row is the tick's).
+DELETE FROM "django_advisory_cron_jobrun"
+ WHERE job = %(job)s AND tick = %(tick)s AND status = 'waiting'
+
 -- name: fail_committed_run
 -- A run whose transaction committed but whose on_commit callback raised.
 UPDATE "django_advisory_cron_jobrun" SET status = 'failed', error = %(error)s WHERE id = %(id)s

@@ -246,6 +246,37 @@ def replace_runs(
     }
 
 
+def lock_waiting(key: LockKey) -> Statement:
+    """``overlap`` buffer_one and buffer_all: take the transaction lock ``key`` (the job's
+    waiting key) that serialises the recording of its waiting ticks across replicas."""
+    return QUERIES["lock_waiting"], _key(key)
+
+
+def wait_tick(
+    *, job: str, tick: datetime, policy: str, bound: int, host: str, pid: int
+) -> Statement:
+    """Record ``tick``, which found its job busy, as waiting (at most ``bound`` wait), after
+    ``lock_waiting`` in the same transaction; ``(status, text)`` of the row written (or of
+    the one another process wrote), none when the tick has run or is running."""
+    return QUERIES["wait_tick"], {
+        **_who(job, host, pid),
+        "tick": tick,
+        "policy": policy,
+        "bound": bound,
+    }
+
+
+def next_waiting(*, job: str, before: datetime | None = None) -> Statement:
+    """The job's oldest waiting tick no run has taken (before ``before``, if given); one
+    column, NULL for none. Deletes the waiting rows of ticks a run has taken."""
+    return QUERIES["next_waiting"], {"job": job, "before": before}
+
+
+def unwait_tick(*, job: str, tick: datetime) -> Statement:
+    """Delete the waiting row of ``tick``, whose run was just claimed."""
+    return QUERIES["unwait_tick"], {"job": job, "tick": tick}
+
+
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
     return {"job": job, "host": storable(host), "pid": pid, "task_id": storable(task_id)}
 

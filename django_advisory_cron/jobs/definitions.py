@@ -30,6 +30,7 @@ from ..conf import app_settings
 from ..core.jitter import jitter_problem
 from ..core.keys import job_key
 from ..core.names import did_you_mean
+from ..core.overlap import combination_problem, overlap_policy
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import Once, describe_interval, zone_problem
 from ..delivery.targets import RemoteCall, by_name
@@ -286,6 +287,9 @@ class Definition:
             problems.append("the schedule ends before it starts")
         if not problems:
             problems += self._jitter_problems()
+        if not problems:
+            combination = combination_problem(overlap_policy(self.overlap), self.max_concurrent)
+            problems += [combination] if combination else []
         return problems + self._storable_problems() + self._around_problems()
 
     def _jitter_problems(self) -> list[str]:

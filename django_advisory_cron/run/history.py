@@ -154,6 +154,9 @@ class Run:
     #: The keys of its job's run slots, when the job may run several times at once: its claim
     #: takes the first free, and its lock is that one's from then on.
     slots: tuple[LockKey, ...] = field(default=(), repr=False, compare=False)
+    #: Why its tick waits, or was skipped by its overlap policy's bound (``buffer_one``,
+    #: ``buffer_all``): its row's text; empty for every other run.
+    waited: str = field(default="", repr=False, compare=False)
 
     @property
     def ran(self) -> bool:

@@ -176,9 +176,14 @@ def test_two_replicas_replace_each_tick_s_run_with_the_next_s(
 
 #: A refusal of each kind, as ``cronjob`` says it.
 NOT_YET = (
-    "overlap 'cancel_other' is not supported yet; use 'skip', 'allow_all' or 'terminate_other'"
+    "overlap 'cancel_other' is not supported yet; use 'skip', 'buffer_one', 'buffer_all', "
+    "'allow_all' or 'terminate_other'"
 )
 BOUND = "max_concurrent must be a whole number from 1 to 32, not 33"
+COMBINED = (
+    "max_concurrent goes with overlap 'allow_all' only; overlap 'buffer_all' runs one tick at a "
+    "time: remove max_concurrent or use 'allow_all'"
+)
 
 
 @pytest.mark.parametrize(
@@ -187,10 +192,12 @@ BOUND = "max_concurrent must be a whole number from 1 to 32, not 33"
         (["--overlap", "cancel_other"], NOT_YET),
         (
             ["--overlap", "sometimes"],
-            "overlap must be 'skip', 'allow_all' or 'terminate_other', not 'sometimes'",
+            "overlap must be 'skip', 'buffer_one', 'buffer_all', 'allow_all' or "
+            "'terminate_other', not 'sometimes'",
         ),
         (["--overlap", "allow_all", "--max-concurrent", "33"], BOUND),
         (["--max-concurrent", "two"], "--max-concurrent must be a whole number, not 'two'"),
+        (["--overlap", "buffer_all", "--max-concurrent", "2"], COMBINED),
     ],
 )
 def test_cronjob_refuses_a_bad_policy_in_one_line(

@@ -1,0 +1,49 @@
+"""Jobs for the buffering overlap tests (tests/test_buffer.py), loaded with
+``ADVISORY_CRON_JSON='{"JOBS_MODULE": "buffer_tasks", ...}'`` in the worker processes. Each
+body records its start and its end (a marker each, with one token, and the tick it ran for in
+its run row), so that the test sees when each ran, whichever process ran it."""
+
+import os
+import time
+import uuid
+
+from django_advisory_cron import locked_task
+
+from .models import Marker
+
+
+def body(name: str, seconds: float = 0.0, release: bool = False) -> None:
+    """Run ``seconds`` (or, with ``release``, until the test writes a "release" marker for
+    ``name``), between a start and an end marker."""
+    token = uuid.uuid4().hex
+    Marker.objects.create(job=name, pid=os.getpid(), note=f"start {token}")
+    deadline = time.monotonic() + (60 if release else seconds)
+    while time.monotonic() < deadline:
+        if release and Marker.objects.filter(job=name, note="release").exists():
+            break
+        time.sleep(0.05)
+    Marker.objects.create(job=name, pid=os.getpid(), note=f"end {token}")
+
+
+@locked_task(name="buffer_one_every", every=2, overlap="buffer_one")
+def buffer_one_every() -> None:
+    """Each run lasts longer than two intervals: a tick waits during each, later ones skip."""
+    body("buffer_one_every", 4.5)
+
+
+@locked_task(name="buffer_all_every", every=1, overlap="buffer_all")
+def buffer_all_every() -> None:
+    """Each run lasts longer than its interval: the ticks queue up, and run in turn."""
+    body("buffer_all_every", 1.6)
+
+
+@locked_task(name="buffer_held", every=2, overlap="buffer_one")
+def buffer_held() -> None:
+    """Runs until the test releases it (or forever, if its process is killed first)."""
+    body("buffer_held", release=True)
+
+
+@locked_task(name="buffer_manual", every=3600, overlap="buffer_one")
+def buffer_manual() -> None:
+    """Started by ``runlocked --tick``: runs until the test releases it."""
+    body("buffer_manual", release=True)

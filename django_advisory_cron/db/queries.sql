@@ -478,9 +478,10 @@ WITH r AS (
 ), w AS (
     SELECT count(*) FILTER (WHERE r.waits AND r.tick <> %(tick)s::timestamptz) AS waiting,
            min(r.tick) FILTER (WHERE r.waits) AS oldest,
-           COALESCE(bool_or(r.tick = %(tick)s::timestamptz AND (r.status IN ('waiting', 'running',
-               'succeeded', 'failed', 'lock_lost', 'timed_out') OR (r.status = 'skipped_locked'
-               AND r.error LIKE '%%(overlap buffer_%%'))), false) AS seen
+           COALESCE(bool_or(r.tick = %(tick)s::timestamptz AND (r.status = 'waiting'
+               OR r.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out')
+               OR (r.status = 'skipped_locked' AND r.error LIKE '%%(overlap buffer_%%'))),
+               false) AS seen
       FROM r
 ), ins AS (
     INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,

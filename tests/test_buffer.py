@@ -8,6 +8,7 @@ pure parts: tests/unit/test_overlap.py."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import signal
@@ -16,12 +17,14 @@ from typing import Any
 
 import pytest
 from django.db.models import Count, Q
+from django.urls import reverse
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
-from django_advisory_cron.core.overlap import MAX_BUFFERED
-from django_advisory_cron.models import TICK_TAKING, JobRun, RunStatus
+from django_advisory_cron.core.overlap import MAX_BUFFERED, OVERLAPS
+from django_advisory_cron.models import TICK_TAKING, JobRun, RunStatus, Schedule
 from django_advisory_cron.run import waiting
+from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for, workers_present
 
@@ -259,3 +262,48 @@ def test_a_waiting_tick_whose_replica_died_is_started_once_by_another(
     run = JobRun.objects.get(job=name, tick=waited, status=RunStatus.SUCCEEDED)
     assert run.pid == other.pid and first.lease_until is None
     each_tick_once(name)
+
+
+# -- where a policy is typed -----------------------------------------------------------------
+
+
+def test_cronjob_sets_a_buffering_policy_and_refuses_max_concurrent_beside_it(
+    buffering: None, manage: Any
+) -> None:
+    added = manage("cronjob", "add", "queued", "--job", "buffer_manual", "--every", "60",
+                   "--overlap", "buffer_all")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert Schedule.objects.get(name="queued").overlap == "buffer_all"
+    refused = manage("cronjob", "edit", "queued", "--overlap", "buffer_one",
+                     "--max-concurrent", "2")  # fmt: skip
+    assert refused.returncode != 0
+    combined = "max_concurrent goes with overlap 'allow_all' only; overlap 'buffer_one' runs"
+    assert combined in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert Schedule.objects.get(name="queued").overlap == "buffer_all"
+
+
+def test_the_schedules_setting_and_the_admin_form_take_a_buffering_policy(
+    manage: Any, monkeypatch: pytest.MonkeyPatch, fresh_registry: None, django_user_model: Any
+) -> None:
+    entry = {"name": "later", "job": "buffer_manual", "every": 60, "overlap": "buffer_one"}
+    settings = {"JOBS_MODULE": "buffer_tasks", "SCHEDULES": [entry]}
+    monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
+    checked = manage("check")
+    assert checked.returncode == 0, checked.stderr
+    importlib.reload(importlib.import_module("tests.jobsapp.buffer_tasks"))
+    editor = logged_in(django_user_model, "editor", ["view_schedule", "add_schedule"])
+    add = reverse("admin:django_advisory_cron_schedule_add")
+    form = editor.get(add).context["adminform"].form
+    assert all(policy in str(form.fields["overlap"].help_text) for policy in OVERLAPS)
+    data = {"name": "queued", "job": "buffer_manual", "args": "[]", "kwargs": "{}",
+            "every": "60", "enabled": "on", "overlap": "buffer_all",
+            "max_concurrent": "2"}  # fmt: skip
+    response = editor.post(add, data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["max_concurrent"], errors
+    data["max_concurrent"] = ""
+    saved = editor.post(add, data)
+    assert saved.status_code == 302, saved.context and saved.context["adminform"].form.errors
+    assert Schedule.objects.get(name="queued").overlap == "buffer_all"

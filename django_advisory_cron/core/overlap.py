@@ -8,13 +8,27 @@ from __future__ import annotations
 
 from typing import Literal
 
-Overlap = Literal["skip", "buffer_one", "buffer_all", "allow_all", "terminate_other"]
+Overlap = Literal[
+    "skip", "buffer_one", "buffer_all", "allow_all", "cancel_other", "terminate_other"
+]
 #: The policies built, the default first.
-OVERLAPS: tuple[Overlap, ...] = ("skip", "buffer_one", "buffer_all", "allow_all", "terminate_other")
-#: Temporal's other names, refused by name until they are built.
-NOT_YET = ("cancel_other",)
+OVERLAPS: tuple[Overlap, ...] = (
+    "skip",
+    "buffer_one",
+    "buffer_all",
+    "allow_all",
+    "cancel_other",
+    "terminate_other",
+)
+#: Temporal's other names, refused by name until they are built (none left).
+NOT_YET: tuple[str, ...] = ()
 #: The policies whose ticks that find their job busy wait for it, oldest first.
 BUFFERS: tuple[Overlap, ...] = ("buffer_one", "buffer_all")
+
+#: ``cancel_other``: how long a new tick's run waits for the run it asked to stop to end before
+#: it terminates it as ``terminate_other`` does (seconds; as long as a ``cronworker`` child
+#: process gets between SIGTERM and SIGKILL at shutdown).
+CANCEL_GRACE = 5.0
 
 #: ``buffer_all``'s bound: how many ticks of one job may wait at once; a tick that finds this
 #: many waiting is skipped, and its row says why.
@@ -67,7 +81,7 @@ def waiting_bound(overlap: str) -> int:
 def combination_problem(overlap: str, max_concurrent: int | None) -> str | None:
     """Why ``max_concurrent`` cannot go with ``overlap`` (one line), or ``None``: it bounds
     ``allow_all``'s runs at once, and the buffering policies run one at a time."""
-    if max_concurrent is not None and overlap in BUFFERS:
+    if max_concurrent is not None and overlap in (*BUFFERS, "cancel_other"):
         return (
             f"max_concurrent goes with overlap 'allow_all' only; overlap {overlap!r} runs one "
             "tick at a time: remove max_concurrent or use 'allow_all'"

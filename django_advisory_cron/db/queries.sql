@@ -333,6 +333,30 @@ WITH h AS (
 )
 SELECT h.held AND h.id IN (SELECT id FROM r) FROM h ORDER BY h.n
 
+-- name: renew_leases_watching
+-- renew_leases, for a run of an overlap cancel_other job: also whether a new run has asked it
+-- to stop (request_cancel), the request's text (NULL: none).
+WITH h AS (
+    SELECT k.n, k.id, EXISTS (
+        SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+         WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
+           AND objsubid = CASE WHEN k.hashed IS NULL THEN 2 ELSE 1 END
+           AND classid::bigint = CASE WHEN k.hashed IS NULL THEN k.classid::bigint & 4294967295
+                                      ELSE (hashtext(k.hashed)::bigint >> 32) & 4294967295 END
+           AND objid::bigint = CASE WHEN k.hashed IS NULL THEN k.objid::bigint & 4294967295
+                                    ELSE hashtext(k.hashed)::bigint & 4294967295 END) AS held
+      FROM unnest(%(ids)s::bigint[], %(classids)s::int[], %(objids)s::int[], %(hashed)s::text[])
+           WITH ORDINALITY AS k(id, classid, objid, hashed, n)
+), r AS (
+    UPDATE "django_advisory_cron_jobrun"
+       SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+     WHERE id IN (SELECT id FROM h WHERE held) AND status = 'running'
+    RETURNING id, error
+)
+SELECT h.held AND h.id IN (SELECT id FROM r), (SELECT NULLIF(r.error, '') FROM r WHERE r.id = h.id)
+  FROM h ORDER BY h.n
+
 -- name: claim_tick
 -- Claim a tick that the claim's own dead step just gave back.
 INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
@@ -419,8 +443,27 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
        %(attempts)s, %(output)s, %(task_id)s
  WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)
 
+-- name: request_cancel
+-- overlap cancel_other: a new run of the job asks those going for earlier ticks (or for none;
+-- never its own tick's or a later one's) to stop: their rows keep running, with the request
+-- as their error text (a running row has none; its heartbeat reads it, see
+-- renew_leases_watching; its finish appends its own end to it); a request already made is
+-- kept. The ids of the runs asked (now or before).
+UPDATE "django_advisory_cron_jobrun"
+   SET error = CASE WHEN error = '' THEN 'cancelled by a new run (overlap cancel_other) '
+                    || 'started by host ' || %(host)s || ' pid ' || %(pid)s ELSE error END
+ WHERE job = %(job)s AND status = 'running' AND lease_until >= clock_timestamp()
+   AND (%(tick)s::timestamptz IS NULL OR tick IS NULL OR tick < %(tick)s::timestamptz)
+RETURNING id
+
+-- name: runs_going
+-- Which of the runs %(ids)s still go: their rows running, their leases alive.
+SELECT count(*) FROM "django_advisory_cron_jobrun"
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lease_until >= clock_timestamp()
+
 -- name: replace_runs
--- overlap terminate_other: a new run of the job replaces those going for earlier ticks (or
+-- overlap terminate_other (and cancel_other, for the runs asked to stop that are still going
+-- after the grace): a new run of the job replaces those going for earlier ticks (or
 -- for none; never a run of its own tick or a later one, which another replica's replacing run
 -- may be). Their rows say so (as lock_lost: they took their ticks), their leases end now (the
 -- new claim does not wait for them), and, when it replaced any, the backends holding the
@@ -430,8 +473,12 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
 WITH old AS (
     UPDATE "django_advisory_cron_jobrun"
        SET status = 'lock_lost', lease_until = NULL,
-           error = 'replaced by a new run (overlap terminate_other) started by host ' || %(host)s
-                   || ' pid ' || %(pid)s
+           error = CASE WHEN %(policy)s::text = 'terminate_other'
+                        THEN 'replaced by a new run (overlap terminate_other) started by host '
+                             || %(host)s || ' pid ' || %(pid)s
+                        ELSE error || ': still going ' || %(grace)s::text
+                             || ' s after it was asked to stop, so its lock holder was terminated'
+                   END
      WHERE job = %(job)s AND status = 'running' AND lease_until IS NOT NULL
        AND (%(tick)s::timestamptz IS NULL OR tick IS NULL OR tick < %(tick)s)
     RETURNING id

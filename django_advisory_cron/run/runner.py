@@ -13,6 +13,7 @@ what the job raised (as ``Job.run`` does).
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +27,7 @@ from .. import signals
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.moments import tick_said
-from ..core.overlap import BUFFERS
+from ..core.overlap import BUFFERS, CANCEL_GRACE
 from ..core.scopes import Scope
 from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
@@ -167,6 +168,10 @@ def _execute(
     )
     if job.overlap == "terminate_other" and not manual:
         _replace_others(job, run, around)
+    if job.overlap == "cancel_other" and not manual:
+        run.watch_stop = True
+        lock.loss.on_stop = _stop_in_main_thread(threading.current_thread())
+        _cancel_others(job, run, around)
     with handlers.signals_stop_runs():
         try:
             # Each attempt sends the run's claim through the lock's holder and reads its row;
@@ -411,6 +416,56 @@ def _replace_others(job: RunnableJob, run: RunResult, around: datetime) -> None:
         )
 
 
+def _cancel_others(job: RunnableJob, run: RunResult, around: datetime) -> None:
+    """``overlap="cancel_other"``: before claiming its tick, ask the job's runs of earlier
+    ticks to stop, wherever they run, and wait up to ``CANCEL_GRACE`` seconds for them to end;
+    those still going then are terminated as ``terminate_other`` does."""
+    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    asked = run.ask_others_to_stop(tick)
+    if not asked:
+        return
+    logger.warning(
+        "job %s: its run of %s asks %d run(s) going to stop (overlap cancel_other)",
+        job.name,
+        tick_said(tick, "no tick"),
+        len(asked),
+    )
+    deadline = time.monotonic() + CANCEL_GRACE
+    while run.still_going(asked):
+        if time.monotonic() >= deadline:
+            runs, backends = run.terminate_asked(tick, CANCEL_GRACE)
+            logger.warning(
+                "job %s: %d run(s) still going %g s after being asked to stop: %d lock "
+                "holder(s) terminated (overlap cancel_other)",
+                job.name,
+                runs,
+                CANCEL_GRACE,
+                backends,
+            )
+            return
+        time.sleep(CANCEL_POLL)
+
+
+#: How often a ``cancel_other`` run looks whether the runs it asked to stop have ended.
+CANCEL_POLL = 0.1
+
+
+def _stop_in_main_thread(body_thread: threading.Thread) -> Callable[[str], bool]:
+    """How a run asked to stop is told when its body runs in its process's main thread under a
+    handler of SIGTERM (``runlocked``, a worker's child process): SIGTERM, as a shutdown tells
+    it. Elsewhere (a thread, or no handler), nothing: its next query raises ``RunCancelled``."""
+
+    def stop(text: str) -> bool:
+        main = threading.main_thread()
+        handler = signal.getsignal(signal.SIGTERM)
+        if body_thread is not main or not callable(handler) or main.ident is None:
+            return False
+        signal.pthread_kill(main.ident, signal.SIGTERM)
+        return True
+
+    return stop
+
+
 def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:
     """Release the run's lock with its finishing statement (or its skip's)."""
     ending = run.release(error) if lock.acquired and lock.scope else None
@@ -502,6 +557,10 @@ def _run(
     except BaseException as raised:
         error = raised
     status = history.status_of(error)
+    if lock.loss.stop_asked and status in (history.FAILED, history.INTERRUPTED):
+        # Asked to stop by a new run (overlap cancel_other), it stopped: replaced, not failed
+        # (its row already says by whom; its tick stays taken).
+        status = history.LOCK_LOST
     last = history.error_text(error) if error is not None else ""
     text = "\n".join(filter(None, [*run.failed_attempts, last]))
     run.outcome = (status, text)

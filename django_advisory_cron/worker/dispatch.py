@@ -197,7 +197,11 @@ class Dispatcher:
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
         here and takes a session lock (either key form). Other runs take their own."""
-        if self.in_process(job) or job.deliver is not None or job.overlap == "terminate_other":
+        if (
+            self.in_process(job)
+            or job.deliver is not None
+            or job.overlap in ("terminate_other", "cancel_other")
+        ):
             # A replaced run's lock backend is terminated: it must hold no other run's lock.
             return False
         if job.overlap in BUFFERS:  # its tick may wait, and its run start the waiting ones
@@ -240,7 +244,11 @@ class Dispatcher:
             return
         with self.lock:
             previous = self.going(job.name)
-            room = len(previous) < job.slots or job.overlap in ("terminate_other", *BUFFERS)
+            room = len(previous) < job.slots or job.overlap in (
+                "terminate_other",
+                "cancel_other",
+                *BUFFERS,
+            )
             # allow_all: up to max_concurrent at once; terminate_other: replaces it; buffers:
             # its claim finds it busy and the tick waits (see run.waiting)
             if room:

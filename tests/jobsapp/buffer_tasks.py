@@ -47,3 +47,34 @@ def buffer_held() -> None:
 def buffer_manual() -> None:
     """Started by ``runlocked --tick``: runs until the test releases it."""
     body("buffer_manual", release=True)
+
+
+def stoppable(name: str) -> None:
+    """Run until the test releases it, or until asked to stop: then record what stopped it
+    (a marker "saw <what> <token>", written after the stop request, which a body's next query
+    raises only once) and stop."""
+    token = uuid.uuid4().hex
+    Marker.objects.create(job=name, pid=os.getpid(), note=f"start {token}")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Marker.objects.filter(job=name, note="release").exists():
+                break
+            time.sleep(0.05)
+    except BaseException as stop:
+        Marker.objects.create(job=name, pid=os.getpid(), note=f"saw {type(stop).__name__} {token}")
+        raise
+    finally:
+        Marker.objects.create(job=name, pid=os.getpid(), note=f"end {token}")
+
+
+@locked_task(name="cancel_every", every=3, overlap="cancel_other")
+def cancel_every() -> None:
+    """Each tick's run goes on until the next tick's asks it to stop."""
+    stoppable("cancel_every")
+
+
+@locked_task(name="cancel_manual", overlap="cancel_other")
+def cancel_manual() -> None:
+    """No schedule: started by ``runlocked``, it runs until released or asked to stop."""
+    stoppable("cancel_manual")

@@ -9,11 +9,13 @@ from __future__ import annotations
 import itertools
 import json
 import signal
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.core.overlap import CANCEL_GRACE
 from django_advisory_cron.models import JobRun, RunStatus
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for, workers_present
@@ -101,3 +103,32 @@ def test_two_replicas_cancel_each_tick_s_run_for_the_next_s(
     for run in cancelled:
         after = taken.get(tick=following[run.tick])
         assert run.finished is not None and run.finished <= after.started
+
+
+@pytest.mark.slow
+def test_a_run_that_goes_on_after_the_request_is_terminated_after_the_grace(
+    cancelling: None, spawn: Any
+) -> None:
+    old = spawn("runlocked", "cancel_stubborn")
+    wait_for(lambda: Marker.objects.filter(note__startswith="start ").count() == 1, timeout=60)
+    new = spawn("runlocked", "cancel_stubborn")
+    wait_for(lambda: Marker.objects.filter(note__startswith="saw ").exists(), timeout=60)
+    # It ignored the request: CANCEL_GRACE later its lock holder is terminated, and it stops
+    # as on a lost lock.
+    out, err = old.communicate(timeout=60)
+    assert old.returncode == exitcodes.LOCK_LOST, (out, err)
+    wait_for(lambda: Marker.objects.filter(note__startswith="start ").count() == 2, timeout=60)
+    Marker.objects.create(job="cancel_stubborn", pid=0, note="release")
+    out, err = new.communicate(timeout=60)
+    assert new.returncode == exitcodes.OK, (out, err)
+    first, second = JobRun.objects.filter(job="cancel_stubborn").order_by("started")
+    assert first.status == RunStatus.LOCK_LOST, first
+    assert first.error.startswith(
+        f"{CANCELLED}{second.host} pid {new.pid}: still going 5 s after it was asked to stop, "
+        "so its lock holder was terminated"
+    ), first.error
+    assert second.status == RunStatus.SUCCEEDED
+    # The grace runs from the request, which the body saw at its run's next heartbeat.
+    saw = Marker.objects.get(note__startswith="saw ").created
+    waited = second.started - saw
+    assert timedelta(seconds=CANCEL_GRACE - 1) <= waited, (saw, second.started)

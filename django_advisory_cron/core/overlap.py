@@ -20,8 +20,6 @@ OVERLAPS: tuple[Overlap, ...] = (
     "cancel_other",
     "terminate_other",
 )
-#: Temporal's other names, refused by name until they are built (none left).
-NOT_YET: tuple[str, ...] = ()
 #: The policies whose ticks that find their job busy wait for it, oldest first.
 BUFFERS: tuple[Overlap, ...] = ("buffer_one", "buffer_all")
 
@@ -49,8 +47,6 @@ def overlap_policy(value: object) -> Overlap:
         if value == policy:
             return policy
     built = f"{', '.join(map(repr, OVERLAPS[:-1]))} or {OVERLAPS[-1]!r}"
-    if value in NOT_YET:
-        raise ValueError(f"overlap {value!r} is not supported yet; use {built}")
     raise ValueError(f"overlap must be {built}, not {value!r}")
 
 

@@ -492,8 +492,10 @@ def locked_task(
     as soon as that run ends (one waits, later ones skip); ``"buffer_all"`` keeps every such
     tick waiting and runs them in turn, oldest first (at most 20 wait);
     ``"allow_all"`` runs it beside the others, up to ``max_concurrent`` runs at once (default
-    2, at most 32), each tick still once; ``"terminate_other"`` stops the run going, then
-    runs. Bad values raise ``ValueError``
+    2, at most 32), each tick still once; ``"cancel_other"`` asks the run going to stop (a
+    body in its process's main thread gets SIGTERM, one in a thread a ``RunCancelled`` at its
+    next query), waits up to 5 s for it to end, then runs; ``"terminate_other"`` stops the run
+    going at once, then runs. Bad values raise ``ValueError``
     here, naming the job.
     """
     check_scope(scope)

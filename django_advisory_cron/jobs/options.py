@@ -575,7 +575,8 @@ OPTIONS = (
         "what a tick that comes while a run is going does: skip (the default), buffer_one "
         "(waits, starts when that run ends; one waits, later ones skip), buffer_all (every "
         f"such tick waits, run in turn oldest first, at most {MAX_BUFFERED}), allow_all (runs "
-        "beside it, up to --max-concurrent at once) or terminate_other (stops it, then runs)",
+        "beside it, up to --max-concurrent at once), cancel_other (asks it to stop, then runs) "
+        "or terminate_other (stops it at once, then runs)",
         "options",
         _(
             "What a tick that comes while a run of the job is going does. Empty or skip: it is "
@@ -583,15 +584,16 @@ OPTIONS = (
             "waits, later ones are skipped. buffer_all: every such tick waits and they run in "
             "turn, oldest first; at most 20 wait, later ones are skipped. allow_all: it runs "
             "beside it, up to the max concurrent runs at once; each tick still runs once. "
-            "terminate_other: the run going is stopped at once (its row says it was "
-            "replaced), then the tick runs."
+            "cancel_other: the run going is asked to stop and given 5 seconds (its row says "
+            "it was cancelled), then the tick runs. terminate_other: the run going is stopped "
+            "at once (its row says it was replaced), then the tick runs."
         ),
         text=True, shown=lambda job: job.overlap,
         build=overlap_policy, problems="overlap ", keyword="overlap",
         check=Check(
             "E027", overlap_problem,
             "Use overlap='skip', 'buffer_one', 'buffer_all', 'allow_all' (with "
-            f"max_concurrent from 1 to {MAX_CONCURRENT}) or 'terminate_other'.",
+            f"max_concurrent from 1 to {MAX_CONCURRENT}), 'cancel_other' or 'terminate_other'.",
         ),
     ),
     Option(

@@ -8,6 +8,7 @@ import time
 import uuid
 
 from django_advisory_cron import locked_task
+from django_advisory_cron.exceptions import Terminated
 
 from .models import Marker
 
@@ -78,3 +79,19 @@ def cancel_every() -> None:
 def cancel_manual() -> None:
     """No schedule: started by ``runlocked``, it runs until released or asked to stop."""
     stoppable("cancel_manual")
+
+
+@locked_task(name="cancel_stubborn", overlap="cancel_other")
+def cancel_stubborn() -> None:
+    """Started by ``runlocked``: notes the stop request (SIGTERM) and goes on regardless, until
+    released or stopped harder."""
+    token = uuid.uuid4().hex
+    Marker.objects.create(job="cancel_stubborn", pid=os.getpid(), note=f"start {token}")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if Marker.objects.filter(job="cancel_stubborn", note="release").exists():
+                break
+            time.sleep(0.05)
+        except Terminated:
+            Marker.objects.create(job="cancel_stubborn", pid=os.getpid(), note=f"saw {token}")

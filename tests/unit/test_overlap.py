@@ -16,7 +16,6 @@ from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.core.overlap import (
     MAX_BUFFERED,
     MAX_CONCURRENT,
-    NOT_YET,
     OVERLAPS,
     combination_problem,
     concurrent_runs,
@@ -38,10 +37,11 @@ def test_skip_is_the_default_and_allow_all_is_built() -> None:
     assert overlap_policy("buffer_all") == "buffer_all"
 
 
-@pytest.mark.parametrize("name", NOT_YET)
-def test_temporal_s_other_names_are_refused_by_name(name: str) -> None:
-    with pytest.raises(ValueError, match=f"^overlap '{name}' is not supported yet; use 'skip', "):
-        overlap_policy(name)
+def test_every_one_of_temporal_s_names_is_built() -> None:
+    assert {policy.upper() for policy in OVERLAPS} == {
+        "SKIP", "BUFFER_ONE", "BUFFER_ALL", "ALLOW_ALL", "CANCEL_OTHER", "TERMINATE_OTHER"
+    }  # fmt: skip
+    assert overlap_policy("cancel_other") == "cancel_other"
 
 
 @given(st.one_of(st.text(), st.integers(), st.none(), st.booleans()))
@@ -50,8 +50,8 @@ def test_any_other_value_is_refused_in_one_line(value: Any) -> None:
         return
     with pytest.raises(
         ValueError,
-        match=r"^overlap must be 'skip', 'buffer_one', 'buffer_all', 'allow_all' or "
-        r"'terminate_other', not ",
+        match=r"^overlap must be 'skip', 'buffer_one', 'buffer_all', 'allow_all', "
+        r"'cancel_other' or 'terminate_other', not ",
     ) as refused:
         overlap_policy(value)
     assert "\n" not in str(refused.value)
@@ -87,7 +87,7 @@ def test_a_job_s_slots_are_distinct_keys_named_for_it(mode: Any) -> None:
 @pytest.mark.parametrize(
     ("keywords", "says"),
     [
-        ({"overlap": "cancel_other"}, "overlap 'cancel_other' is not supported yet"),
+        ({"overlap": "sometimes"}, "overlap must be 'skip', 'buffer_one', "),
         (
             {"overlap": "buffer_one", "max_concurrent": 2},
             "max_concurrent goes with overlap 'allow_all' only; overlap 'buffer_one' runs one "
@@ -110,9 +110,9 @@ def test_a_schedule_s_policy_is_its_job_s() -> None:
     assert definition.problems([]) == []
     job = to_job(definition)
     assert (job.overlap, job.slots) == ("allow_all", 4)
-    assert Definition("bad", job="body", every=60, overlap="cancel_other").problems([]) == [
-        "overlap 'cancel_other' is not supported yet; use 'skip', 'buffer_one', 'buffer_all', "
-        "'allow_all' or 'terminate_other'"
+    assert Definition("bad", job="body", every=60, overlap="sometimes").problems([]) == [
+        "overlap must be 'skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other' or "
+        "'terminate_other', not 'sometimes'"
     ]
     buffered = Definition("queued", job="body", every=60, overlap="buffer_all")
     assert buffered.problems([]) == [] and to_job(buffered).slots == 1
@@ -155,7 +155,7 @@ def test_the_buffering_policies_keep_one_or_up_to_their_bound_waiting() -> None:
 def test_max_concurrent_is_refused_beside_a_buffering_policy_only(policy: str) -> None:
     assert combination_problem(policy, None) is None
     refused = combination_problem(policy, 2)
-    assert (refused is not None) == (policy in ("buffer_one", "buffer_all"))
+    assert (refused is not None) == (policy in ("buffer_one", "buffer_all", "cancel_other"))
     assert refused is None or "\n" not in refused
 
 

@@ -87,8 +87,11 @@ def test_two_replicas_cancel_each_tick_s_run_for_the_next_s(
     taken = runs.exclude(status__in=(RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK))
     ticks = [run.tick for run in taken.order_by("tick")]
     assert len(ticks) == len(set(ticks)), ticks  # each tick once
-    cancelled = [run for run in taken.order_by("tick") if run.error.startswith(CANCELLED)]
-    assert len(cancelled) >= 3
+    asked = [run for run in taken.order_by("tick") if run.error.startswith(CANCELLED)]
+    # The last one asked may have returned on the release first: it succeeded.
+    ended = [run for run in asked if run.status == RunStatus.SUCCEEDED]
+    cancelled = [run for run in asked if run not in ended]
+    assert len(cancelled) >= 2 and ended in ([], asked[-1:]), asked
     assert all(run.status == RunStatus.LOCK_LOST for run in cancelled), cancelled
     assert not taken.filter(status=RunStatus.FAILED).exists(), list(taken)
     # Each cancelled body saw the request (at its next query) and ended before the next

@@ -562,6 +562,8 @@ def _run(
         # (its row already says by whom; its tick stays taken).
         status = history.LOCK_LOST
     last = history.error_text(error) if error is not None else ""
+    if lock.loss.stop_asked and status == history.SUCCEEDED:
+        last = "it returned before it stopped, so it succeeded"  # after the request's note
     text = "\n".join(filter(None, [*run.failed_attempts, last]))
     run.outcome = (status, text)
     late: BaseException | None = None

@@ -36,8 +36,14 @@ TICK_TAKING = (
 )
 
 #: Rows recorded for a run that did not start: the lock was held, the tick had run, or the job
-#: was paused.
-SKIPS = (RunStatus.SKIPPED_LOCKED, RunStatus.SKIPPED_TICK, RunStatus.SKIPPED_PAUSED)
+#: was paused; or, not yet, its tick waits for the run going to end (overlap buffer_one,
+#: buffer_all). The history's pages and charts show runs without them.
+SKIPS = (
+    RunStatus.SKIPPED_LOCKED,
+    RunStatus.SKIPPED_TICK,
+    RunStatus.SKIPPED_PAUSED,
+    RunStatus.WAITING,
+)
 
 #: Runs that ended without their job's success and took their tick (nobody runs it again): a
 #: job whose last run is one of these is failing. An interrupted run is not: its tick is given

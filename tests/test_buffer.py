@@ -206,33 +206,38 @@ def test_buffer_one_two_replicas_start_one_waiting_tick_right_after_each_run(
 
 @pytest.mark.slow
 def test_buffer_all_two_replicas_run_every_waiting_tick_in_order_once(
-    buffering: None, spawn: Any, raw_connect: Any
+    buffering: None, manage: Any, spawn: Any, raw_connect: Any
 ) -> None:
+    """For a job defined in code and a schedule kept in the database alike."""
+    added = manage("cronjob", "add", "buffer_db", "--job", "buffer_body", "--args",
+                   '["buffer_db"]', "--every", "1", "--overlap", "buffer_all")  # fmt: skip
+    assert added.returncode == 0, added.stderr
     observer = raw_connect()
-    workers = [spawn("cronworker", "buffer_all_every", "--grace", "10") for _ in range(2)]
+    names = ["buffer_all_every", "buffer_db"]
+    workers = [spawn("cronworker", *names, "--grace", "10") for _ in range(2)]
     wait_for(lambda: workers_present(observer) == 2)
-    wait_for(lambda: len(ran("buffer_all_every")) >= 6, timeout=90, interval=0.5)
+    wait_for(lambda: min(len(ran(name)) for name in names) >= 6, timeout=90, interval=0.5)
     stop(workers)
 
-    name = "buffer_all_every"
-    spans = bodies(name)
-    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans)), spans
-    each_tick_once(name)
-    runs = ran(name)
-    ticks = [run.tick for run in runs if run.tick is not None]
-    assert ticks == sorted(ticks), ticks  # oldest first
-    # No tick skipped: every one that came while a run went waited, and those not run yet
-    # still wait, newer than every tick that ran.
-    assert not JobRun.objects.filter(job=name, status=RunStatus.SKIPPED_LOCKED).exists()
-    waits = JobRun.objects.filter(job=name, status=RunStatus.WAITING)
-    assert waits.exists() and all(row.tick > ticks[-1] for row in waits)  # type: ignore[operator]
-    everything = sorted([*ticks, *(row.tick for row in waits if row.tick is not None)])
-    assert everything == [everything[0] + timedelta(seconds=n) for n in range(len(everything))], (
-        everything
-    )  # no tick lost between the first and the last
-    for before, after in itertools.pairwise(runs):
-        assert before.finished is not None
-        assert timedelta(0) <= after.started - before.finished < RIGHT_AFTER, (before, after)
+    for name in names:
+        spans = bodies(name)
+        assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans)), spans
+        each_tick_once(name)
+        runs = ran(name)
+        ticks = [run.tick for run in runs if run.tick is not None]
+        assert ticks == sorted(ticks), ticks  # oldest first
+        # No tick skipped: every one that came while a run went waited, and those not run yet
+        # still wait, newer than every tick that ran.
+        assert not JobRun.objects.filter(job=name, status=RunStatus.SKIPPED_LOCKED).exists()
+        waits = JobRun.objects.filter(job=name, status=RunStatus.WAITING)
+        assert waits.exists() and all(row.tick > ticks[-1] for row in waits)  # type: ignore[operator]
+        everything = sorted([*ticks, *(row.tick for row in waits if row.tick is not None)])
+        assert everything == [
+            everything[0] + timedelta(seconds=n) for n in range(len(everything))
+        ], everything  # no tick lost between the first and the last
+        for before, after in itertools.pairwise(runs):
+            assert before.finished is not None
+            assert timedelta(0) <= after.started - before.finished < RIGHT_AFTER, (before, after)
 
 
 @pytest.mark.slow

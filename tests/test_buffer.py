@@ -312,3 +312,25 @@ def test_the_schedules_setting_and_the_admin_form_take_a_buffering_policy(
     saved = editor.post(add, data)
     assert saved.status_code == 302, saved.context and saved.context["adminform"].form.errors
     assert Schedule.objects.get(name="queued").overlap == "buffer_all"
+
+
+def test_migration_0028_adds_the_one_wait_per_tick_index_and_undone_drops_it(
+    manage: Any, raw_connect: Any
+) -> None:
+    observer = raw_connect()
+
+    def indexes() -> list[str]:
+        rows = observer.execute(
+            "SELECT indexname FROM pg_indexes WHERE indexname = 'advisory_cron_one_wait_per_tick'"
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    assert indexes() == ["advisory_cron_one_wait_per_tick"]
+    try:
+        back = manage("migrate", "django_advisory_cron", "0027")
+        assert back.returncode == 0, back.stderr
+        assert indexes() == []
+    finally:
+        forth = manage("migrate", "django_advisory_cron")
+    assert forth.returncode == 0, forth.stderr
+    assert indexes() == ["advisory_cron_one_wait_per_tick"]

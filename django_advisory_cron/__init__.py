@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         LockLost,
         LockNotAcquired,
         LockScopeError,
+        RunCancelled,
         UnknownJob,
     )
     from .jobs.job import SKIPPED, Job, locked_task, registry
@@ -43,6 +44,7 @@ _WHERE = {
     "LockLost": "exceptions",
     "LockNotAcquired": "exceptions",
     "LockScopeError": "exceptions",
+    "RunCancelled": "exceptions",
     "UnknownJob": "exceptions",
     "SKIPPED": "jobs.job",
     "Job": "jobs.job",
@@ -77,6 +79,7 @@ __all__ = [
     "LockNotAcquired",
     "LockScopeError",
     "Reporter",
+    "RunCancelled",
     "RunHistoryCollector",
     "RunResult",
     "Schedule",

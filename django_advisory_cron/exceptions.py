@@ -63,6 +63,13 @@ class LockLost(AdvisoryCronError):
     """
 
 
+class RunCancelled(AdvisoryCronError):
+    """Raised once in a job's thread, at its next database query, when a new tick's run asked
+    this run to stop (``overlap="cancel_other"``): the body stops, cleaning up as it likes
+    (its later queries go through); a body still going after the grace is terminated as
+    ``terminate_other`` does. A run in a process's main thread gets SIGTERM instead."""
+
+
 class JobTimedOut(BaseException):
     """Raised in the thread of a job that ran past its ``timeout``, so the run unwinds,
     records ``timed_out`` (its tick stays taken) and releases its lock.

@@ -152,6 +152,13 @@ class JobRun(models.Model):
                 condition=models.Q(status="skipped_calendar"),
                 name="advisory_cron_one_calendar_skip",
             ),
+            # A tick waits once (overlap buffer_one, buffer_all), whichever replicas found its
+            # job busy.
+            models.UniqueConstraint(
+                fields=["job", "tick"],
+                condition=models.Q(status=RunStatus.WAITING.value),
+                name="advisory_cron_one_wait_per_tick",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -175,22 +175,24 @@ def test_two_replicas_replace_each_tick_s_run_with_the_next_s(
 
 
 #: A refusal of each kind, as ``cronjob`` says it.
-NOT_YET = (
-    "overlap 'cancel_other' is not supported yet; use 'skip', 'allow_all' or 'terminate_other'"
+UNKNOWN = (
+    "overlap must be 'skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other' or "
+    "'terminate_other', not 'sometimes'"
 )
 BOUND = "max_concurrent must be a whole number from 1 to 32, not 33"
+COMBINED = (
+    "max_concurrent goes with overlap 'allow_all' only; overlap 'buffer_all' runs one tick at a "
+    "time: remove max_concurrent or use 'allow_all'"
+)
 
 
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
-        (["--overlap", "cancel_other"], NOT_YET),
-        (
-            ["--overlap", "sometimes"],
-            "overlap must be 'skip', 'allow_all' or 'terminate_other', not 'sometimes'",
-        ),
+        (["--overlap", "sometimes"], UNKNOWN),
         (["--overlap", "allow_all", "--max-concurrent", "33"], BOUND),
         (["--max-concurrent", "two"], "--max-concurrent must be a whole number, not 'two'"),
+        (["--overlap", "buffer_all", "--max-concurrent", "2"], COMBINED),
     ],
 )
 def test_cronjob_refuses_a_bad_policy_in_one_line(
@@ -204,17 +206,17 @@ def test_cronjob_refuses_a_bad_policy_in_one_line(
     assert not Schedule.objects.exists()
 
 
-def test_the_schedules_setting_refuses_a_policy_not_built_yet(
+def test_the_schedules_setting_refuses_a_policy_it_does_not_know(
     manage: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entry = {"name": "later", "job": "overlap_body", "args": ["later"], "every": 60,
-             "overlap": "cancel_other"}  # fmt: skip
+             "overlap": "sometimes"}  # fmt: skip
     settings = {"JOBS_MODULE": "overlap_tasks", "SCHEDULES": [entry]}
     monkeypatch.setenv("ADVISORY_CRON_JSON", json.dumps(settings))
     checked = manage("check")
     assert checked.returncode == 1 and "Traceback" not in checked.stderr, checked.stderr
     reported = re.findall(r"^\?: \(django_advisory_cron\.(E\d+)\) (.*)$", checked.stderr, re.M)
-    assert reported == [("E175", f"ADVISORY_CRON['SCHEDULES'][0] ('later'): {NOT_YET}.")]
+    assert reported == [("E175", f"ADVISORY_CRON['SCHEDULES'][0] ('later'): {UNKNOWN}.")]
 
 
 def test_the_admin_form_refuses_a_bad_policy_at_its_field(
@@ -223,12 +225,12 @@ def test_the_admin_form_refuses_a_bad_policy_at_its_field(
     importlib.reload(importlib.import_module("tests.jobsapp.overlap_tasks"))
     editor = logged_in(django_user_model, "editor", ["view_schedule", "add_schedule"])
     data = {"name": "bad", "job": "overlap_body", "args": '["bad"]', "kwargs": "{}",
-            "every": "60", "enabled": "on", "overlap": "cancel_other",
+            "every": "60", "enabled": "on", "overlap": "sometimes",
             "max_concurrent": "33"}  # fmt: skip
     response = editor.post(reverse("admin:django_advisory_cron_schedule_add"), data)
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
-    assert errors["overlap"] == [NOT_YET], errors
+    assert errors["overlap"] == [UNKNOWN], errors
     assert errors["max_concurrent"] == [BOUND], errors
     assert not Schedule.objects.exists()
     data.update(overlap="allow_all", max_concurrent="3")

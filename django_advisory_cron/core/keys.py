@@ -59,6 +59,11 @@ class LockKey:
         """The key of the job's run slot ``slot`` (1: this one)."""
         return LockKey(self.name, self.mode, self.namespace, slot)
 
+    def waiting_key(self) -> LockKey:
+        """The key that serialises the recording of the job's waiting ticks (overlap
+        ``buffer_one``, ``buffer_all``): held for a transaction, never while a run goes."""
+        return LockKey(f"{self.name}{SLOT_SEPARATOR}waiting", self.mode, self.namespace)
+
     @property
     def sql(self) -> str:
         """Arguments for ``pg_*advisory*lock(...)``, with named placeholders."""

@@ -1,17 +1,36 @@
 """What a tick does when it comes while a run of its job is going: the overlap policies, by
-Temporal's names, and the bound on ``allow_all``'s concurrent runs. Pure: the claim acts on
-them (a job allowed N runs at once has N lock keys, its slots: see
-[keys][django_advisory_cron.core.keys])."""
+Temporal's names, the bound on ``allow_all``'s concurrent runs and on the ticks a buffering
+policy keeps waiting. Pure: the claim acts on them (a job allowed N runs at once has N lock
+keys, its slots: see [keys][django_advisory_cron.core.keys]; a buffered tick waits as a row of
+its own, see [waiting][django_advisory_cron.run.waiting])."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-Overlap = Literal["skip", "allow_all", "terminate_other"]
+Overlap = Literal[
+    "skip", "buffer_one", "buffer_all", "allow_all", "cancel_other", "terminate_other"
+]
 #: The policies built, the default first.
-OVERLAPS: tuple[Overlap, ...] = ("skip", "allow_all", "terminate_other")
-#: Temporal's other names, refused by name until they are built.
-NOT_YET = ("buffer_one", "buffer_all", "cancel_other")
+OVERLAPS: tuple[Overlap, ...] = (
+    "skip",
+    "buffer_one",
+    "buffer_all",
+    "allow_all",
+    "cancel_other",
+    "terminate_other",
+)
+#: The policies whose ticks that find their job busy wait for it, oldest first.
+BUFFERS: tuple[Overlap, ...] = ("buffer_one", "buffer_all")
+
+#: ``cancel_other``: how long a new tick's run waits for the run it asked to stop to end before
+#: it terminates it as ``terminate_other`` does (seconds; as long as a ``cronworker`` child
+#: process gets between SIGTERM and SIGKILL at shutdown).
+CANCEL_GRACE = 5.0
+
+#: ``buffer_all``'s bound: how many ticks of one job may wait at once; a tick that finds this
+#: many waiting is skipped, and its row says why.
+MAX_BUFFERED = 20
 
 #: ``allow_all``'s runs at once when ``max_concurrent`` is not given, and its bounds (each
 #: allowed run is a lock key a claim may try).
@@ -28,8 +47,6 @@ def overlap_policy(value: object) -> Overlap:
         if value == policy:
             return policy
     built = f"{', '.join(map(repr, OVERLAPS[:-1]))} or {OVERLAPS[-1]!r}"
-    if value in NOT_YET:
-        raise ValueError(f"overlap {value!r} is not supported yet; use {built}")
     raise ValueError(f"overlap must be {built}, not {value!r}")
 
 
@@ -50,3 +67,19 @@ def slots(overlap: str, max_concurrent: int | None) -> int:
     if overlap != "allow_all":
         return 1
     return DEFAULT_CONCURRENT if max_concurrent is None else max_concurrent
+
+
+def waiting_bound(overlap: str) -> int:
+    """How many ticks of a job may wait at once for its run going to end (0: none wait)."""
+    return {"buffer_one": 1, "buffer_all": MAX_BUFFERED}.get(overlap, 0)
+
+
+def combination_problem(overlap: str, max_concurrent: int | None) -> str | None:
+    """Why ``max_concurrent`` cannot go with ``overlap`` (one line), or ``None``: it bounds
+    ``allow_all``'s runs at once, and the buffering policies run one at a time."""
+    if max_concurrent is not None and overlap in (*BUFFERS, "cancel_other"):
+        return (
+            f"max_concurrent goes with overlap 'allow_all' only; overlap {overlap!r} runs one "
+            "tick at a time: remove max_concurrent or use 'allow_all'"
+        )
+    return None

@@ -21,6 +21,9 @@ class RunStatus(models.TextChoices):
     TIMED_OUT = "timed_out", _("timed out")
     SKIPPED_PAUSED = "skipped_paused", _("skipped: paused")
     SKIPPED_CALENDAR = "skipped_calendar", _("skipped: calendar")
+    #: A tick that found its job busy, kept to start when the run going ends (overlap
+    #: buffer_one, buffer_all): no run yet, nobody's, and no lease.
+    WAITING = "waiting", _("waiting: starts when the run going ends")
 
 
 #: Statuses that take a tick: a second run of the same tick is refused while one of these exists.
@@ -34,12 +37,15 @@ TICK_TAKING = (
 )
 
 #: Rows recorded for a run that did not start: the lock was held, the tick had run, the job
-#: was paused, or its calendar skips the tick's day.
+#: was paused, or its calendar skips the tick's day; or, not yet, its tick waits for the run
+#: going to end (overlap buffer_one, buffer_all). The history's pages and charts show runs
+#: without them.
 SKIPS = (
     RunStatus.SKIPPED_LOCKED,
     RunStatus.SKIPPED_TICK,
     RunStatus.SKIPPED_PAUSED,
     RunStatus.SKIPPED_CALENDAR,
+    RunStatus.WAITING,
 )
 
 #: Runs that ended without their job's success and took their tick (nobody runs it again): a

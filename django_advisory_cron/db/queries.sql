@@ -333,6 +333,30 @@ WITH h AS (
 )
 SELECT h.held AND h.id IN (SELECT id FROM r) FROM h ORDER BY h.n
 
+-- name: renew_leases_watching
+-- renew_leases, for a run of an overlap cancel_other job: also whether a new run has asked it
+-- to stop (request_cancel), the request's text (NULL: none).
+WITH h AS (
+    SELECT k.n, k.id, EXISTS (
+        SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
+         WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
+           AND objsubid = CASE WHEN k.hashed IS NULL THEN 2 ELSE 1 END
+           AND classid::bigint = CASE WHEN k.hashed IS NULL THEN k.classid::bigint & 4294967295
+                                      ELSE (hashtext(k.hashed)::bigint >> 32) & 4294967295 END
+           AND objid::bigint = CASE WHEN k.hashed IS NULL THEN k.objid::bigint & 4294967295
+                                    ELSE hashtext(k.hashed)::bigint & 4294967295 END) AS held
+      FROM unnest(%(ids)s::bigint[], %(classids)s::int[], %(objids)s::int[], %(hashed)s::text[])
+           WITH ORDINALITY AS k(id, classid, objid, hashed, n)
+), r AS (
+    UPDATE "django_advisory_cron_jobrun"
+       SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+     WHERE id IN (SELECT id FROM h WHERE held) AND status = 'running'
+    RETURNING id, error
+)
+SELECT h.held AND h.id IN (SELECT id FROM r), (SELECT NULLIF(r.error, '') FROM r WHERE r.id = h.id)
+  FROM h ORDER BY h.n
+
 -- name: claim_tick
 -- Claim a tick that the claim's own dead step just gave back.
 INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,
@@ -419,8 +443,27 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
        %(attempts)s, %(output)s, %(task_id)s
  WHERE NOT EXISTS (SELECT 1 FROM upd) AND NOT EXISTS (SELECT 1 FROM ins)
 
+-- name: request_cancel
+-- overlap cancel_other: a new run of the job asks those going for earlier ticks (or for none;
+-- never its own tick's or a later one's) to stop: their rows keep running, with the request
+-- as their error text (a running row has none; its heartbeat reads it, see
+-- renew_leases_watching; its finish appends its own end to it); a request already made is
+-- kept. The ids of the runs asked (now or before).
+UPDATE "django_advisory_cron_jobrun"
+   SET error = CASE WHEN error = '' THEN 'cancelled by a new run (overlap cancel_other) '
+                    || 'started by host ' || %(host)s || ' pid ' || %(pid)s ELSE error END
+ WHERE job = %(job)s AND status = 'running' AND lease_until >= clock_timestamp()
+   AND (%(tick)s::timestamptz IS NULL OR tick IS NULL OR tick < %(tick)s::timestamptz)
+RETURNING id
+
+-- name: runs_going
+-- Which of the runs %(ids)s still go: their rows running, their leases alive.
+SELECT count(*) FROM "django_advisory_cron_jobrun"
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lease_until >= clock_timestamp()
+
 -- name: replace_runs
--- overlap terminate_other: a new run of the job replaces those going for earlier ticks (or
+-- overlap terminate_other (and cancel_other, for the runs asked to stop that are still going
+-- after the grace): a new run of the job replaces those going for earlier ticks (or
 -- for none; never a run of its own tick or a later one, which another replica's replacing run
 -- may be). Their rows say so (as lock_lost: they took their ticks), their leases end now (the
 -- new claim does not wait for them), and, when it replaced any, the backends holding the
@@ -430,8 +473,12 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
 WITH old AS (
     UPDATE "django_advisory_cron_jobrun"
        SET status = 'lock_lost', lease_until = NULL,
-           error = 'replaced by a new run (overlap terminate_other) started by host ' || %(host)s
-                   || ' pid ' || %(pid)s
+           error = CASE WHEN %(policy)s::text = 'terminate_other'
+                        THEN 'replaced by a new run (overlap terminate_other) started by host '
+                             || %(host)s || ' pid ' || %(pid)s
+                        ELSE error || ': still going ' || %(grace)s::text
+                             || ' s after it was asked to stop, so its lock holder was terminated'
+                   END
      WHERE job = %(job)s AND status = 'running' AND lease_until IS NOT NULL
        AND (%(tick)s::timestamptz IS NULL OR tick IS NULL OR tick < %(tick)s)
     RETURNING id
@@ -449,6 +496,89 @@ SELECT (SELECT count(*) FROM old),
            AND l.objid::bigint = CASE WHEN %(lock_name)s::text IS NULL
                                       THEN %(lock_id)s::bigint & 4294967295
                                       ELSE hashtext(%(lock_name)s)::bigint & 4294967295 END)
+
+-- name: lock_waiting
+-- overlap buffer_one and buffer_all: the first statement of the transaction that records a
+-- tick that found its job busy (wait_tick, next): a transaction lock on the job's waiting key
+-- (not the job's own, which the run going holds), so that replicas record a job's waiting
+-- ticks one at a time and the bound holds; wait_tick's snapshot, taken after it, sees what
+-- the one before committed. Released by the commit.
+SELECT CASE WHEN %(lock_name)s::text IS NULL
+            THEN pg_advisory_xact_lock(%(lock_ns)s::int, %(lock_id)s::int)::text
+            ELSE pg_advisory_xact_lock(hashtext(%(lock_name)s))::text END
+
+-- name: wait_tick
+-- Record a tick that found its job busy as waiting, after lock_waiting: nothing when the tick
+-- already has a row that waits, runs or ran, or was skipped for the bound (another replica
+-- recorded it); else a waiting row (no lease: nobody's run yet, no live run), or, with
+-- %(bound)s::int ticks already waiting (those no run has taken), a skipped row that says why. The
+-- row's status and text, or those of the row another replica wrote (no row: the tick has
+-- run, or is running).
+WITH r AS (
+    SELECT r.tick, r.status, r.error, r.status = 'waiting' AND NOT EXISTS (
+               SELECT FROM "django_advisory_cron_jobrun" t
+                WHERE t.job = r.job AND t.tick = r.tick
+                  AND t.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+               AS waits
+      FROM "django_advisory_cron_jobrun" r
+     WHERE r.job = %(job)s AND (r.status = 'waiting' OR r.tick = %(tick)s::timestamptz)
+), w AS (
+    SELECT count(*) FILTER (WHERE r.waits AND r.tick <> %(tick)s::timestamptz) AS waiting,
+           min(r.tick) FILTER (WHERE r.waits) AS oldest,
+           COALESCE(bool_or(r.tick = %(tick)s::timestamptz AND (r.status = 'waiting'
+               OR r.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out')
+               OR (r.status = 'skipped_locked' AND r.error LIKE '%%(overlap buffer_%%'))),
+               false) AS seen
+      FROM r
+), ins AS (
+    INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished, status,
+                                             error, manual, task_id)
+    SELECT %(job)s, %(tick)s::timestamptz, %(host)s, %(pid)s, clock_timestamp(),
+           CASE WHEN w.waiting >= %(bound)s::int THEN clock_timestamp() END,
+           CASE WHEN w.waiting < %(bound)s::int THEN 'waiting' ELSE 'skipped_locked' END,
+           CASE WHEN w.waiting < %(bound)s::int
+                THEN 'waits for the run going to end (overlap ' || %(policy)s::text || ')'
+                WHEN %(bound)s::int = 1
+                THEN 'a tick is already waiting (overlap buffer_one): tick '
+                     || to_char(w.oldest AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                ELSE w.waiting || ' ticks are already waiting, the bound (overlap '
+                     || %(policy)s::text || ')' END,
+           false, ''
+      FROM w WHERE NOT w.seen
+    ON CONFLICT DO NOTHING
+    RETURNING status, error
+)
+SELECT status, error FROM ins
+UNION ALL
+(SELECT r.status, r.error FROM r
+  WHERE r.tick = %(tick)s::timestamptz AND NOT EXISTS (SELECT FROM ins)
+    AND (r.status = 'waiting' OR (r.status = 'skipped_locked'
+                                  AND r.error LIKE '%%(overlap buffer_%%'))
+  LIMIT 1)
+
+-- name: next_waiting
+-- The job's oldest waiting tick that no run has taken yet (NULL: none; with %(before)s, only
+-- one before it), read after deleting the waiting rows whose tick a run has taken (their run
+-- started; a replica that died between its claim and unwait_tick leaves one).
+WITH done AS (
+    DELETE FROM "django_advisory_cron_jobrun" w
+     WHERE w.job = %(job)s AND w.status = 'waiting' AND EXISTS (
+           SELECT FROM "django_advisory_cron_jobrun" t
+            WHERE t.job = w.job AND t.tick = w.tick
+              AND t.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+)
+SELECT min(w.tick) FROM "django_advisory_cron_jobrun" w
+ WHERE w.job = %(job)s AND w.status = 'waiting'
+   AND (%(before)s::timestamptz IS NULL OR w.tick < %(before)s::timestamptz)
+   AND NOT EXISTS (
+       SELECT FROM "django_advisory_cron_jobrun" t
+        WHERE t.job = w.job AND t.tick = w.tick
+          AND t.status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out'))
+
+-- name: unwait_tick
+-- The waiting tick's run is claimed: its waiting row goes (the run's row is the tick's).
+DELETE FROM "django_advisory_cron_jobrun"
+ WHERE job = %(job)s AND tick = %(tick)s AND status = 'waiting'
 
 -- name: fail_committed_run
 -- A run whose transaction committed but whose on_commit callback raised.

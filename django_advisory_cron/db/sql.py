@@ -232,18 +232,78 @@ def claim_runs(
 
 
 def replace_runs(
-    key: LockKey, *, job: str, tick: datetime | None, host: str, pid: int
+    key: LockKey,
+    *,
+    job: str,
+    tick: datetime | None,
+    host: str,
+    pid: int,
+    policy: str = "terminate_other",
+    grace: float = 0,
 ) -> Statement:
     """``overlap="terminate_other"``: end the job's runs going for ticks before ``tick`` (their
     rows say they were replaced, their leases end) and, if any, terminate the backends holding
-    ``key``; one row, the runs replaced and the backends terminated."""
+    ``key``; one row, the runs replaced and the backends terminated. With ``policy``
+    ``"cancel_other"``: the runs asked to stop that still go after ``grace`` seconds (their
+    rows say that too)."""
     return QUERIES["replace_runs"], {
         **_key(key),
         "job": job,
         "tick": tick,
         "host": storable(host),
         "pid": pid,
+        "policy": policy,
+        "grace": f"{grace:g}",
     }
+
+
+def request_cancel(*, job: str, tick: datetime | None, host: str, pid: int) -> Statement:
+    """``overlap="cancel_other"``: ask the job's runs going for ticks before ``tick`` to stop
+    (their rows carry the request); one row per run asked, its id."""
+    return QUERIES["request_cancel"], {"job": job, "tick": tick, "host": storable(host), "pid": pid}
+
+
+def runs_going(ids: Sequence[int]) -> Statement:
+    """How many of the runs ``ids`` still go (running, their leases alive); one column."""
+    return QUERIES["runs_going"], {"ids": list(ids)}
+
+
+def renew_leases_watching(run: int, key: LockKey, *, lease: float) -> Statement:
+    """``renew_leases`` of one run of an ``overlap="cancel_other"`` job, which also reads
+    whether a new run asked it to stop: ``(held and renewed, the request's text or NULL)``."""
+    params = {"ids": [run], **_keys([key]), "lease": lease}
+    return QUERIES["renew_leases_watching"], params
+
+
+def lock_waiting(key: LockKey) -> Statement:
+    """``overlap`` buffer_one and buffer_all: take the transaction lock ``key`` (the job's
+    waiting key) that serialises the recording of its waiting ticks across replicas."""
+    return QUERIES["lock_waiting"], _key(key)
+
+
+def wait_tick(
+    *, job: str, tick: datetime, policy: str, bound: int, host: str, pid: int
+) -> Statement:
+    """Record ``tick``, which found its job busy, as waiting (at most ``bound`` wait), after
+    ``lock_waiting`` in the same transaction; ``(status, text)`` of the row written (or of
+    the one another process wrote), none when the tick has run or is running."""
+    return QUERIES["wait_tick"], {
+        **_who(job, host, pid),
+        "tick": tick,
+        "policy": policy,
+        "bound": bound,
+    }
+
+
+def next_waiting(*, job: str, before: datetime | None = None) -> Statement:
+    """The job's oldest waiting tick no run has taken (before ``before``, if given); one
+    column, NULL for none. Deletes the waiting rows of ticks a run has taken."""
+    return QUERIES["next_waiting"], {"job": job, "before": before}
+
+
+def unwait_tick(*, job: str, tick: datetime) -> Statement:
+    """Delete the waiting row of ``tick``, whose run was just claimed."""
+    return QUERIES["unwait_tick"], {"job": job, "tick": tick}
 
 
 def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:

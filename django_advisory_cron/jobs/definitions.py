@@ -31,6 +31,7 @@ from ..core.jitter import jitter_problem
 from ..core.keys import job_key
 from ..core.names import did_you_mean
 from ..core.once import Once
+from ..core.overlap import combination_problem, overlap_policy
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import describe_interval, zone_problem
 from ..core.schedule_rules import never_fires_problem
@@ -290,6 +291,9 @@ class Definition:
             problems.append("the schedule ends before it starts")
         if not problems:
             problems += self._jitter_problems()
+        if not problems:
+            combination = combination_problem(overlap_policy(self.overlap), self.max_concurrent)
+            problems += [combination] if combination else []
         return problems + self._storable_problems() + self._around_problems()
 
     def _jitter_problems(self) -> list[str]:

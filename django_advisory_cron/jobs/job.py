@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 from ..conf import CatchUp
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
 from ..core.once import Once, read_moment
-from ..core.overlap import Overlap, concurrent_runs, overlap_policy, slots
+from ..core.overlap import (
+    Overlap,
+    combination_problem,
+    concurrent_runs,
+    overlap_policy,
+    slots,
+)
 from ..core.retries import RetryPolicy, policy_problem
 from ..core.schedule import (
     Every,
@@ -423,12 +429,16 @@ def locked_task(
     date-time, or a naive one or ``"2026-12-24 18:00"`` read in ``timezone``) is a one-off
     instead: a single tick, after which the schedule is done. ``max_runs=N`` ends the schedule
     after N runs of its ticks. ``overlap`` says what a tick that comes while a run is going
-    does: ``"skip"`` (the default) skips it, ``"allow_all"`` runs it beside the others, up to
-    ``max_concurrent`` runs at once (default 2, at most 32), each tick still once;
-    ``"terminate_other"`` stops the run going, then runs. ``calendar`` (``"business:FR"``,
-    ``"holidays:DE-BY"``, ``"last:market:NYSE"``: see the scheduling docs) skips the ticks on
-    a business calendar's days, or keeps only those. Bad values raise ``ValueError`` here,
-    naming the job.
+    does: ``"skip"`` (the default) skips it; ``"buffer_one"`` keeps it waiting and starts it
+    as soon as that run ends (one waits, later ones skip); ``"buffer_all"`` keeps every such
+    tick waiting and runs them in turn, oldest first (at most 20 wait);
+    ``"allow_all"`` runs it beside the others, up to ``max_concurrent`` runs at once (default
+    2, at most 32), each tick still once; ``"cancel_other"`` asks the run going to stop (a
+    body in its process's main thread gets SIGTERM, one in a thread a ``RunCancelled`` at its
+    next query), waits up to 5 s for it to end, then runs; ``"terminate_other"`` stops the run
+    going at once, then runs. ``calendar`` (``"business:FR"``, ``"holidays:DE-BY"``,
+    ``"last:market:NYSE"``: see the scheduling docs) skips the ticks on a business calendar's
+    days, or keeps only those. Bad values raise ``ValueError`` here, naming the job.
     """
     check_scope(scope)
     if on_locked not in ("skip", "raise"):
@@ -502,6 +512,9 @@ def locked_task(
         try:
             spread = jitter_seconds(jitter, spread_over(schedule, interval, timezone, jitter))
             policy, concurrent = overlap_policy(overlap), concurrent_runs(max_concurrent)
+            combination = combination_problem(policy, concurrent)
+            if combination:
+                raise ValueError(combination)
         except ValueError as error:
             raise ValueError(f"@locked_task {job_name!r}: {error}") from None
         job = Job(

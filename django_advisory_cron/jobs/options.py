@@ -21,7 +21,13 @@ from ..core import calendars
 from ..core.jitter import jitter_problem
 from ..core.moments import UTC
 from ..core.once import read_moment
-from ..core.overlap import MAX_CONCURRENT, concurrent_runs, overlap_policy
+from ..core.overlap import (
+    MAX_BUFFERED,
+    MAX_CONCURRENT,
+    combination_problem,
+    concurrent_runs,
+    overlap_policy,
+)
 from ..core.schedule import EPOCH, seconds_text
 from ..core.schedule_rules import seconds_of
 from ..delivery import targets
@@ -225,11 +231,11 @@ def max_lateness_problem(max_lateness: object) -> str | None:
 def overlap_problem(job: Checked) -> str | None:
     """Why ``job``'s overlap policy or its ``max_concurrent`` is refused, or ``None``."""
     try:
-        overlap_policy(job.overlap)
-        concurrent_runs(job.max_concurrent)
+        policy = overlap_policy(job.overlap)
+        concurrent = concurrent_runs(job.max_concurrent)
     except ValueError as error:
         return str(error)
-    return None
+    return combination_problem(policy, concurrent)
 
 
 def spread_problem(job: Checked) -> str | None:
@@ -607,22 +613,28 @@ OPTIONS = (
     ),
     Option(
         "overlap", "overlap policy", "overlap", "--overlap", "POLICY",
-        "what a tick that comes while a run is going does: skip (the default), allow_all "
-        "(runs beside it, up to --max-concurrent at once) or terminate_other (stops it, then "
-        "runs)",
+        "what a tick that comes while a run is going does: skip (the default), buffer_one "
+        "(waits, starts when that run ends; one waits, later ones skip), buffer_all (every "
+        f"such tick waits, run in turn oldest first, at most {MAX_BUFFERED}), allow_all (runs "
+        "beside it, up to --max-concurrent at once), cancel_other (asks it to stop, then runs) "
+        "or terminate_other (stops it at once, then runs)",
         "options",
         _(
             "What a tick that comes while a run of the job is going does. Empty or skip: it is "
-            "skipped. allow_all: it runs beside it, up to the max concurrent runs at once; "
-            "each tick still runs once. terminate_other: the run going is stopped at once "
-            "(its row says it was replaced), then the tick runs."
+            "skipped. buffer_one: it waits and starts as soon as that run ends; one tick "
+            "waits, later ones are skipped. buffer_all: every such tick waits and they run in "
+            "turn, oldest first; at most 20 wait, later ones are skipped. allow_all: it runs "
+            "beside it, up to the max concurrent runs at once; each tick still runs once. "
+            "cancel_other: the run going is asked to stop and given 5 seconds (its row says "
+            "it was cancelled), then the tick runs. terminate_other: the run going is stopped "
+            "at once (its row says it was replaced), then the tick runs."
         ),
         text=True, shown=lambda job: job.overlap,
         build=overlap_policy, problems="overlap ", keyword="overlap",
         check=Check(
             "E027", overlap_problem,
-            "Use overlap='skip', 'allow_all' (with max_concurrent from 1 to "
-            f"{MAX_CONCURRENT}) or 'terminate_other'.",
+            "Use overlap='skip', 'buffer_one', 'buffer_all', 'allow_all' (with "
+            f"max_concurrent from 1 to {MAX_CONCURRENT}), 'cancel_other' or 'terminate_other'.",
         ),
     ),
     Option(

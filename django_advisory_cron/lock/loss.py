@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connections
 
-from ..exceptions import LockLost
+from ..exceptions import LockLost, RunCancelled
 from .heartbeat import lost_text
 
 logger = logging.getLogger("django_advisory_cron")
@@ -33,6 +33,12 @@ class Loss:
         #: Set once the loss has been told (``tell`` has returned): see ``wait``.
         self._told = threading.Event()
         self._guards = ExitStack()
+        #: A new run asked this one to stop (overlap cancel_other): the request's text, told
+        #: once to ``on_stop`` (set by the lock's owner; else the holding thread's next query
+        #: raises ``RunCancelled``, once).
+        self.stop_asked = ""
+        self.on_stop: Callable[[str], bool] | None = None
+        self._stop_told = False
 
     def mark(self, error: BaseException) -> None:
         """Record that the lock is gone (from the heartbeat, or a failed release); once,
@@ -56,6 +62,18 @@ class Loss:
         waiter wakes once the loss has been told (the row marked, the signal sent)."""
         return self._told.wait(seconds)
 
+    def ask_stop(self, text: str) -> None:
+        """A new run asked this lock's run to stop (from its heartbeat): once, whichever beat
+        reads it first; ``on_stop`` delivers it (true: done), else the holding thread's next
+        query raises ``RunCancelled``."""
+        with self._marking:
+            if self.stop_asked:
+                return
+            self.stop_asked = text
+        logger.warning("%s: %s; asking its run to stop", self.name, text)
+        if self.on_stop is not None and self.on_stop(text):
+            self._stop_told = True
+
     def guard_queries(self) -> None:
         """Make this thread's queries through Django fail once the lock is lost."""
         for connection in connections.all():
@@ -71,4 +89,7 @@ class Loss:
                 f"{self.name} was lost while this code ran; another process may hold it now, "
                 "so this run stops at its next database query"
             )
+        if self.stop_asked and not self._stop_told:
+            self._stop_told = True
+            raise RunCancelled(f"{self.stop_asked}; this run stops at this query")
         return execute(sql_text, params, many, context)

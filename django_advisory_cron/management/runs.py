@@ -163,6 +163,13 @@ def _from_result(name: str, result: RunResult, conflict_exit_code: int | None) -
         else:
             recorded = "nothing recorded"
         return code, f"{name} interrupted by {by} ({recorded}; lock released)"
+    if status == RunStatus.WAITING:
+        return conflict_exit_code or exitcodes.OK, (
+            f"{name}: not run yet, tick {result.tick} {result.waited}; whichever process sees "
+            "the job free then starts it (nothing to do)"
+        )
+    if status == RunStatus.SKIPPED_LOCKED and result.waited:
+        return conflict_exit_code or exitcodes.OK, f"{name}: skipped, {result.waited}"
     if status == RunStatus.SKIPPED_LOCKED:
         return conflict_exit_code or exitcodes.OK, f"{name}: skipped, locked by another process"
     if status == RunStatus.SKIPPED_TICK:

@@ -27,7 +27,7 @@ from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.statuses import RunStatus
 from ..db import sql
-from ..db.execute import Row, execute_fresh, fetch_fresh
+from ..db.execute import Row, execute_fresh, fetch_all, fetch_fresh, fetch_one
 from ..db.sql import Statement
 from ..exceptions import JobFailed, JobTimedOut, LockScopeError, stopping_signal
 from ..lock.advisory import AdvisoryLock
@@ -154,6 +154,12 @@ class Run:
     #: The keys of its job's run slots, when the job may run several times at once: its claim
     #: takes the first free, and its lock is that one's from then on.
     slots: tuple[LockKey, ...] = field(default=(), repr=False, compare=False)
+    #: Why its tick waits, or was skipped by its overlap policy's bound (``buffer_one``,
+    #: ``buffer_all``): its row's text; empty for every other run.
+    waited: str = field(default="", repr=False, compare=False)
+    #: Its job's ``overlap="cancel_other"``: its heartbeat also reads whether a new run asked
+    #: it to stop.
+    watch_stop: bool = field(default=False, repr=False, compare=False)
 
     @property
     def ran(self) -> bool:
@@ -307,6 +313,8 @@ class Run:
         key = self.held_by.key
         if self.run_id is None:
             return sql.lock_held(key)
+        if self.watch_stop:
+            return sql.renew_leases_watching(self.run_id, key, lease=self.lease)
         return sql.renew_leases([(self.run_id, key)], lease=self.lease)
 
     # -- recording without the lock connection ------------------------------------------
@@ -318,6 +326,36 @@ class Run:
         through a fresh connection; how many runs and backends."""
         statement = sql.replace_runs(
             self.held_by.key, job=self.job, tick=tick, host=HOST, pid=self.pid
+        )
+        assert self.using is not None
+        row = fetch_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def ask_others_to_stop(self, tick: datetime | None) -> list[int]:
+        """``overlap="cancel_other"``: ask the job's runs going for ticks before ``tick`` to
+        stop (their rows carry the request, their heartbeats read it); their ids."""
+        assert self.using is not None
+        statement = sql.request_cancel(job=self.job, tick=tick, host=HOST, pid=self.pid)
+        return [int(row[0]) for row in fetch_all(self.using, statement)]
+
+    def still_going(self, ids: list[int]) -> int:
+        """How many of the runs ``ids`` still go."""
+        assert self.using is not None
+        row = fetch_one(self.using, sql.runs_going(ids))
+        return 0 if row is None else int(row[0])
+
+    def terminate_asked(self, tick: datetime | None, grace: float) -> tuple[int, int]:
+        """``overlap="cancel_other"``: the runs asked to stop still going after ``grace``
+        seconds are ended as ``replace_others`` ends them (their rows say both); how many runs
+        and backends."""
+        statement = sql.replace_runs(
+            self.held_by.key,
+            job=self.job,
+            tick=tick,
+            host=HOST,
+            pid=self.pid,
+            policy="cancel_other",
+            grace=grace,
         )
         assert self.using is not None
         row = fetch_fresh(self.using, statement, patience=app_settings.HEARTBEAT)

@@ -8,9 +8,10 @@ taken on the worker's one connection, its presence (see
 the pool threads' own connections are the job bodies'. A job whose previous run here is still
 going when its next tick comes is not started again; the tick is recorded as skipped
 (Kubernetes' ``concurrencyPolicy: Forbid``), unless its ``overlap="allow_all"`` leaves room
-for another beside it (``Allow``, bounded by its ``max_concurrent``). A job with ``deliver=``
-is handed to its deliverer instead (see [delivery][django_advisory_cron.delivery.targets]).
-At shutdown running jobs get the grace.
+for another beside it (``Allow``, bounded by its ``max_concurrent``), or its
+``overlap="buffer_one"`` or ``"buffer_all"`` keeps the tick waiting until the run going ends.
+A job with ``deliver=`` is handed to its deliverer instead (see
+[delivery][django_advisory_cron.delivery.targets]). At shutdown running jobs get the grace.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from django.db import DatabaseError, connections
 
 from .. import signals
 from ..core.moments import tick_said
+from ..core.overlap import BUFFERS
 from ..core.statuses import FAILING, SKIPS, RunStatus
 from ..db import pooler, sql
 from ..db.aliases import lock_database
@@ -75,6 +77,9 @@ class WorkerStats:
     paused: int = 0
     #: Ticks not started because the job's previous run here was still going.
     overlapped: int = 0
+    #: Ticks that found their job busy and wait for its run going to end, or were skipped
+    #: because as many ticks as the bound already wait (overlap buffer_one, buffer_all).
+    waiting: int = 0
     #: Ticks and requests taken up that never started: the worker stopped first, or the
     #: database could not record them.
     not_run: int = 0
@@ -94,7 +99,7 @@ class WorkerStats:
     @property
     def taken(self) -> int:
         """Ticks and "run now" requests taken up to run here, whatever became of them."""
-        return self.ran + self.skipped + self.paused + self.overlapped + self.not_run
+        return self.ran + self.skipped + self.paused + self.overlapped + self.not_run + self.waiting
 
     @property
     def delivered(self) -> int:
@@ -111,6 +116,8 @@ class WorkerStats:
         """Count a tick or request that ended ``status`` (hold the dispatcher's lock)."""
         if status == RunStatus.SKIPPED_PAUSED:
             self.paused += 1
+        elif status == RunStatus.WAITING:
+            self.waiting += 1
         elif status in SKIPS:
             self.skipped += 1
         else:
@@ -190,8 +197,14 @@ class Dispatcher:
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
         here and takes a session lock (either key form). Other runs take their own."""
-        if self.in_process(job) or job.deliver is not None or job.overlap == "terminate_other":
+        if (
+            self.in_process(job)
+            or job.deliver is not None
+            or job.overlap in ("terminate_other", "cancel_other")
+        ):
             # A replaced run's lock backend is terminated: it must hold no other run's lock.
+            return False
+        if job.overlap in BUFFERS:  # its tick may wait, and its run start the waiting ones
             return False
         using = lock_database(job.using, self.using)
         return pooler.resolve_scope(job.scope, using) == "session"
@@ -231,8 +244,14 @@ class Dispatcher:
             return
         with self.lock:
             previous = self.going(job.name)
-            room = len(previous) < job.slots or job.overlap == "terminate_other"
-            if room:  # allow_all: up to max_concurrent at once; terminate_other: replaces it
+            room = len(previous) < job.slots or job.overlap in (
+                "terminate_other",
+                "cancel_other",
+                *BUFFERS,
+            )
+            # allow_all: up to max_concurrent at once; terminate_other: replaces it; buffers:
+            # its claim finds it busy and the tick waits (see run.waiting)
+            if room:
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())
                 except RuntimeError:  # the interpreter is exiting: start nothing more
@@ -449,7 +468,13 @@ class Dispatcher:
                         elif self.claimable(job):
                             result = self._claim_alone(job, tick, using)
                         else:
-                            result = execute(job, now=tick, using=using, manual=tick is None)
+                            result = execute(
+                                job,
+                                now=tick,
+                                using=using,
+                                manual=tick is None,
+                                keep_going=lambda: not self._stop.is_set(),
+                            )
                 finally:
                     connections.close_all()  # this pool thread's own connections
         except Exception as error:  # nothing could be recorded (the database is away)

@@ -46,7 +46,7 @@ REFUSED: dict[str, Any] = {
     "late_after": -1.0,
     "jitter": 10,
     "max_runs": 0,
-    "overlap": "cancel_other",
+    "overlap": "sometimes",
     "calendar": "sometimes:US",
 }
 

@@ -15,11 +15,14 @@ from django_advisory_cron import locked_task
 from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.overlap import (
+    MAX_BUFFERED,
     MAX_CONCURRENT,
-    NOT_YET,
+    OVERLAPS,
+    combination_problem,
     concurrent_runs,
     overlap_policy,
     slots,
+    waiting_bound,
 )
 from django_advisory_cron.db import sql
 from django_advisory_cron.jobs.definitions import Definition, to_job
@@ -31,20 +34,25 @@ def test_skip_is_the_default_and_allow_all_is_built() -> None:
     assert overlap_policy(None) == overlap_policy("") == overlap_policy("skip") == "skip"
     assert overlap_policy("allow_all") == "allow_all"
     assert overlap_policy("terminate_other") == "terminate_other"
+    assert overlap_policy("buffer_one") == "buffer_one"
+    assert overlap_policy("buffer_all") == "buffer_all"
 
 
-@pytest.mark.parametrize("name", NOT_YET)
-def test_temporal_s_other_names_are_refused_by_name(name: str) -> None:
-    with pytest.raises(ValueError, match=f"^overlap '{name}' is not supported yet; use 'skip', "):
-        overlap_policy(name)
+def test_every_one_of_temporal_s_names_is_built() -> None:
+    assert {policy.upper() for policy in OVERLAPS} == {
+        "SKIP", "BUFFER_ONE", "BUFFER_ALL", "ALLOW_ALL", "CANCEL_OTHER", "TERMINATE_OTHER"
+    }  # fmt: skip
+    assert overlap_policy("cancel_other") == "cancel_other"
 
 
 @given(st.one_of(st.text(), st.integers(), st.none(), st.booleans()))
 def test_any_other_value_is_refused_in_one_line(value: Any) -> None:
-    if value in (None, "", "skip", "allow_all", "terminate_other"):
+    if value in (None, "", *OVERLAPS):
         return
     with pytest.raises(
-        ValueError, match=r"^overlap must be 'skip', 'allow_all' or 'terminate_other', not "
+        ValueError,
+        match=r"^overlap must be 'skip', 'buffer_one', 'buffer_all', 'allow_all', "
+        r"'cancel_other' or 'terminate_other', not ",
     ) as refused:
         overlap_policy(value)
     assert "\n" not in str(refused.value)
@@ -80,7 +88,12 @@ def test_a_job_s_slots_are_distinct_keys_named_for_it(mode: Any) -> None:
 @pytest.mark.parametrize(
     ("keywords", "says"),
     [
-        ({"overlap": "buffer_one"}, "overlap 'buffer_one' is not supported yet"),
+        ({"overlap": "sometimes"}, "overlap must be 'skip', 'buffer_one', "),
+        (
+            {"overlap": "buffer_one", "max_concurrent": 2},
+            "max_concurrent goes with overlap 'allow_all' only; overlap 'buffer_one' runs one "
+            "tick at a time: remove max_concurrent or use 'allow_all'$",
+        ),
         ({"overlap": "allow_all", "max_concurrent": 0}, "max_concurrent must be a whole number"),
         ({"overlap": "allow_all", "max_concurrent": True}, "max_concurrent must be a whole"),
     ],
@@ -98,8 +111,17 @@ def test_a_schedule_s_policy_is_its_job_s() -> None:
     assert definition.problems([]) == []
     job = to_job(definition)
     assert (job.overlap, job.slots) == ("allow_all", 4)
-    assert Definition("bad", job="body", every=60, overlap="cancel_other").problems([]) == [
-        "overlap 'cancel_other' is not supported yet; use 'skip', 'allow_all' or 'terminate_other'"
+    assert Definition("bad", job="body", every=60, overlap="sometimes").problems([]) == [
+        "overlap must be 'skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other' or "
+        "'terminate_other', not 'sometimes'"
+    ]
+    buffered = Definition("queued", job="body", every=60, overlap="buffer_all")
+    assert buffered.problems([]) == [] and to_job(buffered).slots == 1
+    assert Definition(
+        "both", job="body", every=60, overlap="buffer_one", max_concurrent=3
+    ).problems([]) == [
+        "max_concurrent goes with overlap 'allow_all' only; overlap 'buffer_one' runs one tick "
+        "at a time: remove max_concurrent or use 'allow_all'"
     ]
 
 
@@ -122,3 +144,35 @@ def test_the_claim_sends_the_slots_of_a_job_that_has_them_only() -> None:
         record_skips=False,
     )  # fmt: skip
     assert alone_params["slot_n"] == [] and alone == text
+
+
+def test_the_buffering_policies_keep_one_or_up_to_their_bound_waiting() -> None:
+    assert waiting_bound("buffer_one") == 1
+    assert waiting_bound("buffer_all") == MAX_BUFFERED == 20
+    assert [waiting_bound(policy) for policy in ("skip", "allow_all", "terminate_other")] == [0] * 3
+
+
+@pytest.mark.parametrize("policy", OVERLAPS)
+def test_max_concurrent_is_refused_beside_a_buffering_policy_only(policy: str) -> None:
+    assert combination_problem(policy, None) is None
+    refused = combination_problem(policy, 2)
+    assert (refused is not None) == (policy in ("buffer_one", "buffer_all", "cancel_other"))
+    assert refused is None or "\n" not in refused
+
+
+def test_a_job_s_waiting_key_is_its_own_and_no_slot_s() -> None:
+    job = locked_task(name="queued", overlap="buffer_all")(print)
+    waiting = job.key.waiting_key()
+    assert waiting.name == "queued\x1fwaiting" and not waiting.same_lock(job.key)
+    assert job.keys == (job.key,)
+    many = locked_task(name="queued2", overlap="allow_all", max_concurrent=32)(print)
+    assert not any(many.key.waiting_key().same_lock(key) for key in many.keys)
+
+
+def test_the_help_of_the_admin_field_lists_every_policy_and_the_bound() -> None:
+    from django_advisory_cron.jobs.options import BY_NAME
+
+    option = BY_NAME["overlap"]
+    for text in (str(option.form_help), option.help_text()):
+        assert all(policy in text for policy in OVERLAPS), text
+        assert f"{MAX_BUFFERED}" in text, text

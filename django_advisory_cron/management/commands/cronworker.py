@@ -201,7 +201,9 @@ class Command(AppCommand):
             f"of them failed), {stats.skipped} skipped (another replica had them; "
             f"{stats.seen_claimed} seen claimed before trying), "
             f"{stats.paused} paused, {stats.overlapped} tick(s) skipped because the job's previous "
-            f"run was still going, {stats.not_run} not run (stopping, or the database away); "
+            f"run was still going, {stats.not_run} not run (stopping, or the database away), "
+            f"{stats.waiting} kept waiting for the job's run going (overlap buffer_one, "
+            "buffer_all); "
             f"{stats.batches} claim statement(s) took several jobs' ticks at once{unsaid}"
         )
         if stats.delivered:

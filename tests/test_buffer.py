@@ -23,7 +23,7 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.core.overlap import MAX_BUFFERED, OVERLAPS
 from django_advisory_cron.models import TICK_TAKING, JobRun, RunStatus, Schedule
-from django_advisory_cron.run import waiting
+from django_advisory_cron.run import overlap as waiting
 from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
 from tests.waiting import wait_for, workers_present

@@ -98,3 +98,12 @@ def both_problem(schedule: str, every: object) -> str:
         f"schedule={schedule!r} and every={every!r} are mutually exclusive: a job has either "
         "a cron expression or an interval"
     )
+
+
+def max_runs_ended(limit: int | None, runs: int) -> str:
+    """Why a schedule with ``max_runs=limit`` that had ``runs`` runs of its ticks is done, or
+    ``""``. The runs are counted from the history, not kept in a counter (see
+    [runs_of][django_advisory_cron.run.history.runs_of])."""
+    if limit is None or runs < limit:
+        return ""
+    return f"after its max_runs={limit} runs"

@@ -36,6 +36,7 @@ from django.utils import timezone
 from ..conf import app_settings
 from ..core.once import Once
 from ..core.schedule import Every, Schedule
+from ..core.schedule_rules import max_runs_ended
 from ..core.statuses import FAILING, SKIPS
 from ..db import reads
 from ..db.aliases import lock_database
@@ -44,7 +45,7 @@ from ..exceptions import InvalidSchedule
 from ..jobs import calendars, catalog, fanout
 from ..jobs.job import Job
 from ..models import HeldLock, JobRun, JobState
-from ..run import limits
+from ..run.history import runs_of
 from ..worker.fleet import PRESENCE_NAME, LiveWorker, live_workers, read_workers
 from . import control
 from .charts import human_duration
@@ -150,7 +151,7 @@ class JobStatus:
         job, schedule = self.job, self.schedule
         if schedule is None:
             return ""
-        ended = limits.ended(job.max_runs, self.runs or 0)
+        ended = max_runs_ended(job.max_runs, self.runs or 0)
         if ended:
             return f"done {ended}"
         final = job.final
@@ -427,7 +428,7 @@ def _read(
     for lock in held_locks(alias).filter(job__in=list(statuses)).order_by("-granted", "since"):
         statuses[lock.job].locks.append(lock)
     limited = [job.name for job in jobs if job.max_runs is not None]
-    for name, runs in limits.runs_of(alias, limited).items():
+    for name, runs in runs_of(alias, limited).items():
         statuses[name].runs = runs
     return list(statuses.values()), workers
 

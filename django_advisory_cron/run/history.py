@@ -18,16 +18,18 @@ from __future__ import annotations
 import os
 import socket
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.statuses import RunStatus
 from ..db import sql
-from ..db.execute import Row, execute_fresh, fetch_all, fetch_fresh, fetch_one
+from ..db.execute import Row, execute_fresh, fetch_all, fetch_fresh
 from ..db.sql import Statement
 from ..exceptions import JobFailed, JobTimedOut, LockScopeError, stopping_signal
 from ..lock.advisory import AdvisoryLock
@@ -319,48 +321,6 @@ class Run:
 
     # -- recording without the lock connection ------------------------------------------
 
-    def replace_others(self, tick: datetime | None) -> tuple[int, int]:
-        """``overlap="terminate_other"``: end the job's runs going for ticks before ``tick``,
-        wherever they run (their rows say they were replaced; their lock's backends are
-        terminated, so each stops as on a lost lock, and the lock is free once this returns),
-        through a fresh connection; how many runs and backends."""
-        statement = sql.replace_runs(
-            self.held_by.key, job=self.job, tick=tick, host=HOST, pid=self.pid
-        )
-        assert self.using is not None
-        row = fetch_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
-        return (0, 0) if row is None else (int(row[0]), int(row[1]))
-
-    def ask_others_to_stop(self, tick: datetime | None) -> list[int]:
-        """``overlap="cancel_other"``: ask the job's runs going for ticks before ``tick`` to
-        stop (their rows carry the request, their heartbeats read it); their ids."""
-        assert self.using is not None
-        statement = sql.request_cancel(job=self.job, tick=tick, host=HOST, pid=self.pid)
-        return [int(row[0]) for row in fetch_all(self.using, statement)]
-
-    def still_going(self, ids: list[int]) -> int:
-        """How many of the runs ``ids`` still go."""
-        assert self.using is not None
-        row = fetch_one(self.using, sql.runs_going(ids))
-        return 0 if row is None else int(row[0])
-
-    def terminate_asked(self, tick: datetime | None, grace: float) -> tuple[int, int]:
-        """``overlap="cancel_other"``: the runs asked to stop still going after ``grace``
-        seconds are ended as ``replace_others`` ends them (their rows say both); how many runs
-        and backends."""
-        statement = sql.replace_runs(
-            self.held_by.key,
-            job=self.job,
-            tick=tick,
-            host=HOST,
-            pid=self.pid,
-            policy="cancel_other",
-            grace=grace,
-        )
-        assert self.using is not None
-        row = fetch_fresh(self.using, statement, patience=app_settings.HEARTBEAT)
-        return (0, 0) if row is None else (int(row[0]), int(row[1]))
-
     def mark_lost(self, error_line: str) -> bool:
         """Mark the running row ``lock_lost`` at once. Its body may still be running, so the
         row keeps its lease (no longer renewed): other replicas wait for it to expire, or for
@@ -485,3 +445,18 @@ def finish_child(
         job=job, host=HOST, pid=pid, tick=tick, status=status, error=text
     )
     return execute_fresh(alias, statement, patience=FINISH_PATIENCE)
+
+
+def runs_of(
+    connection: BaseDatabaseWrapper | str, names: Iterable[str], besides: int | None = None
+) -> dict[str, int]:
+    """How many runs of their ticks each of ``names`` has had (``max_runs``), in one statement
+    (but the run ``besides``): counted from the history, not kept in a counter, so nothing
+    else is written and an operator who deletes runs gives them back. A worker's count before
+    it claims can be one run behind; the runner counts again under the job's lock, which
+    serialises its runs, so ``max_runs=2`` on two replicas runs exactly twice."""
+    names = list(names)
+    if not names:
+        return {}
+    rows = fetch_all(connection, sql.ticked_runs(names, besides))
+    return {job: int(count) for job, count in rows}

@@ -13,7 +13,6 @@ what the job raised (as ``Job.run`` does).
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +26,8 @@ from .. import signals
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.moments import tick_said
-from ..core.overlap import BUFFERS, CANCEL_GRACE
+from ..core.overlap import BUFFERS
+from ..core.schedule_rules import max_runs_ended
 from ..core.scopes import Scope
 from ..core.statuses import RunStatus
 from ..db.aliases import lock_database
@@ -43,7 +43,7 @@ from ..lock import polling
 from ..lock.advisory import AdvisoryLock
 from ..lock.heartbeat import lost_text
 from ..lock.shared import ClaimConnection, SharedLock
-from . import attempts, handlers, history, limits, output, waiting
+from . import attempts, handlers, history, output, overlap
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -114,7 +114,7 @@ def execute(
     the tick as waiting (the result's status says ``waiting``, or a skip when the bound is
     reached, and ``waited`` says why); one whose run ends here starts the ticks waiting then,
     oldest first, one after another, while ``keep_going()`` says so (see
-    [waiting][django_advisory_cron.run.waiting]). The result is the first run's.
+    [overlap][django_advisory_cron.run.overlap]). The result is the first run's.
 
     Raises only when nothing could be recorded: an invalid schedule, a lock database that is
     not PostgreSQL or cannot be reached, a scope that cannot be used here.
@@ -126,7 +126,7 @@ def execute(
 
     if job.overlap not in BUFFERS or manual or job.schedule is None:
         return once(now)
-    return _buffered(job, alias, once, now, keep_going)
+    return overlap.buffered(job, alias, once, now, keep_going)
 
 
 def _execute(
@@ -167,11 +167,11 @@ def _execute(
         whole_statements=True,
     )
     if job.overlap == "terminate_other" and not manual:
-        _replace_others(job, run, around)
+        overlap.replace_others(job, run, around)
     if job.overlap == "cancel_other" and not manual:
         run.watch_stop = True
-        lock.loss.on_stop = _stop_in_main_thread(threading.current_thread())
-        _cancel_others(job, run, around)
+        lock.loss.on_stop = overlap.stop_in_main_thread(threading.current_thread())
+        overlap.cancel_others(job, run, around)
     with handlers.signals_stop_runs():
         try:
             # Each attempt sends the run's claim through the lock's holder and reads its row;
@@ -335,137 +335,6 @@ def _claim_entries(
     return entries
 
 
-def _buffered(
-    job: RunnableJob,
-    alias: str,
-    once: Callable[[datetime | None], RunResult],
-    now: datetime | None,
-    keep_going: Callable[[], bool] | None,
-) -> RunResult:
-    """``overlap`` buffer_one and buffer_all: the tick's run, or its wait when its job is
-    busy or older ticks wait before it; then, when a run ended here, the ticks waiting."""
-    schedule = job.schedule
-    assert schedule is not None
-    around = now or datetime.now().astimezone()
-    matches = schedule.matches(around, app_settings.MAX_SKEW)
-    tick = min(matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
-    if tick is None:  # an unscheduled run: there is no tick to keep waiting
-        return once(now)
-    if waiting.oldest(alias, job.name, before=tick) is not None:
-        # Older ticks wait: this one waits behind them, and the oldest is started if it can be.
-        result = history.new_run(job.name, tick=tick, using=alias)
-        _wait(job, alias, result)
-        _drain(job, alias, once, keep_going)
-        return result
-    result = once(now)
-    if result.status == RunStatus.SKIPPED_LOCKED and result.tick is not None:
-        _wait(job, alias, result)
-    elif result.ran:
-        _drain(job, alias, once, keep_going)
-    return result
-
-
-def _wait(job: RunnableJob, alias: str, result: RunResult) -> None:
-    """Record the tick of ``result``, which found its job busy, as waiting (or skipped, past
-    its policy's bound), and say so in ``result``."""
-    assert result.tick is not None
-    recorded = waiting.wait(alias, job.key, job=job.name, tick=result.tick, policy=job.overlap)
-    if recorded is None:  # its run started meanwhile, elsewhere
-        result.status = RunStatus.SKIPPED_TICK
-        return
-    status, result.waited = recorded
-    result.status = RunStatus(status)
-    logger.info("job %s, %s: %s", job.name, tick_said(result.tick), result.waited)
-
-
-def _drain(
-    job: RunnableJob,
-    alias: str,
-    once: Callable[[datetime | None], RunResult],
-    keep_going: Callable[[], bool] | None,
-) -> None:
-    """Start the job's waiting ticks, oldest first, each once its previous run has ended here,
-    until none waits, another process runs the job, or ``keep_going()`` says stop."""
-    tried: set[datetime] = set()
-    try:
-        while keep_going is None or keep_going():
-            tick = waiting.oldest(alias, job.name)
-            if tick is None or tick in tried:
-                return
-            tried.add(tick)
-            result = once(tick)
-            if not result.ran and not result.skipped_tick:
-                return  # busy again (another process started it), paused, or stopped
-    except Exception as error:  # the database went away: the next tick of the job starts them
-        logger.error("job %s: its waiting ticks not started: %s", job.name, first_line(error))
-
-
-def _replace_others(job: RunnableJob, run: RunResult, around: datetime) -> None:
-    """``overlap="terminate_other"``: before claiming its tick (the match nearest ``around``;
-    none for an unscheduled run), stop the job's runs of earlier ticks, wherever they run."""
-    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
-    runs, backends = run.replace_others(tick)
-    if runs:
-        logger.warning(
-            "job %s: its run of %s replaces %d run(s) going (overlap terminate_other); %d "
-            "lock holder(s) terminated",
-            job.name,
-            tick_said(tick, "no tick"),
-            runs,
-            backends,
-        )
-
-
-def _cancel_others(job: RunnableJob, run: RunResult, around: datetime) -> None:
-    """``overlap="cancel_other"``: before claiming its tick, ask the job's runs of earlier
-    ticks to stop, wherever they run, and wait up to ``CANCEL_GRACE`` seconds for them to end;
-    those still going then are terminated as ``terminate_other`` does."""
-    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
-    asked = run.ask_others_to_stop(tick)
-    if not asked:
-        return
-    logger.warning(
-        "job %s: its run of %s asks %d run(s) going to stop (overlap cancel_other)",
-        job.name,
-        tick_said(tick, "no tick"),
-        len(asked),
-    )
-    deadline = time.monotonic() + CANCEL_GRACE
-    while run.still_going(asked):
-        if time.monotonic() >= deadline:
-            runs, backends = run.terminate_asked(tick, CANCEL_GRACE)
-            logger.warning(
-                "job %s: %d run(s) still going %g s after being asked to stop: %d lock "
-                "holder(s) terminated (overlap cancel_other)",
-                job.name,
-                runs,
-                CANCEL_GRACE,
-                backends,
-            )
-            return
-        time.sleep(CANCEL_POLL)
-
-
-#: How often a ``cancel_other`` run looks whether the runs it asked to stop have ended.
-CANCEL_POLL = 0.1
-
-
-def _stop_in_main_thread(body_thread: threading.Thread) -> Callable[[str], bool]:
-    """How a run asked to stop is told when its body runs in its process's main thread under a
-    handler of SIGTERM (``runlocked``, a worker's child process): SIGTERM, as a shutdown tells
-    it. Elsewhere (a thread, or no handler), nothing: its next query raises ``RunCancelled``."""
-
-    def stop(text: str) -> bool:
-        main = threading.main_thread()
-        handler = signal.getsignal(signal.SIGTERM)
-        if body_thread is not main or not callable(handler) or main.ident is None:
-            return False
-        signal.pthread_kill(main.ident, signal.SIGTERM)
-        return True
-
-    return stop
-
-
 def _release(run: RunResult, lock: AdvisoryLock, error: BaseException | None = None) -> None:
     """Release the run's lock with its finishing statement (or its skip's)."""
     ending = run.release(error) if lock.acquired and lock.scope else None
@@ -493,8 +362,8 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
     if limit is not None and run.tick is not None and run.using is not None:
         # Counted under the job's lock, which serialises its runs: every earlier one has its
         # row (ours, just claimed, is not counted).
-        earlier = limits.runs_of(run.using, [job.name], besides=run.run_id)[job.name]
-        done = limits.ended(limit, earlier)
+        earlier = history.runs_of(run.using, [job.name], besides=run.run_id)[job.name]
+        done = max_runs_ended(limit, earlier)
         if done:
             run.outcome = (RunStatus.SKIPPED_TICK.value, f"its schedule ended {done}")
             _release(run, lock)
@@ -505,7 +374,7 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
     run.status = RunStatus.RUNNING
     if job.overlap in BUFFERS and run.tick is not None and run.using is not None:
         try:  # a waiting tick's run: its waiting row goes (else the next look deletes it)
-            waiting.started(run.using, job.name, run.tick)
+            overlap.started(run.using, job.name, run.tick)
         except DatabaseError as error:
             logger.warning("job %s: its waiting row not deleted: %s", job.name, first_line(error))
     return True

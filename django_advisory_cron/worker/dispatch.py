@@ -250,7 +250,7 @@ class Dispatcher:
                 *BUFFERS,
             )
             # allow_all: up to max_concurrent at once; terminate_other: replaces it; buffers:
-            # its claim finds it busy and the tick waits (see run.waiting)
+            # its claim finds it busy and the tick waits (see run.overlap)
             if room:
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())

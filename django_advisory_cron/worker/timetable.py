@@ -17,10 +17,11 @@ from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.jitter import start_of
+from ..core.schedule_rules import max_runs_ended
 from ..exceptions import DatabaseUnavailable, first_line
 from ..jobs import calendars, catchup
 from ..jobs.job import Job
-from ..run import limits
+from ..run.history import runs_of
 from .fleet import run_order
 
 logger = logging.getLogger("django_advisory_cron")
@@ -72,7 +73,7 @@ class Timetable:
         runs = self._runs(connection, list(self.jobs))
         first = {}
         for name, job in self.jobs.items():
-            if limits.ended(job.max_runs, runs.get(name, 0)):
+            if max_runs_ended(job.max_runs, runs.get(name, 0)):
                 continue  # it had its runs
             try:
                 missed = catchup.first_missed(job, recorded.get(name), now)
@@ -111,7 +112,7 @@ class Timetable:
         runs = self._runs(connection, names)
         for name in run_order(self.identity, names):
             job = self.jobs[name]
-            done = limits.ended(job.max_runs, runs.get(name, 0))
+            done = max_runs_ended(job.max_runs, runs.get(name, 0))
             if done:
                 self.end(name, done)
                 continue
@@ -227,7 +228,7 @@ class Timetable:
 
     def _runs(self, connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, int]:
         """The runs of their ticks the jobs of ``names`` with ``max_runs`` have had."""
-        return limits.runs_of(connection, [n for n in names if self.jobs[n].max_runs is not None])
+        return runs_of(connection, [n for n in names if self.jobs[n].max_runs is not None])
 
     def _slept_through(self, name: str, now: datetime) -> bool:
         """Whether ticks of ``name`` passed after the first one not yet started here, while

@@ -1,0 +1,244 @@
+"""What a run does about its job's other runs, by the job's ``overlap`` policy (see
+[overlap][django_advisory_cron.core.overlap]): the ticks that wait for the run going to end
+(``buffer_one``, ``buffer_all``), and the runs a new one replaces (``terminate_other``) or
+asks to stop (``cancel_other``), leaderless.
+
+A tick that finds its job busy (its lock held, or a run of it still alive) is recorded as a
+row of its own, status ``waiting``, once per tick whichever replicas found it busy (a unique
+index on the waiting rows' job and tick, and a transaction lock on the job's waiting key that
+makes replicas record them one at a time, so the bound holds). A waiting row is nobody's run:
+it has no lease, counts as no live run, and takes no tick. Whoever sees the job free next, the
+process whose run just ended or any replica at the job's next tick, starts the oldest waiting
+tick through the normal claim, so exactly one process runs it (the tick's unique run row), and
+deletes its waiting row. A waiting tick whose replicas all died is started by the first
+replica that runs the job again, once the dead run's lease has expired (as any claim treats a
+dead run); it is never run twice, since its run is claimed like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from django.db import transaction
+
+from ..conf import app_settings
+from ..core.keys import LockKey
+from ..core.moments import tick_said
+from ..core.overlap import CANCEL_GRACE, waiting_bound
+from ..core.schedule import Schedule
+from ..core.statuses import RunStatus
+from ..db import sql
+from ..db.execute import fetch_all, fetch_fresh, fetch_one
+from ..exceptions import first_line
+from . import history
+from .history import HOST
+
+logger = logging.getLogger("django_advisory_cron")
+
+
+class Overlapping(Protocol):
+    """What a job's overlap policy needs of it (a [Job][django_advisory_cron.jobs.job.Job])."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def key(self) -> LockKey: ...
+    @property
+    def overlap(self) -> str: ...
+    @property
+    def schedule(self) -> Schedule | None: ...
+
+
+def wait(
+    alias: str, key: LockKey, *, job: str, tick: datetime, policy: str
+) -> tuple[str, str] | None:
+    """Record ``tick`` of ``job`` (whose lock is ``key``), which found the job busy, as
+    waiting, or as skipped when its policy's bound is reached; ``(status, text)`` of the row
+    written (or of the one another process wrote for it), ``None`` when the tick has run or
+    is running."""
+    with transaction.atomic(using=alias):
+        fetch_one(alias, sql.lock_waiting(key.waiting_key()))
+        row = fetch_one(
+            alias,
+            sql.wait_tick(
+                job=job,
+                tick=tick,
+                policy=policy,
+                bound=waiting_bound(policy),
+                host=HOST,
+                pid=os.getpid(),
+            ),
+        )
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+def oldest(alias: str, job: str, before: datetime | None = None) -> datetime | None:
+    """The oldest tick of ``job`` still waiting (before ``before``, if given), or ``None``."""
+    row = fetch_one(alias, sql.next_waiting(job=job, before=before))
+    return None if row is None or row[0] is None else row[0]
+
+
+def started(alias: str, job: str, tick: datetime) -> None:
+    """The run of ``tick`` was claimed: its waiting row, if any, goes."""
+    fetch_one(alias, sql.unwait_tick(job=job, tick=tick))
+
+
+def buffered(
+    job: Overlapping,
+    alias: str,
+    once: Callable[[datetime | None], history.Run],
+    now: datetime | None,
+    keep_going: Callable[[], bool] | None,
+) -> history.Run:
+    """``overlap`` buffer_one and buffer_all: the tick's run, or its wait when its job is
+    busy or older ticks wait before it; then, when a run ended here, the ticks waiting."""
+    schedule = job.schedule
+    assert schedule is not None
+    around = now or datetime.now().astimezone()
+    matches = schedule.matches(around, app_settings.MAX_SKEW)
+    tick = min(matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    if tick is None:  # an unscheduled run: there is no tick to keep waiting
+        return once(now)
+    if oldest(alias, job.name, before=tick) is not None:
+        # Older ticks wait: this one waits behind them, and the oldest is started if it can be.
+        result = history.new_run(job.name, tick=tick, using=alias)
+        _wait(job, alias, result)
+        _drain(job, alias, once, keep_going)
+        return result
+    result = once(now)
+    if result.status == RunStatus.SKIPPED_LOCKED and result.tick is not None:
+        _wait(job, alias, result)
+    elif result.ran:
+        _drain(job, alias, once, keep_going)
+    return result
+
+
+def _wait(job: Overlapping, alias: str, result: history.Run) -> None:
+    """Record the tick of ``result``, which found its job busy, as waiting (or skipped, past
+    its policy's bound), and say so in ``result``."""
+    assert result.tick is not None
+    recorded = wait(alias, job.key, job=job.name, tick=result.tick, policy=job.overlap)
+    if recorded is None:  # its run started meanwhile, elsewhere
+        result.status = RunStatus.SKIPPED_TICK
+        return
+    status, result.waited = recorded
+    result.status = RunStatus(status)
+    logger.info("job %s, %s: %s", job.name, tick_said(result.tick), result.waited)
+
+
+def _drain(
+    job: Overlapping,
+    alias: str,
+    once: Callable[[datetime | None], history.Run],
+    keep_going: Callable[[], bool] | None,
+) -> None:
+    """Start the job's waiting ticks, oldest first, each once its previous run has ended here,
+    until none waits, another process runs the job, or ``keep_going()`` says stop."""
+    tried: set[datetime] = set()
+    try:
+        while keep_going is None or keep_going():
+            tick = oldest(alias, job.name)
+            if tick is None or tick in tried:
+                return
+            tried.add(tick)
+            result = once(tick)
+            if not result.ran and not result.skipped_tick:
+                return  # busy again (another process started it), paused, or stopped
+    except Exception as error:  # the database went away: the next tick of the job starts them
+        logger.error("job %s: its waiting ticks not started: %s", job.name, first_line(error))
+
+
+def replace_others(job: Overlapping, run: history.Run, around: datetime) -> None:
+    """``overlap="terminate_other"``: before claiming its tick (the match nearest ``around``;
+    none for an unscheduled run), stop the job's runs of earlier ticks, wherever they run."""
+    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    runs, backends = _replace(run, tick)
+    if runs:
+        logger.warning(
+            "job %s: its run of %s replaces %d run(s) going (overlap terminate_other); %d "
+            "lock holder(s) terminated",
+            job.name,
+            tick_said(tick, "no tick"),
+            runs,
+            backends,
+        )
+
+
+def cancel_others(job: Overlapping, run: history.Run, around: datetime) -> None:
+    """``overlap="cancel_other"``: before claiming its tick, ask the job's runs of earlier
+    ticks to stop, wherever they run, and wait up to ``CANCEL_GRACE`` seconds for them to end;
+    those still going then are terminated as ``terminate_other`` does."""
+    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    assert run.using is not None
+    statement = sql.request_cancel(job=run.job, tick=tick, host=HOST, pid=run.pid)
+    asked = [int(row[0]) for row in fetch_all(run.using, statement)]
+    if not asked:
+        return
+    logger.warning(
+        "job %s: its run of %s asks %d run(s) going to stop (overlap cancel_other)",
+        job.name,
+        tick_said(tick, "no tick"),
+        len(asked),
+    )
+    deadline = time.monotonic() + CANCEL_GRACE
+    while _still_going(run.using, asked):
+        if time.monotonic() >= deadline:
+            runs, backends = _replace(run, tick, policy="cancel_other", grace=CANCEL_GRACE)
+            logger.warning(
+                "job %s: %d run(s) still going %g s after being asked to stop: %d lock "
+                "holder(s) terminated (overlap cancel_other)",
+                job.name,
+                runs,
+                CANCEL_GRACE,
+                backends,
+            )
+            return
+        time.sleep(CANCEL_POLL)
+
+
+#: How often a ``cancel_other`` run looks whether the runs it asked to stop have ended.
+CANCEL_POLL = 0.1
+
+
+def stop_in_main_thread(body_thread: threading.Thread) -> Callable[[str], bool]:
+    """How a run asked to stop is told when its body runs in its process's main thread under a
+    handler of SIGTERM (``runlocked``, a worker's child process): SIGTERM, as a shutdown tells
+    it. Elsewhere (a thread, or no handler), nothing: its next query raises ``RunCancelled``."""
+
+    def stop(text: str) -> bool:
+        main = threading.main_thread()
+        handler = signal.getsignal(signal.SIGTERM)
+        if body_thread is not main or not callable(handler) or main.ident is None:
+            return False
+        signal.pthread_kill(main.ident, signal.SIGTERM)
+        return True
+
+    return stop
+
+
+def _replace(
+    run: history.Run, tick: datetime | None, policy: str = "terminate_other", grace: float = 0
+) -> tuple[int, int]:
+    """End the job's runs going for ticks before ``tick`` (with ``cancel_other``: those asked
+    to stop ``grace`` seconds ago), wherever they run: their rows say they were replaced (or
+    cancelled), their lock's backends are terminated, so each stops as on a lost lock, and the
+    lock is free once this returns; through a fresh connection. How many runs and backends."""
+    statement = sql.replace_runs(
+        run.held_by.key, job=run.job, tick=tick, host=HOST, pid=run.pid, policy=policy, grace=grace
+    )
+    assert run.using is not None
+    row = fetch_fresh(run.using, statement, patience=app_settings.HEARTBEAT)
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def _still_going(alias: str, ids: list[int]) -> int:
+    """How many of the runs ``ids`` still go."""
+    row = fetch_one(alias, sql.runs_going(ids))
+    return 0 if row is None else int(row[0])

@@ -1,7 +1,7 @@
 """What a tick does when it comes while a run of its job is going: the overlap policies, by
 Temporal's names, the bound on ``allow_all``'s concurrent runs and on the ticks a buffering
 policy keeps waiting. Pure: the claim acts on them (a job allowed N runs at once has N lock
-keys, its slots: see [keys][django_advisory_cron.core.keys]; a buffered tick waits as a row of
+keys, its slots, in ``core/keys``; a buffered tick waits as a row of
 its own, see [overlap][django_advisory_cron.run.overlap])."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from ..exceptions import InvalidSchedule
 from ..jobs import calendars
 from ..jobs.definitions import Definition, overridden, to_job
 from ..jobs.job import registry
-from ..jobs.options import calendar as calendar_value
+from ..jobs.option_values import calendar as calendar_value
 from ..models import JobState
 from ..models import Schedule as ScheduleRow
 from ..ops import upcoming

@@ -22,7 +22,8 @@ from ..db.execute import fetch_one
 from ..exceptions import AdvisoryCronError, InvalidSchedule
 from ..jobs import declared
 from ..jobs.job import MAX_JOB_NAME, registry
-from ..jobs.options import CHECKS, calendar_package_problem
+from ..jobs.option_values import calendar_package_problem
+from ..jobs.options import CHECKS
 from ..ops import monitoring
 from . import pooling as pooler_checks
 from .capture import check_captured_loggers

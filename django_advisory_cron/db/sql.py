@@ -33,7 +33,7 @@ LOCK_APPLICATION_NAME = "django-advisory-cron lock: "
 HOME_NAME = "django_advisory_cron.home_name"
 
 
-def _key(key: LockKey) -> dict[str, Any]:
+def key_params(key: LockKey) -> dict[str, Any]:
     """One key's parameters: ``lock_ns`` and ``lock_id``, or ``lock_name`` for a ``hashtext``
     key; the other form NULL."""
     return {"lock_ns": None, "lock_id": None, "lock_name": None, **key.params}
@@ -56,7 +56,7 @@ def try_lock(key: LockKey, scope: ResolvedScope) -> Statement:
     (in transaction scope until the transaction ends; in session scope until ``unlock``, which
     gives back the name kept in ``HOME_NAME``). A target list is evaluated left to right."""
     return QUERIES[f"try_lock_{scope}"], {
-        **_key(key),
+        **key_params(key),
         "lock_label": LOCK_APPLICATION_NAME + key.name,
     }
 
@@ -65,12 +65,12 @@ def unlock(key: LockKey) -> Statement:
     """Release a session lock, then any other session lock of this backend, and name the
     connection as it was opened; the first column is false when this backend did not hold the
     key."""
-    return QUERIES["unlock"], _key(key)
+    return QUERIES["unlock"], key_params(key)
 
 
 def unlock_one(key: LockKey) -> Statement:
     """Release one session lock of a connection that holds others; false when not held."""
-    return QUERIES["unlock_one"], _key(key)
+    return QUERIES["unlock_one"], key_params(key)
 
 
 def _ends_with_transaction(scope: ResolvedScope) -> bool:
@@ -231,43 +231,6 @@ def claim_runs(
     return QUERIES["claim_runs_census" if census else "claim_runs"], params
 
 
-def replace_runs(
-    key: LockKey,
-    *,
-    job: str,
-    tick: datetime | None,
-    host: str,
-    pid: int,
-    policy: str = "terminate_other",
-    grace: float = 0,
-) -> Statement:
-    """``overlap="terminate_other"``: end the job's runs going for ticks before ``tick`` (their
-    rows say they were replaced, their leases end) and, if any, terminate the backends holding
-    ``key``; one row, the runs replaced and the backends terminated. With ``policy``
-    ``"cancel_other"``: the runs asked to stop that still go after ``grace`` seconds (their
-    rows say that too)."""
-    return QUERIES["replace_runs"], {
-        **_key(key),
-        "job": job,
-        "tick": tick,
-        "host": storable(host),
-        "pid": pid,
-        "policy": policy,
-        "grace": f"{grace:g}",
-    }
-
-
-def request_cancel(*, job: str, tick: datetime | None, host: str, pid: int) -> Statement:
-    """``overlap="cancel_other"``: ask the job's runs going for ticks before ``tick`` to stop
-    (their rows carry the request); one row per run asked, its id."""
-    return QUERIES["request_cancel"], {"job": job, "tick": tick, "host": storable(host), "pid": pid}
-
-
-def runs_going(ids: Sequence[int]) -> Statement:
-    """How many of the runs ``ids`` still go (running, their leases alive); one column."""
-    return QUERIES["runs_going"], {"ids": list(ids)}
-
-
 def renew_leases_watching(run: int, key: LockKey, *, lease: float) -> Statement:
     """``renew_leases`` of one run of an ``overlap="cancel_other"`` job, which also reads
     whether a new run asked it to stop: ``(held and renewed, the request's text or NULL)``."""
@@ -275,38 +238,8 @@ def renew_leases_watching(run: int, key: LockKey, *, lease: float) -> Statement:
     return QUERIES["renew_leases_watching"], params
 
 
-def lock_waiting(key: LockKey) -> Statement:
-    """``overlap`` buffer_one and buffer_all: take the transaction lock ``key`` (the job's
-    waiting key) that serialises the recording of its waiting ticks across replicas."""
-    return QUERIES["lock_waiting"], _key(key)
-
-
-def wait_tick(
-    *, job: str, tick: datetime, policy: str, bound: int, host: str, pid: int
-) -> Statement:
-    """Record ``tick``, which found its job busy, as waiting (at most ``bound`` wait), after
-    ``lock_waiting`` in the same transaction; ``(status, text)`` of the row written (or of
-    the one another process wrote), none when the tick has run or is running."""
-    return QUERIES["wait_tick"], {
-        **_who(job, host, pid),
-        "tick": tick,
-        "policy": policy,
-        "bound": bound,
-    }
-
-
-def next_waiting(*, job: str, before: datetime | None = None) -> Statement:
-    """The job's oldest waiting tick no run has taken (before ``before``, if given); one
-    column, NULL for none. Deletes the waiting rows of ticks a run has taken."""
-    return QUERIES["next_waiting"], {"job": job, "before": before}
-
-
-def unwait_tick(*, job: str, tick: datetime) -> Statement:
-    """Delete the waiting row of ``tick``, whose run was just claimed."""
-    return QUERIES["unwait_tick"], {"job": job, "tick": tick}
-
-
-def _who(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
+def who_params(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
+    """Who writes a row: the job, the host and process, and the task (storable text)."""
     return {"job": job, "host": storable(host), "pid": pid, "task_id": storable(task_id)}
 
 
@@ -336,7 +269,7 @@ def claim_tick(
     """Claim a tick that the acquiring statement's own ``dead`` step just gave back (inside one
     statement the old row version still conflicts). Returns the run id, or no row."""
     params = {"tick": tick, "lease": lease or None, "synchronous_commit": synchronous_commit}
-    return QUERIES["claim_tick"], {**_who(job, host, pid, task_id), **params}
+    return QUERIES["claim_tick"], {**who_params(job, host, pid, task_id), **params}
 
 
 def _then_unlock(key: LockKey, scope: ResolvedScope, shared: bool) -> dict[str, Any]:
@@ -344,7 +277,7 @@ def _then_unlock(key: LockKey, scope: ResolvedScope, shared: bool) -> dict[str, 
     scope it unlocks ``key`` (then everything, unless the connection is ``shared`` by other
     holders) in the same round trip; the first column is the unlock's result (``true`` in
     transaction scope)."""
-    return {**_key(key), "transaction": _ends_with_transaction(scope), "shared": shared}
+    return {**key_params(key), "transaction": _ends_with_transaction(scope), "shared": shared}
 
 
 def finish_run(
@@ -386,7 +319,7 @@ def skip_tick(
 ) -> Statement:
     """Record a skip for a tick that already ran (and unlock, in session scope; see
     ``_then_unlock``)."""
-    who = _who(job, host, pid, task_id)
+    who = who_params(job, host, pid, task_id)
     return QUERIES["skip_tick"], {**_then_unlock(key, scope, shared), **who, "tick": tick}
 
 
@@ -395,7 +328,7 @@ def mark_lock_lost(*, run_id: int, job: str, host: str, pid: int, error: str) ->
     renewed: its body may still run, and the other replicas wait for the lease to run out
     (or for ``record_lost_run``, when the body ends) before they start the job again."""
     return QUERIES["mark_lock_lost"], {
-        **_who(job, host, pid),
+        **who_params(job, host, pid),
         "id": run_id,
         "error": storable(error),
     }
@@ -423,7 +356,7 @@ def record_lost_run(
     was never known) is written again: its tick stays taken (``lock_lost`` and ``failed`` take
     it) unless another replica already ran it, in which case this row is kept without a tick,
     so the history still shows it."""
-    who = _who(job, host, pid, task_id)
+    who = who_params(job, host, pid, task_id)
     return QUERIES["record_lost_run"], {
         **who,
         "id": run_id,
@@ -474,7 +407,7 @@ def claim_enqueue(
     (``run_id``), leased, a send in flight (not a tick that ``ran``).
     """
     params = {
-        **_who(job, host, pid),
+        **who_params(job, host, pid),
         "tick": tick,
         "backend": backend,
         "keep": keep_days,
@@ -513,7 +446,7 @@ def unclaimed_send(
     with no tick: succeeded with the queue's ``task_id``, or failed with ``error``. One row
     ``(run id,)``."""
     return QUERIES["unclaimed_send"], {
-        **_who(job, host, pid, task_id),
+        **who_params(job, host, pid, task_id),
         "started": started,
         "manual": manual,
         "error": storable(error),
@@ -528,13 +461,13 @@ def skip_overlapping(*, job: str, host: str, pid: int, tick: datetime, otherwise
     ``concurrencyPolicy: Forbid``). The error text names the job's row whose body has not
     ended (``running``, or ``lock_lost`` while its body goes on) if there is one, else is
     ``otherwise``. Returns the error text recorded."""
-    params = {**_who(job, host, pid), "tick": tick, "otherwise": storable(otherwise)}
+    params = {**who_params(job, host, pid), "tick": tick, "otherwise": storable(otherwise)}
     return QUERIES["skip_overlapping"], params
 
 
 def child_run(*, job: str, host: str, pid: int, tick: datetime | None) -> Statement:
     """The latest row a worker's child process wrote for ``tick``: ``(id, status)``."""
-    return QUERIES["child_run"], {**_who(job, host, pid), "tick": tick}
+    return QUERIES["child_run"], {**who_params(job, host, pid), "tick": tick}
 
 
 def finish_child_run(
@@ -544,7 +477,12 @@ def finish_child_run(
     ``running`` (or ``lock_lost``), gets ``status``; if the process left no row for the tick
     (a transaction-scoped row rolls back with its connection), one is inserted. A row the
     process finished itself is kept as it is."""
-    params = {**_who(job, host, pid), "tick": tick, "status": status, "error": storable(error)}
+    params = {
+        **who_params(job, host, pid),
+        "tick": tick,
+        "status": status,
+        "error": storable(error),
+    }
     return QUERIES["finish_child_run"], params
 
 
@@ -646,9 +584,3 @@ def terminate_holders(pids: list[int]) -> Statement:
     """Terminate the backends among ``pids`` that hold an advisory lock now (never our own);
     checking and terminating in one statement, so a pid reused since is refused."""
     return QUERIES["terminate_holders"], {"pids": list(pids)}
-
-
-def ticked_runs(jobs: list[str], besides: int | None = None) -> Statement:
-    """How many runs of its ticks each of ``jobs`` has had, but the run ``besides``: rows
-    ``(job, count)``, what ``max_runs`` counts."""
-    return QUERIES["ticked_runs"], {"jobs": list(jobs), "besides": besides}

@@ -39,6 +39,7 @@ from ..delivery.targets import RemoteCall, by_name
 from ..exceptions import InvalidSchedule, first_line
 from ..run.output import call_command_captured
 from .job import MAX_JOB_NAME, Job, Source, registry
+from .option_values import kind_of
 from .options import (
     AROUND,
     BUILT,
@@ -48,7 +49,6 @@ from .options import (
     TEXT_FIELDS,
     as_seconds,
     duration,
-    kind_of,
     optional_duration,
 )
 

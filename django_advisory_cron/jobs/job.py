@@ -39,14 +39,9 @@ from ..core.schedule_rules import (
 from ..core.scopes import Scope, check_scope
 from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
-from .options import (
-    catch_up_problem,
-    code_calendar,
-    code_seconds,
-    code_seconds_problem,
-    max_lateness_problem,
-)
-from .options import max_runs as max_runs_value
+from .option_values import catch_up_problem, code_calendar, max_lateness_problem
+from .option_values import max_runs as max_runs_value
+from .options import code_seconds, code_seconds_problem
 
 if TYPE_CHECKING:
     from ..run.runner import RunResult

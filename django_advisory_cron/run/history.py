@@ -28,7 +28,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.statuses import RunStatus
-from ..db import sql
+from ..db import others, sql
 from ..db.execute import Row, execute_fresh, fetch_all, fetch_fresh
 from ..db.sql import Statement
 from ..exceptions import JobFailed, JobTimedOut, LockScopeError, stopping_signal
@@ -458,5 +458,5 @@ def runs_of(
     names = list(names)
     if not names:
         return {}
-    rows = fetch_all(connection, sql.ticked_runs(names, besides))
+    rows = fetch_all(connection, others.ticked_runs(names, besides))
     return {job: int(count) for job, count in rows}

@@ -34,7 +34,7 @@ from ..core.moments import tick_said
 from ..core.overlap import CANCEL_GRACE, waiting_bound
 from ..core.schedule import Schedule
 from ..core.statuses import RunStatus
-from ..db import sql
+from ..db import others
 from ..db.execute import fetch_all, fetch_fresh, fetch_one
 from ..exceptions import first_line
 from . import history
@@ -64,10 +64,10 @@ def wait(
     written (or of the one another process wrote for it), ``None`` when the tick has run or
     is running."""
     with transaction.atomic(using=alias):
-        fetch_one(alias, sql.lock_waiting(key.waiting_key()))
+        fetch_one(alias, others.lock_waiting(key.waiting_key()))
         row = fetch_one(
             alias,
-            sql.wait_tick(
+            others.wait_tick(
                 job=job,
                 tick=tick,
                 policy=policy,
@@ -81,13 +81,13 @@ def wait(
 
 def oldest(alias: str, job: str, before: datetime | None = None) -> datetime | None:
     """The oldest tick of ``job`` still waiting (before ``before``, if given), or ``None``."""
-    row = fetch_one(alias, sql.next_waiting(job=job, before=before))
+    row = fetch_one(alias, others.next_waiting(job=job, before=before))
     return None if row is None or row[0] is None else row[0]
 
 
 def started(alias: str, job: str, tick: datetime) -> None:
     """The run of ``tick`` was claimed: its waiting row, if any, goes."""
-    fetch_one(alias, sql.unwait_tick(job=job, tick=tick))
+    fetch_one(alias, others.unwait_tick(job=job, tick=tick))
 
 
 def buffered(
@@ -177,7 +177,7 @@ def cancel_others(job: Overlapping, run: history.Run, around: datetime) -> None:
     those still going then are terminated as ``terminate_other`` does."""
     tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
     assert run.using is not None
-    statement = sql.request_cancel(job=run.job, tick=tick, host=HOST, pid=run.pid)
+    statement = others.request_cancel(job=run.job, tick=tick, host=HOST, pid=run.pid)
     asked = [int(row[0]) for row in fetch_all(run.using, statement)]
     if not asked:
         return
@@ -230,7 +230,7 @@ def _replace(
     to stop ``grace`` seconds ago), wherever they run: their rows say they were replaced (or
     cancelled), their lock's backends are terminated, so each stops as on a lost lock, and the
     lock is free once this returns; through a fresh connection. How many runs and backends."""
-    statement = sql.replace_runs(
+    statement = others.replace_runs(
         run.held_by.key, job=run.job, tick=tick, host=HOST, pid=run.pid, policy=policy, grace=grace
     )
     assert run.using is not None
@@ -240,5 +240,5 @@ def _replace(
 
 def _still_going(alias: str, ids: list[int]) -> int:
     """How many of the runs ``ids`` still go."""
-    row = fetch_one(alias, sql.runs_going(ids))
+    row = fetch_one(alias, others.runs_going(ids))
     return 0 if row is None else int(row[0])

@@ -19,7 +19,7 @@ from django_advisory_cron.core.calendars import Calendar, Source, parse
 from django_advisory_cron.core.schedule import Schedule
 from django_advisory_cron.jobs import catchup
 from django_advisory_cron.jobs.definitions import Definition
-from django_advisory_cron.jobs.options import calendar as calendar_option
+from django_advisory_cron.jobs.option_values import calendar as calendar_option
 from django_advisory_cron.ops import upcoming
 
 UTC = timezone.utc

@@ -21,16 +21,8 @@ from django_advisory_cron.admin.schedules import GROUPS, ScheduleForm
 from django_advisory_cron.checks.configuration import check_jobs
 from django_advisory_cron.jobs import declared, job
 from django_advisory_cron.jobs.definitions import Definition, to_job
-from django_advisory_cron.jobs.options import (
-    BY_NAME,
-    CHECKS,
-    EARLIEST,
-    LATEST,
-    OPTIONS,
-    Check,
-    duration,
-    within_span,
-)
+from django_advisory_cron.jobs.option_values import EARLIEST, LATEST
+from django_advisory_cron.jobs.options import BY_NAME, CHECKS, OPTIONS, Check, duration, within_span
 from django_advisory_cron.management import schedule_options
 from django_advisory_cron.management.schedule_options import row
 from django_advisory_cron.models import Schedule

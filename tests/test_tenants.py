@@ -175,3 +175,31 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
         (f"{JOB}@initech", "initech")
     ]
     observer.close()
+
+
+def refused(url: str, *args: str) -> str:
+    """The one line a command of the tenants' project refuses ``args`` with (exit 2)."""
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), args[0], SETTINGS, *args[1:]],
+        env=manage_env(url),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == exitcodes.USAGE, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_a_bad_tenant_is_refused_in_one_line(project: str) -> None:
+    said = refused(project, "cronjob", "pause", JOB, "--tenant", "nosuch")
+    assert JOB in said and "'nosuch'" in said and "--tenant" in said
+    said = refused(project, "cronjob", "resume", "tenants_cleanup", "--tenant", "acme")
+    assert "tenants_cleanup" in said and "not per tenant" in said and "leave out --tenant" in said
+    said = refused(project, "cronjob", "pause", JOB)
+    assert JOB in said and "--tenant SCHEMA" in said
+    said = refused(project, "cronstatus", "--tenant", "nosuch")
+    assert "'nosuch'" in said
+    paused = manage(project, "cronjob", SETTINGS, "pause", JOB, "--tenant", "acme")
+    assert f"{JOB}@acme" in paused.stdout

@@ -12,3 +12,8 @@ def tenant_digest() -> None:
     from tests.tenantdata.models import Digest
 
     Digest.objects.create(schema=connection.schema_name)  # type: ignore[attr-defined]
+
+
+@locked_task
+def tenants_cleanup() -> None:
+    """A job of the shared schema, not per tenant."""

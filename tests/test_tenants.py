@@ -9,13 +9,16 @@ import json
 import signal
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.core.jitter import offset
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
+from django_advisory_cron.worker.spread import TENANT_STEP
 from tests.conftest import MANAGE, manage_env
 from tests.waiting import wait_for
 
@@ -203,3 +206,56 @@ def test_a_bad_tenant_is_refused_in_one_line(project: str) -> None:
     assert "'nosuch'" in said
     paused = manage(project, "cronjob", SETTINGS, "pause", JOB, "--tenant", "acme")
     assert f"{JOB}@acme" in paused.stdout
+
+
+def test_a_per_tenant_jitter_starts_each_tenant_at_its_own_offset(project: str) -> None:
+    """Two workers, a per-tenant job with ``jitter=5``: each tenant's run of a tick starts at
+    the offset computed from ``name@schema`` and the tick (whole seconds), claimed once."""
+    name = "tenant_spread"
+    observer = psycopg.connect(project, autocommit=True)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker", name, "--grace", "5", SETTINGS],
+            env=manage_env(project),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+
+    def started() -> list[tuple[str, datetime, datetime]]:
+        return observer.execute(
+            "SELECT job, tick, started FROM django_advisory_cron_jobrun "
+            "WHERE job LIKE %s AND status = ANY(%s) ORDER BY tick, job",
+            (f"{name}@%", TOOK),
+        ).fetchall()
+
+    try:
+        wait_for(
+            lambda: (
+                alive(workers)
+                and all(
+                    sum(job == f"{name}@{schema}" for job, _t, _s in started()) >= 3
+                    for schema in ("acme", "globex")
+                )
+            ),
+            120,
+        )
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+        errors = [worker.communicate(timeout=60)[1] for worker in workers]
+        print(*errors, sep="\n----\n")  # shown when the test fails
+    runs = started()
+    offsets = set()
+    for job, tick, began in runs:
+        assert job.endswith(("@acme", "@globex")), job
+        expected = offset(job, tick, 5, TENANT_STEP)
+        offsets.add(expected)
+        # Not before its offset; claimed soon after it (the worker wakes at its start).
+        assert expected <= began - tick < expected + timedelta(seconds=3), (job, tick, began)
+    assert len(offsets) > 1  # the tenants and ticks do not all start at one moment
+    assert len({(job, tick) for job, tick, _began in runs}) == len(runs)  # each once
+    observer.close()

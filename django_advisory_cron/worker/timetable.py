@@ -83,10 +83,14 @@ class Timetable:
 
     def starts(self) -> dict[str, datetime]:
         """When each upcoming tick starts: the tick plus its job's jitter offset (see
-        [jitter][django_advisory_cron.core.jitter]), the same on every replica."""
+        [jitter][django_advisory_cron.core.jitter]), the same on every replica; a per-tenant
+        job's at its tick, its tenants each at their own offset (see
+        [spread][django_advisory_cron.worker.spread])."""
         assert self.upcoming is not None
         return {
-            name: start_of(name, tick, self.jobs[name].jitter)
+            name: tick
+            if self.jobs[name].per_tenant
+            else start_of(name, tick, self.jobs[name].jitter)
             for name, tick in self.upcoming.items()
         }
 

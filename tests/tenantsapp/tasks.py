@@ -17,3 +17,8 @@ def tenant_digest() -> None:
 @locked_task
 def tenants_cleanup() -> None:
     """A job of the shared schema, not per tenant."""
+
+
+@locked_task(every=6, jitter=5, per_tenant=True)
+def tenant_spread() -> None:
+    """Run each tenant at its own moment of the tick's jitter."""

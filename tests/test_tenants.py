@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -18,6 +18,7 @@ import pytest
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.jitter import offset
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
+from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from django_advisory_cron.worker.spread import TENANT_STEP
 from tests.conftest import MANAGE, manage_env
 from tests.waiting import wait_for
@@ -258,4 +259,76 @@ def test_a_per_tenant_jitter_starts_each_tenant_at_its_own_offset(project: str) 
         assert expected <= began - tick < expected + timedelta(seconds=3), (job, tick, began)
     assert len(offsets) > 1  # the tenants and ticks do not all start at one moment
     assert len({(job, tick) for job, tick, _began in runs}) == len(runs)  # each once
+    observer.close()
+
+
+def test_a_per_tenant_job_catches_up_each_tenant_after_downtime(project: str) -> None:
+    """Every worker down for some ticks: the next one to start runs each tenant's latest
+    missed tick at once (``CATCH_UP = "latest"``), under ``name@schema``, as its catch-up says
+    for any job, then goes on with the next ticks."""
+    observer = psycopg.connect(project, autocommit=True)
+
+    def cronworker() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
+            env=manage_env(project),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def ticks(schema: str) -> list[datetime]:
+        return [
+            tick
+            for (tick,) in observer.execute(
+                "SELECT tick FROM django_advisory_cron_jobrun WHERE job = %s AND status = %s "
+                "ORDER BY tick",
+                (f"{JOB}@{schema}", RunStatus.SUCCEEDED.value),
+            ).fetchall()
+        ]
+
+    def database_now() -> datetime:
+        row = observer.execute("SELECT now()").fetchone()
+        assert row is not None
+        return cast(datetime, row[0])
+
+    def presence_started(worker: subprocess.Popen[str]) -> datetime | None:
+        row = observer.execute(
+            "SELECT backend_start FROM pg_stat_activity WHERE application_name LIKE %s",
+            (f"{PRESENCE_NAME} %:{worker.pid}",),
+        ).fetchone()
+        return None if row is None else cast(datetime, row[0])
+
+    def stop(worker: subprocess.Popen[str]) -> None:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        _out, error = worker.communicate(timeout=60)
+        print(error)  # shown when the test fails
+        assert worker.returncode == exitcodes.SIGTERM, error
+
+    first = cronworker()
+    try:
+        wait_for(lambda: alive([first]) and ticks("acme") and ticks("globex"), 90)
+    finally:
+        stop(first)
+    last = max(max(ticks("acme")), max(ticks("globex")))
+    # Down for at least two ticks (every 2 s) on the database's clock.
+    wait_for(lambda: database_now() > last + timedelta(seconds=5), 30, interval=0.2)
+    second = cronworker()
+    try:
+        # Its ticks before its presence connection opened were missed: it planned after that.
+        restarted = wait_for(lambda: alive([second]) and presence_started(second), 60)
+        assert restarted > last + timedelta(seconds=5)
+        missed = lambda schema: [t for t in ticks(schema) if last < t < restarted]  # noqa: E731
+        wait_for(lambda: alive([second]) and missed("acme") and missed("globex"), 60)
+        wait_for(lambda: [t for t in ticks("acme") if t > restarted], 60)  # then on time
+    finally:
+        stop(second)
+    for schema in ("acme", "globex"):
+        # "latest": the last missed tick alone, not the ones before it.
+        [caught_up] = missed(schema)
+        assert restarted - caught_up < timedelta(seconds=2), (schema, caught_up, restarted)
+    assert not observer.execute(
+        "SELECT 1 FROM django_advisory_cron_jobrun WHERE job = %s", (JOB,)
+    ).fetchall()  # never under the per-tenant job's own name
     observer.close()

@@ -173,7 +173,7 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
         "SELECT 1 FROM django_advisory_cron_jobrun WHERE job = %s", (JOB,)
     ).fetchall()  # the per-tenant job itself never runs outside a tenant
     status = json.loads(
-        manage(project, "cronstatus", "--json", "--all", "--tenant", "initech").stdout
+        manage(project, "cronstatus", "--json", "--all", "--tenant", "initech", "--job", JOB).stdout
     )
     assert [(job["job"], job["tenant"]) for job in status["jobs"]] == [
         (f"{JOB}@initech", "initech")

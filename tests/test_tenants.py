@@ -332,3 +332,52 @@ def test_a_per_tenant_job_catches_up_each_tenant_after_downtime(project: str) ->
         "SELECT 1 FROM django_advisory_cron_jobrun WHERE job = %s", (JOB,)
     ).fetchall()  # never under the per-tenant job's own name
     observer.close()
+
+
+def manual_runs(observer: psycopg.Connection[Any], schema: str) -> int:
+    """The run-now runs (no tick) of the per-tenant job that succeeded for ``schema``."""
+    row = observer.execute(
+        "SELECT count(*) FROM django_advisory_cron_jobrun "
+        "WHERE job = %s AND tick IS NULL AND status = %s",
+        (f"{JOB}@{schema}", RunStatus.SUCCEEDED.value),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_run_now_for_one_tenant(project: str) -> None:
+    """``cronjob trigger NAME --tenant S``: a running worker runs that tenant's job now, in its
+    schema, as a manual run of ``name@schema``; ``--here`` runs it in the command."""
+    observer = psycopg.connect(project, autocommit=True)
+    said = refused(project, "cronjob", "trigger", JOB)
+    assert JOB in said and "--tenant SCHEMA" in said
+    said = refused(project, "cronjob", "trigger", JOB, "--tenant", "nosuch")
+    assert "'nosuch'" in said
+
+    here = manage(project, "cronjob", SETTINGS, "trigger", JOB, "--tenant", "globex", "--here")
+    assert f"{JOB}@globex" in here.stdout
+    assert manual_runs(observer, "globex") == 1 and manual_runs(observer, "acme") == 0
+
+    worker = subprocess.Popen(
+        [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
+        env=manage_env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: alive([worker]) and runs(observer, "acme") >= 1, 60)
+        asked = manage(project, "cronjob", SETTINGS, "trigger", JOB, "--tenant", "acme")
+        assert f"{JOB}@acme: run requested" in asked.stdout
+        wait_for(lambda: alive([worker]) and manual_runs(observer, "acme") == 1, 60)
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        print(worker.communicate(timeout=60)[1])  # shown when the test fails
+    assert manual_runs(observer, "globex") == 1  # the request named acme alone
+    for schema in ("acme", "globex"):
+        written = observer.execute(
+            f'SELECT schema, count(*) FROM "{schema}".tenantdata_digest GROUP BY schema'
+        ).fetchall()
+        assert written == [(schema, runs(observer, schema))], schema  # in its own schema
+    observer.close()

@@ -128,6 +128,7 @@ class Worker:
             wakeup=self._wakeup,
             stop=self._stop,
             start=self._dispatcher.start_manual,
+            per_tenant=lambda: [name for name, job in self.manual_jobs.items() if job.per_tenant],
         )
         #: The jobs given, as the database's schedules change them; with ``everything``,
         #: every schedule kept there too.

@@ -127,6 +127,7 @@ ACTIONS = {
         (
             ("0", "requested (--here: the job ran, or was skipped as runlocked says)"),
             ("1", "--here: the job raised (recorded as failed)"),
+            ("2", "no job of that name, or a bad --tenant"),
             ("4", "no cronworker is connected to the database, nothing was recorded"),
             ("75, 130, 143", "--here: as for runlocked"),
         ),
@@ -357,14 +358,6 @@ class Command(AppCommand):
         )
         resume = _add(actions, "resume")
         resume.add_argument("job", type=utf8_text, metavar="JOB")
-        for tenanted in (pause, resume):
-            tenanted.add_argument(
-                "--tenant",
-                type=utf8_text,
-                default=None,
-                metavar="SCHEMA",
-                help="a per-tenant job's runs for this tenant schema only (django-tenants)",
-            )
         trigger = _add(actions, "trigger")
         trigger.add_argument("job", type=utf8_text, metavar="JOB")
         trigger.add_argument(
@@ -372,6 +365,14 @@ class Command(AppCommand):
             action="store_true",
             help="run it in this process instead, as a manual run under its lock",
         )
+        for tenanted in (pause, resume, trigger):
+            tenanted.add_argument(
+                "--tenant",
+                type=utf8_text,
+                default=None,
+                metavar="SCHEMA",
+                help="a per-tenant job's runs for this tenant schema only (django-tenants)",
+            )
         backfilled = _add(actions, "backfill")
         backfilled.add_argument("job", type=utf8_text, metavar="JOB")
         backfilled.add_argument(
@@ -509,7 +510,7 @@ class Command(AppCommand):
             elif action == "backfill":
                 self._backfill(self._find(found, options["job"]), alias, options)
             else:
-                job = self._find(found, options["job"])
+                job = job_actions.for_tenant(self._find(found, options["job"]), options["tenant"])
                 self.stdout.write(job_actions.trigger(job, alias, options["here"]))
         except CommandError as error:
             self.leave(error.returncode, str(error))

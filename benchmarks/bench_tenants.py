@@ -21,7 +21,10 @@ Per configuration:
   exactly one run (``min``/``max``); ``missed`` counts those with none;
 - start delay: the run row's ``started`` minus its tick (database clock), p50/p99;
 - statements per tick per replica: top-level statements the server ran in the database over
-  the window (``pg_stat_statements``, this benchmark's readings left out), per tick, per worker;
+  the window (``pg_stat_statements``, this benchmark's readings left out), per tick (the
+  window's length in intervals), per worker; of them, the claims (every variant of the claim
+  statement, and the look before claiming the entries dealt to other workers) and the
+  finishing statements (one per run won);
 - rows written per tick (runs and skips) and runs per tick.
 
 The ratios printed at the end are against the baseline and against T, all of this run.
@@ -41,6 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_scale import CLAIMS, opening
 from benchmarks.measure import Observer, database
 from benchmarks.workers import MANAGE, percentile, stop_workers
 
@@ -88,6 +92,21 @@ def set_tenants(observer: Observer, tenants: int) -> None:
         )
 
 
+def calls(observer: Observer, name: str) -> int | None:
+    """Calls of the statement ``name`` of ``db/queries.sql`` since the last reset, its text
+    compared with white space folded (``None`` where the server does not count them)."""
+    if not observer.server_side:
+        return None
+    row = observer.conn.execute(
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = %s AND toplevel "
+        "AND starts_with(regexp_replace(query, '\\s+', ' ', 'g'), %s)",
+        # Up to its first literal too: the server's record has it replaced by a parameter.
+        (observer.dbid, " ".join(opening(name).split("'", 1)[0].split())),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 @dataclass
 class Figures:
     label: str
@@ -99,6 +118,10 @@ class Figures:
     p50: float
     p99: float
     statements: float | None
+    #: Claim statements (every variant of the claim, and the look before claiming the
+    #: entries dealt to others) and finishing statements (one per run), per tick per replica.
+    claims: float | None
+    finishes: float | None
     rows_per_tick: float
     runs_per_tick: float
     #: The statements sent most often over the window: calls per tick per replica, text.
@@ -146,6 +169,10 @@ def run_workers(
     observer.reset()
     time.sleep(seconds)
     statements = observer.reading()[1]
+    claimed = observer.statement_time(
+        sorted({opening(name) for names in CLAIMS.values() for name in names})
+    )
+    finished = calls(observer, "finish_run")
     top = observer.busiest(busiest)
     window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     stop_workers(processes)
@@ -172,6 +199,8 @@ def run_workers(
         p50=statistics.median(delays) if delays else float("nan"),
         p99=percentile(delays, 0.99),
         statements=None if statements is None else statements / window_ticks / workers,
+        claims=None if claimed is None else claimed[0] / window_ticks / workers,
+        finishes=None if finished is None else finished / window_ticks / workers,
         rows_per_tick=sum(int(written) for *_rest, written in rows) / tick_count,
         runs_per_tick=sum(per_entry) / tick_count,
         busiest=[(calls / window_ticks / workers, query) for calls, query in top],
@@ -242,14 +271,17 @@ def main() -> None:
     )
     print(
         f"{'':28} {'entries':>7} {'ticks':>5} {'runs/entry':>10} {'missed':>6} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'rows/tick':>9} {'runs/tick':>9}"
+        f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'claims':>7} {'finishes':>8} "
+        f"{'rows/tick':>9} {'runs/tick':>9}"
     )
     for f in figures:
         statements = "n/a" if f.statements is None else f"{f.statements:.1f}"
+        claims = "n/a" if f.claims is None else f"{f.claims:.1f}"
+        finishes = "n/a" if f.finishes is None else f"{f.finishes:.1f}"
         print(
             f"{f.label:28} {f.entries:>7} {f.ticks:>5} {f'{f.runs_min}..{f.runs_max}':>10} "
-            f"{f.missed:>6} {f.p50:>8.1f} {f.p99:>8.1f} {statements:>18} "
-            f"{f.rows_per_tick:>9.1f} {f.runs_per_tick:>9.1f}"
+            f"{f.missed:>6} {f.p50:>8.1f} {f.p99:>8.1f} {statements:>18} {claims:>7} "
+            f"{finishes:>8} {f.rows_per_tick:>9.1f} {f.runs_per_tick:>9.1f}"
         )
     for f in figures:
         for calls, query in f.busiest:
@@ -262,6 +294,7 @@ def main() -> None:
         print(
             f"{name}: p50 {ratio(of.p50, other.p50)}, p99 {ratio(of.p99, other.p99)}, "
             f"statements/tick/replica {ratio(of.statements, other.statements)}, "
+            f"claims/tick/replica {ratio(of.claims, other.claims)}, "
             f"rows/tick {ratio(of.rows_per_tick, other.rows_per_tick)}"
         )
 

@@ -307,21 +307,25 @@ class Worker:
         ready = self._held_back.due(now)
         if due or ready:
             together: list[tuple[Job[..., object], datetime]] = []
+
+            def take(job: Job[..., object], ticks: list[datetime]) -> None:
+                if len(ticks) == 1 and job.tenant is not None and job.jitter:
+                    begins = tenant_start(job, ticks[0])
+                    if begins > now:  # a tenant's offset in the jitter: held until then
+                        self._held_back.hold(job, ticks[0], begins)
+                        return
+                if len(ticks) == 1 and self._batches.claimable(job):
+                    together.append((job, ticks[0]))
+                else:
+                    self._dispatcher.dispatch(job, ticks)
+
             with self._presence.turn() as connection:
-                entries = [(job, [tick]) for job, tick in ready]
+                for job, tick in ready:
+                    take(job, [tick])
                 for due_job, ticks in self._timetable.due(connection, due, now):
                     # A per-tenant job's tick is one entry per tenant, batched alike.
-                    entries.extend((job, ticks) for job in fanout.split(due_job))
-                for job, ticks in entries:
-                    if len(ticks) == 1 and job.tenant is not None and job.jitter:
-                        start = tenant_start(job, ticks[0])
-                        if start > now:
-                            self._held_back.hold(job, ticks[0], start)
-                            continue
-                    if len(ticks) == 1 and self._batches.claimable(job):
-                        together.append((job, ticks[0]))
-                    else:
-                        self._dispatcher.dispatch(job, ticks)
+                    for job in fanout.split(due_job):
+                        take(job, ticks)
             if together:
                 self._batches.claim(together)
         starts = list(self._timetable.starts().values())

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, cast
 
 import psycopg
@@ -380,4 +381,46 @@ def test_run_now_for_one_tenant(project: str) -> None:
             f'SELECT schema, count(*) FROM "{schema}".tenantdata_digest GROUP BY schema'
         ).fetchall()
         assert written == [(schema, runs(observer, schema))], schema  # in its own schema
+    observer.close()
+
+
+def test_a_worker_stopped_while_tenants_runs_go_on_records_them_interrupted(
+    project: str, tmp_path: Path
+) -> None:
+    """SIGTERM while tenants' runs are going: after its grace the worker records them
+    interrupted and exits as told (it once failed looking the runs' jobs up by name)."""
+    name = "tenant_held"
+    observer = psycopg.connect(project, autocommit=True)
+    worker = subprocess.Popen(
+        [sys.executable, str(MANAGE), "cronworker", name, "--grace", "1", SETTINGS],
+        env=manage_env(project, TENANT_HELD_UNTIL=str(tmp_path / "go")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def going() -> int:
+        row = observer.execute(
+            "SELECT count(*) FROM django_advisory_cron_jobrun WHERE job LIKE %s AND status = %s",
+            (f"{name}@%", RunStatus.RUNNING.value),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    try:
+        wait_for(lambda: alive([worker]) and going() == 2, 60)
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        _out, error = worker.communicate(timeout=60)
+        (tmp_path / "go").touch()  # let any body still going end
+    assert worker.returncode == exitcodes.SIGTERM, error
+    statuses = observer.execute(
+        "SELECT job, status FROM django_advisory_cron_jobrun WHERE job LIKE %s ORDER BY job",
+        (f"{name}@%",),
+    ).fetchall()
+    assert statuses == [
+        (f"{name}@acme", RunStatus.INTERRUPTED.value),
+        (f"{name}@globex", RunStatus.INTERRUPTED.value),
+    ], error
     observer.close()

@@ -424,3 +424,27 @@ def test_a_worker_stopped_while_tenants_runs_go_on_records_them_interrupted(
         (f"{name}@globex", RunStatus.INTERRUPTED.value),
     ], error
     observer.close()
+
+
+def test_runlocked_runs_one_tenant_by_its_name_and_refuses_the_per_tenant_name(
+    project: str,
+) -> None:
+    observer = psycopg.connect(project, autocommit=True)
+    said = refused(project, "runlocked", JOB)
+    assert f"job '{JOB}' runs per tenant" in said and f"{JOB}@SCHEMA" in said
+    said = refused(project, "runlocked", f"{JOB}@nosuch")
+    assert f"'{JOB}@nosuch'" in said
+    ran = manage(project, "runlocked", f"{JOB}@acme")
+    assert f"{JOB}@acme" in ran.stdout
+    assert runs(observer, "acme") == 1 and runs(observer, "globex") == 0
+    written = observer.execute(
+        'SELECT schema, count(*) FROM "acme".tenantdata_digest GROUP BY schema'
+    ).fetchall()
+    assert written == [("acme", 1)]  # in the tenant's schema
+    lines = manage(project, "cronjob", SETTINGS, "crontab").stdout.splitlines()
+    assert (
+        f"# {JOB}: runs per tenant, for the tenants of each tick: run it with manage.py "
+        "cronworker" in lines
+    )
+    assert not [line for line in lines if f"runlocked {JOB}" in line]
+    observer.close()

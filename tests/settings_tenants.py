@@ -19,11 +19,23 @@ SHARED_APPS = [
     "tests.tenantsapp",
 ]
 TENANT_APPS = ["tests.tenantdata"]
+if os.environ.get("TENANTS_NOT_SHARED"):  # what check E080 says: the app among the tenants'
+    SHARED_APPS.remove("django_advisory_cron")
+    TENANT_APPS.append("django_advisory_cron")
 INSTALLED_APPS = [*SHARED_APPS, *(app for app in TENANT_APPS if app not in SHARED_APPS)]
 TENANT_MODEL = "tenantsapp.Client"
 TENANT_DOMAIN_MODEL = "tenantsapp.Domain"
 ROOT_URLCONF = "tests.tenantsapp.urls"
 MIDDLEWARE = []  # commands only
 ADVISORY_CRON = {**ADVISORY_CRON, "SCHEDULE_COMMANDS": [], "SCHEDULE_CELERY_TASKS": []}
-if os.environ.get("TENANTS_NO_ROUTER"):  # what check E081 says
+if os.environ.get("TENANTS_NO_ROUTER"):  # django-tenants refuses to start without its router
     DATABASE_ROUTERS = []
+if os.environ.get("TENANTS_OWN_ROUTER"):  # a router of the project's own, as django-tenants allows
+    TENANT_SYNC_ROUTER = "tests.tenantsapp.routers.Router"
+    DATABASE_ROUTERS = [TENANT_SYNC_ROUTER]
+if os.environ.get("TENANTS_LOCKS_ELSEWHERE"):  # what check E081 says of the lock database
+    DATABASES["locks"] = {**DATABASES["default"], "NAME": "somewhere_else"}
+    ADVISORY_CRON = {**ADVISORY_CRON, "LOCK_DATABASE": "locks"}
+if os.environ.get("TENANTS_LOCKS_DIRECT"):  # another alias of the same database: no error
+    DATABASES["locks"] = {**DATABASES["default"], "ENGINE": "django.db.backends.postgresql"}
+    ADVISORY_CRON = {**ADVISORY_CRON, "LOCK_DATABASE": "locks"}

@@ -9,13 +9,18 @@ import json
 import signal
 import subprocess
 import sys
-from typing import Any
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
 
 import psycopg
 import pytest
 
 from django_advisory_cron import exitcodes
+from django_advisory_cron.core.jitter import offset
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
+from django_advisory_cron.worker.fleet import PRESENCE_NAME
+from django_advisory_cron.worker.spread import TENANT_STEP
 from tests.conftest import MANAGE, manage_env
 from tests.waiting import wait_for
 
@@ -169,9 +174,277 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
         "SELECT 1 FROM django_advisory_cron_jobrun WHERE job = %s", (JOB,)
     ).fetchall()  # the per-tenant job itself never runs outside a tenant
     status = json.loads(
-        manage(project, "cronstatus", "--json", "--all", "--tenant", "initech").stdout
+        manage(project, "cronstatus", "--json", "--all", "--tenant", "initech", "--job", JOB).stdout
     )
     assert [(job["job"], job["tenant"]) for job in status["jobs"]] == [
         (f"{JOB}@initech", "initech")
     ]
+    observer.close()
+
+
+def refused(url: str, *args: str) -> str:
+    """The one line a command of the tenants' project refuses ``args`` with (exit 2)."""
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), args[0], SETTINGS, *args[1:]],
+        env=manage_env(url),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == exitcodes.USAGE, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_a_bad_tenant_is_refused_in_one_line(project: str) -> None:
+    said = refused(project, "cronjob", "pause", JOB, "--tenant", "nosuch")
+    assert JOB in said and "'nosuch'" in said and "--tenant" in said
+    said = refused(project, "cronjob", "resume", "tenants_cleanup", "--tenant", "acme")
+    assert "tenants_cleanup" in said and "not per tenant" in said and "leave out --tenant" in said
+    said = refused(project, "cronjob", "pause", JOB)
+    assert JOB in said and "--tenant SCHEMA" in said
+    said = refused(project, "cronstatus", "--tenant", "nosuch")
+    assert "'nosuch'" in said
+    paused = manage(project, "cronjob", SETTINGS, "pause", JOB, "--tenant", "acme")
+    assert f"{JOB}@acme" in paused.stdout
+
+
+def test_a_per_tenant_jitter_starts_each_tenant_at_its_own_offset(project: str) -> None:
+    """Two workers, a per-tenant job with ``jitter=5``: each tenant's run of a tick starts at
+    the offset computed from ``name@schema`` and the tick (whole seconds), claimed once."""
+    name = "tenant_spread"
+    observer = psycopg.connect(project, autocommit=True)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker", name, "--grace", "5", SETTINGS],
+            env=manage_env(project),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+
+    def started() -> list[tuple[str, datetime, datetime]]:
+        return observer.execute(
+            "SELECT job, tick, started FROM django_advisory_cron_jobrun "
+            "WHERE job LIKE %s AND status = ANY(%s) ORDER BY tick, job",
+            (f"{name}@%", TOOK),
+        ).fetchall()
+
+    try:
+        wait_for(
+            lambda: (
+                alive(workers)
+                and all(
+                    sum(job == f"{name}@{schema}" for job, _t, _s in started()) >= 3
+                    for schema in ("acme", "globex")
+                )
+            ),
+            120,
+        )
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+        errors = [worker.communicate(timeout=60)[1] for worker in workers]
+        print(*errors, sep="\n----\n")  # shown when the test fails
+    runs = started()
+    offsets = set()
+    for job, tick, began in runs:
+        assert job.endswith(("@acme", "@globex")), job
+        expected = offset(job, tick, 5, TENANT_STEP)
+        offsets.add(expected)
+        # Not before its offset; claimed soon after it (the worker wakes at its start).
+        assert expected <= began - tick < expected + timedelta(seconds=3), (job, tick, began)
+    assert len(offsets) > 1  # the tenants and ticks do not all start at one moment
+    assert len({(job, tick) for job, tick, _began in runs}) == len(runs)  # each once
+    observer.close()
+
+
+def test_a_per_tenant_job_catches_up_each_tenant_after_downtime(project: str) -> None:
+    """Every worker down for some ticks: the next one to start runs each tenant's latest
+    missed tick at once (``CATCH_UP = "latest"``), under ``name@schema``, as its catch-up says
+    for any job, then goes on with the next ticks."""
+    observer = psycopg.connect(project, autocommit=True)
+
+    def cronworker() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
+            env=manage_env(project),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def ticks(schema: str) -> list[datetime]:
+        return [
+            tick
+            for (tick,) in observer.execute(
+                "SELECT tick FROM django_advisory_cron_jobrun WHERE job = %s AND status = %s "
+                "ORDER BY tick",
+                (f"{JOB}@{schema}", RunStatus.SUCCEEDED.value),
+            ).fetchall()
+        ]
+
+    def database_now() -> datetime:
+        row = observer.execute("SELECT now()").fetchone()
+        assert row is not None
+        return cast(datetime, row[0])
+
+    def presence_started(worker: subprocess.Popen[str]) -> datetime | None:
+        row = observer.execute(
+            "SELECT backend_start FROM pg_stat_activity WHERE application_name LIKE %s",
+            (f"{PRESENCE_NAME} %:{worker.pid}",),
+        ).fetchone()
+        return None if row is None else cast(datetime, row[0])
+
+    def stop(worker: subprocess.Popen[str]) -> None:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        _out, error = worker.communicate(timeout=60)
+        print(error)  # shown when the test fails
+        assert worker.returncode == exitcodes.SIGTERM, error
+
+    first = cronworker()
+    try:
+        wait_for(lambda: alive([first]) and ticks("acme") and ticks("globex"), 90)
+    finally:
+        stop(first)
+    last = max(max(ticks("acme")), max(ticks("globex")))
+    # Down for at least two ticks (every 2 s) on the database's clock.
+    wait_for(lambda: database_now() > last + timedelta(seconds=5), 30, interval=0.2)
+    second = cronworker()
+    try:
+        # Its ticks before its presence connection opened were missed: it planned after that.
+        restarted = wait_for(lambda: alive([second]) and presence_started(second), 60)
+        assert restarted > last + timedelta(seconds=5)
+        missed = lambda schema: [t for t in ticks(schema) if last < t < restarted]  # noqa: E731
+        wait_for(lambda: alive([second]) and missed("acme") and missed("globex"), 60)
+        wait_for(lambda: [t for t in ticks("acme") if t > restarted], 60)  # then on time
+    finally:
+        stop(second)
+    for schema in ("acme", "globex"):
+        # "latest": the last missed tick alone, not the ones before it.
+        [caught_up] = missed(schema)
+        assert restarted - caught_up < timedelta(seconds=2), (schema, caught_up, restarted)
+    assert not observer.execute(
+        "SELECT 1 FROM django_advisory_cron_jobrun WHERE job = %s", (JOB,)
+    ).fetchall()  # never under the per-tenant job's own name
+    observer.close()
+
+
+def manual_runs(observer: psycopg.Connection[Any], schema: str) -> int:
+    """The run-now runs (no tick) of the per-tenant job that succeeded for ``schema``."""
+    row = observer.execute(
+        "SELECT count(*) FROM django_advisory_cron_jobrun "
+        "WHERE job = %s AND tick IS NULL AND status = %s",
+        (f"{JOB}@{schema}", RunStatus.SUCCEEDED.value),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_run_now_for_one_tenant(project: str) -> None:
+    """``cronjob trigger NAME --tenant S``: a running worker runs that tenant's job now, in its
+    schema, as a manual run of ``name@schema``; ``--here`` runs it in the command."""
+    observer = psycopg.connect(project, autocommit=True)
+    said = refused(project, "cronjob", "trigger", JOB)
+    assert JOB in said and "--tenant SCHEMA" in said
+    said = refused(project, "cronjob", "trigger", JOB, "--tenant", "nosuch")
+    assert "'nosuch'" in said
+
+    here = manage(project, "cronjob", SETTINGS, "trigger", JOB, "--tenant", "globex", "--here")
+    assert f"{JOB}@globex" in here.stdout
+    assert manual_runs(observer, "globex") == 1 and manual_runs(observer, "acme") == 0
+
+    worker = subprocess.Popen(
+        [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
+        env=manage_env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: alive([worker]) and runs(observer, "acme") >= 1, 60)
+        asked = manage(project, "cronjob", SETTINGS, "trigger", JOB, "--tenant", "acme")
+        assert f"{JOB}@acme: run requested" in asked.stdout
+        wait_for(lambda: alive([worker]) and manual_runs(observer, "acme") == 1, 60)
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        print(worker.communicate(timeout=60)[1])  # shown when the test fails
+    assert manual_runs(observer, "globex") == 1  # the request named acme alone
+    for schema in ("acme", "globex"):
+        written = observer.execute(
+            f'SELECT schema, count(*) FROM "{schema}".tenantdata_digest GROUP BY schema'
+        ).fetchall()
+        assert written == [(schema, runs(observer, schema))], schema  # in its own schema
+    observer.close()
+
+
+def test_a_worker_stopped_while_tenants_runs_go_on_records_them_interrupted(
+    project: str, tmp_path: Path
+) -> None:
+    """SIGTERM while tenants' runs are going: after its grace the worker records them
+    interrupted and exits as told (it once failed looking the runs' jobs up by name)."""
+    name = "tenant_held"
+    observer = psycopg.connect(project, autocommit=True)
+    worker = subprocess.Popen(
+        [sys.executable, str(MANAGE), "cronworker", name, "--grace", "1", SETTINGS],
+        env=manage_env(project, TENANT_HELD_UNTIL=str(tmp_path / "go")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def going() -> int:
+        row = observer.execute(
+            "SELECT count(*) FROM django_advisory_cron_jobrun WHERE job LIKE %s AND status = %s",
+            (f"{name}@%", RunStatus.RUNNING.value),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    try:
+        wait_for(lambda: alive([worker]) and going() == 2, 60)
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        _out, error = worker.communicate(timeout=60)
+        (tmp_path / "go").touch()  # let any body still going end
+    assert worker.returncode == exitcodes.SIGTERM, error
+    statuses = observer.execute(
+        "SELECT job, status FROM django_advisory_cron_jobrun WHERE job LIKE %s ORDER BY job",
+        (f"{name}@%",),
+    ).fetchall()
+    assert statuses == [
+        (f"{name}@acme", RunStatus.INTERRUPTED.value),
+        (f"{name}@globex", RunStatus.INTERRUPTED.value),
+    ], error
+    observer.close()
+
+
+def test_runlocked_runs_one_tenant_by_its_name_and_refuses_the_per_tenant_name(
+    project: str,
+) -> None:
+    observer = psycopg.connect(project, autocommit=True)
+    said = refused(project, "runlocked", JOB)
+    assert f"job '{JOB}' runs per tenant" in said and f"{JOB}@SCHEMA" in said
+    said = refused(project, "runlocked", f"{JOB}@nosuch")
+    assert f"'{JOB}@nosuch'" in said
+    ran = manage(project, "runlocked", f"{JOB}@acme")
+    assert f"{JOB}@acme" in ran.stdout
+    assert runs(observer, "acme") == 1 and runs(observer, "globex") == 0
+    written = observer.execute(
+        'SELECT schema, count(*) FROM "acme".tenantdata_digest GROUP BY schema'
+    ).fetchall()
+    assert written == [("acme", 1)]  # in the tenant's schema
+    lines = manage(project, "cronjob", SETTINGS, "crontab").stdout.splitlines()
+    assert (
+        f"# {JOB}: runs per tenant, for the tenants of each tick: run it with manage.py "
+        "cronworker" in lines
+    )
+    assert not [line for line in lines if f"runlocked {JOB}" in line]
     observer.close()

@@ -17,16 +17,20 @@ from .schedule import Schedule, seconds_text
 _NONE = timedelta(0)
 
 
-def offset(name: str, tick: datetime, jitter: float | None) -> timedelta:
+def offset(name: str, tick: datetime, jitter: float | None, step: float | None = None) -> timedelta:
     """The offset of job ``name``'s ``tick`` for a ``jitter`` of that many seconds: from 0
-    up to, not including, ``jitter``, to the microsecond; the same in every process, whatever
-    the zone ``tick`` is written in. No jitter (``None`` or 0): no offset."""
+    up to, not including, ``jitter``, to the microsecond (with ``step``, rounded down to a
+    whole number of ``step`` seconds); the same in every process, whatever the zone ``tick``
+    is written in. No jitter (``None`` or 0): no offset."""
     bound = round((jitter or 0) * 1_000_000)
     if bound <= 0:
         return _NONE
     seed = f"{name}\0{tick.astimezone(UTC).isoformat()}".encode(errors="surrogatepass")
-    drawn = int.from_bytes(hashlib.sha256(seed).digest()[:8], "big")
-    return timedelta(microseconds=drawn % bound)
+    drawn = int.from_bytes(hashlib.sha256(seed).digest()[:8], "big") % bound
+    if step:
+        grain = max(1, round(step * 1_000_000))
+        drawn -= drawn % grain
+    return timedelta(microseconds=drawn)
 
 
 def offset_seconds(name: str, tick: datetime | None, jitter: float | None) -> float | None:
@@ -37,9 +41,12 @@ def offset_seconds(name: str, tick: datetime | None, jitter: float | None) -> fl
     return offset(name, tick, jitter).total_seconds()
 
 
-def start_of(name: str, tick: datetime, jitter: float | None) -> datetime:
-    """When job ``name``'s ``tick`` starts: the tick plus its offset."""
-    return tick + offset(name, tick, jitter)
+def start_of(
+    name: str, tick: datetime, jitter: float | None, step: float | None = None
+) -> datetime:
+    """When job ``name``'s ``tick`` starts: the tick plus its offset (``step``: see
+    ``offset``)."""
+    return tick + offset(name, tick, jitter, step)
 
 
 def jitter_problem(jitter: float | None, schedule: Schedule | None) -> str | None:

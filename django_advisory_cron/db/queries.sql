@@ -755,6 +755,20 @@ UPDATE "django_advisory_cron_jobstate" s
   FROM taken WHERE s.job = taken.job
 RETURNING taken.job, taken.run_requested, taken.run_requested_by
 
+-- name: claim_tenant_run_requests
+-- Take the pending "run now" requests of the per-tenant jobs' tenants (name@schema: the name
+-- before the last @ is one of the jobs), each for one worker only, as claim_run_requests.
+WITH taken AS (
+    SELECT job, run_requested, run_requested_by FROM "django_advisory_cron_jobstate"
+     WHERE run_requested IS NOT NULL AND strpos(job, '@') > 0
+       AND left(job, length(job) - strpos(reverse(job), '@')) = ANY(%(jobs)s)
+       FOR UPDATE
+)
+UPDATE "django_advisory_cron_jobstate" s
+   SET run_requested = NULL, run_requested_by = '', changed = now()
+  FROM taken WHERE s.job = taken.job
+RETURNING taken.job, taken.run_requested, taken.run_requested_by
+
 -- name: latest_recorded_ticks
 -- The latest tick each job has a row for, whatever its status. Two index scans per job, never
 -- the whole history: the greatest tick among the rows that take a tick (the partial unique

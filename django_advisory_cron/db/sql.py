@@ -505,6 +505,12 @@ def claim_run_requests(jobs: list[str]) -> Statement:
     return QUERIES["claim_run_requests"], {"jobs": list(jobs)}
 
 
+def claim_tenant_run_requests(jobs: list[str]) -> Statement:
+    """Take the pending "run now" requests of the tenants (``name@schema``) of the per-tenant
+    ``jobs``, as ``claim_run_requests`` does. Rows: job (``name@schema``), when, by whom."""
+    return QUERIES["claim_tenant_run_requests"], {"jobs": list(jobs)}
+
+
 def latest_recorded_ticks(jobs: list[str]) -> Statement:
     """The latest tick each of ``jobs`` has a row for, whatever its status: rows ``(job,
     tick)``, one per job, ``tick`` NULL for a job with no recorded tick. Every recorded tick

@@ -99,6 +99,7 @@ ACTIONS = {
         (
             ("0", "requested (--here: the job ran, or was skipped as runlocked says)"),
             ("1", "--here: the job raised (recorded as failed)"),
+            ("2", "no job of that name, or a bad --tenant"),
             ("4", "no cronworker is connected to the database, nothing was recorded"),
             ("75, 130, 143", "--here: as for runlocked"),
         ),

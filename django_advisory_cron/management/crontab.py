@@ -29,6 +29,12 @@ def crontab_lines() -> list[str]:
         schedule = job.schedule
         if schedule is None:
             continue
+        if job.per_tenant:  # its tenants are read at each tick: no fixed list of lines
+            lines.append(
+                f"# {job.name}: runs per tenant, for the tenants of each tick: run it with "
+                "manage.py cronworker"
+            )
+            continue
         if isinstance(schedule, (Every, Once)) or schedule.has_seconds:
             kind = (
                 "an interval (every=)"

@@ -43,7 +43,10 @@ WATCH_INTERVAL = 0.1
 
 def in_process(job: Job[..., object], isolation: Isolation) -> bool:
     """Whether ``job`` runs in a child process: asked for, or needed to enforce its
-    ``timeout`` (a thread cannot be stopped)."""
+    ``timeout`` (a thread cannot be stopped). A tenant's run of a per-tenant job
+    (``name@schema``) always runs in a thread: it is made by the worker for its tick."""
+    if job.tenant is not None:
+        return False
     return isolation == "process" or job.timeout is not None
 
 

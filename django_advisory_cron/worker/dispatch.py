@@ -39,6 +39,7 @@ from ..db.aliases import lock_database
 from ..db.execute import fetch_one
 from ..delivery import targets
 from ..exceptions import DatabaseUnavailable, first_line
+from ..jobs import fanout
 from ..jobs.job import Job
 from ..lock.shared import ClaimConnection
 from ..run.history import HOST
@@ -305,8 +306,16 @@ class Dispatcher:
         """Start a "run now" of the job ``name``: no tick; under the lock like any run, so it
         is skipped (and recorded) while another run of the job holds it. A job whose body is
         a task of another queue (its ``deliver=`` sends a task by name) is sent to it instead,
-        as a manual run."""
-        job = self.jobs[name]
+        as a manual run. A per-tenant job's tenant (``name@schema``) runs in its schema."""
+        found = self.jobs.get(name) or self._tenant_job(name)
+        if found is None:
+            logger.error(
+                "cronworker: %s: run now not started: no such tenant of a per-tenant job here; "
+                "see manage.py cronstatus --all",
+                name,
+            )
+            return
+        job = found
         try:
             sender = targets.deliverer_for(job) if targets.by_name(job.deliver) else None
         except targets.DeliveryError as error:
@@ -329,6 +338,14 @@ class Dispatcher:
         if sender is None:
             future.add_done_callback(self._not_run_if_cancelled(1))
 
+    def _tenant_job(self, name: str) -> Job[..., object] | None:
+        """The tenant's job ``name`` (``name@schema``) of a per-tenant job here, or ``None``."""
+        base, separator, schema = name.rpartition("@")
+        job = self.jobs.get(base) if separator else None
+        if job is None or not job.per_tenant:
+            return None
+        return next((each for each in fanout.split(job) if each.tenant == schema), None)
+
     def going(self, name: str) -> dict[Future[Any], str]:
         """The runs of ``name`` this worker started that are not over (hold ``lock``)."""
         runs = self._runs.get(name, {})
@@ -350,7 +367,9 @@ class Dispatcher:
             running = [(name, future) for name in self._runs for future in self.going(name)]
         for name, future in running:
             # A child killed at the deadline is recorded by its pool thread: wait for that.
-            until = deadline + (STOP_GRACE if self.in_process(self.jobs[name]) else 0.0)
+            # A tenant's run (name@schema, made for its tick) runs in a thread.
+            job = self.jobs.get(name)
+            until = deadline + (STOP_GRACE if job and self.in_process(job) else 0.0)
             try:
                 future.result(timeout=max(0.0, until - time.monotonic()))
             except FutureTimeout:

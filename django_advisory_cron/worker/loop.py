@@ -51,6 +51,7 @@ from .following import SCHEDULE_POLL, Following
 from .narration import RUNS, Narrator
 from .reconnect import Attendance
 from .requests import REQUEST_POLL, RunRequests
+from .spread import HeldBack, tenant_start
 from .timetable import Timetable
 
 logger = logging.getLogger("django_advisory_cron")
@@ -116,6 +117,8 @@ class Worker:
         self.abandoned: list[RunResult] = []
         self._timetable = Timetable(self.jobs, self.identity)
         self._batches = Batches(self._dispatcher, self._stop)
+        #: Tenants' runs of a per-tenant job with a ``jitter``, until each one's start.
+        self._held_back = HeldBack()
         self._attendance = Attendance(self._presence, self.identity, self._stop)
         self._wakeup = Wakeup()
         self._presence.nudge = self._wakeup.nudge
@@ -125,6 +128,7 @@ class Worker:
             wakeup=self._wakeup,
             stop=self._stop,
             start=self._dispatcher.start_manual,
+            per_tenant=lambda: [name for name, job in self.manual_jobs.items() if job.per_tenant],
         )
         #: The jobs given, as the database's schedules change them; with ``everything``,
         #: every schedule kept there too.
@@ -299,21 +303,38 @@ class Worker:
         # A tick is due at its start: the tick plus its job's jitter offset. Jobs whose
         # starts coincide (no jitter, or the same offset) are still claimed together.
         due = [name for name, start in self._timetable.starts().items() if start <= now]
-        if due:
+        # Tenants' runs held back by their jitter whose start has come.
+        ready = self._held_back.due(now)
+        if due or ready:
             together: list[tuple[Job[..., object], datetime]] = []
+
+            def take(job: Job[..., object], ticks: list[datetime]) -> None:
+                if len(ticks) == 1 and job.tenant is not None and job.jitter:
+                    begins = tenant_start(job, ticks[0])
+                    if begins > now:  # a tenant's offset in the jitter: held until then
+                        self._held_back.hold(job, ticks[0], begins)
+                        return
+                if len(ticks) == 1 and self._batches.claimable(job):
+                    together.append((job, ticks[0]))
+                else:
+                    self._dispatcher.dispatch(job, ticks)
+
             with self._presence.turn() as connection:
+                for job, tick in ready:
+                    take(job, [tick])
                 for due_job, ticks in self._timetable.due(connection, due, now):
                     # A per-tenant job's tick is one entry per tenant, batched alike.
                     for job in fanout.split(due_job):
-                        if len(ticks) == 1 and self._batches.claimable(job):
-                            together.append((job, ticks[0]))
-                        else:
-                            self._dispatcher.dispatch(job, ticks)
+                        take(job, ticks)
             if together:
                 self._batches.claim(together)
-        if not upcoming:
+        starts = list(self._timetable.starts().values())
+        held = self._held_back.first()
+        if held is not None:
+            starts.append(held)
+        if not starts:
             return CLOCK_REFRESH
-        wait = (min(self._timetable.starts().values()) - clock.now()).total_seconds()
+        wait = (min(starts) - clock.now()).total_seconds()
         return max(0.0, min(wait, CLOCK_REFRESH))
 
     def _first_ticks(self, now: datetime) -> dict[str, datetime]:

@@ -45,8 +45,11 @@ class RunRequests:
         wakeup: Wakeup,
         stop: threading.Event,
         start: Callable[[str], None],
+        per_tenant: Callable[[], list[str]] = list,
     ) -> None:
         self.jobs = sorted(jobs)
+        #: The per-tenant jobs among them, whose tenants' requests (``name@schema``) it takes.
+        self._per_tenant = per_tenant
         self.identity = identity
         self._wakeup = wakeup
         self._stop = stop
@@ -104,6 +107,9 @@ class RunRequests:
         try:
             with presence.turn() as connection:
                 claimed = fetch_all(connection, sql.claim_run_requests(self.jobs))
+                per_tenant = self._per_tenant()
+                if per_tenant:  # a request for one tenant: cronjob trigger NAME --tenant S
+                    claimed += fetch_all(connection, sql.claim_tenant_run_requests(per_tenant))
         except DatabaseError as error:
             if not presence.connected:
                 raise  # the connection is gone: the loop reconnects

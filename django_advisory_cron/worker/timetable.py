@@ -19,7 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..core.jitter import start_of
 from ..core.schedule_rules import max_runs_ended
 from ..exceptions import DatabaseUnavailable, first_line
-from ..jobs import calendars, catchup
+from ..jobs import calendars, catchup, fanout
 from ..jobs.job import Job
 from ..run.history import runs_of
 from .fleet import run_order
@@ -69,7 +69,7 @@ class Timetable:
     def plan(self, connection: BaseDatabaseWrapper, now: datetime) -> dict[str, datetime]:
         """The first tick to wake for, per job: the first one missed since the job's latest
         recorded tick (then due at once), else the next one."""
-        recorded = catchup.recorded_ticks(connection, list(self.jobs))
+        recorded = self._recorded(connection, list(self.jobs))
         runs = self._runs(connection, list(self.jobs))
         first = {}
         for name, job in self.jobs.items():
@@ -93,10 +93,14 @@ class Timetable:
 
     def starts(self) -> dict[str, datetime]:
         """When each upcoming tick starts: the tick plus its job's jitter offset (see
-        [jitter][django_advisory_cron.core.jitter]), the same on every replica."""
+        [jitter][django_advisory_cron.core.jitter]), the same on every replica; a per-tenant
+        job's at its tick, its tenants each at their own offset (see
+        [spread][django_advisory_cron.worker.spread])."""
         assert self.upcoming is not None
         return {
-            name: start_of(name, tick, self.jobs[name].jitter)
+            name: tick
+            if self.jobs[name].per_tenant
+            else start_of(name, tick, self.jobs[name].jitter)
             for name, tick in self.upcoming.items()
         }
 
@@ -247,7 +251,26 @@ class Timetable:
         """The latest recorded tick of each of ``names`` that this worker slept through ticks
         of: other replicas may have run some meanwhile. One statement for all of them."""
         behind = [name for name in names if self._slept_through(name, now)]
-        return catchup.recorded_ticks(connection, behind) if behind else {}
+        return self._recorded(connection, behind) if behind else {}
+
+    def _recorded(self, connection: BaseDatabaseWrapper, names: list[str]) -> dict[str, datetime]:
+        """The latest recorded tick of each of ``names`` (see ``catchup.recorded_ticks``); a
+        per-tenant job's is the earliest of its tenants' (``name@schema``) that have one, so a
+        tenant behind catches up (each tenant's claim skips a tick it already has). One
+        statement for all of them."""
+        tenants = {
+            name: [each.name for each in fanout.split(self.jobs[name])]
+            for name in names
+            if self.jobs[name].per_tenant
+        }
+        asked = [name for name in names if name not in tenants]
+        asked += [each for each_of in tenants.values() for each in each_of]
+        found = catchup.recorded_ticks(connection, asked) if asked else {}
+        for name, each_of in tenants.items():
+            ticks = [found[each] for each in each_of if each in found]
+            if ticks:
+                found[name] = min(ticks)
+        return found
 
     def _ticks_due(
         self, job: Job[..., object], first: datetime, now: datetime, recorded: datetime | None

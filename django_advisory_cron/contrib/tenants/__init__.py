@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -51,17 +52,32 @@ def tenant_of(name: str) -> tuple[str, str | None]:
     return (job, schema) if separator and job and schema else (name, None)
 
 
+#: Seconds a reading of the tenants serves: the per-tenant jobs due at one tick share one
+#: reading; the next tick reads them again.
+FRESH = 1.0
+
+#: The last reading of the tenants: when (``time.monotonic()``) and the schemas.
+_read: tuple[float, list[str]] | None = None
+
+
 def schemas() -> list[str]:
-    """The tenant schemas, public excluded, read now from the tenant model (one statement)."""
+    """The tenant schemas, public excluded, read from the tenant model (one statement; a
+    reading less than ``FRESH`` seconds old is reused)."""
     from django_tenants.utils import get_public_schema_name, get_tenant_model, schema_context
 
+    global _read
+    now = time.monotonic()
+    if _read is not None and 0 <= now - _read[0] < FRESH:
+        return list(_read[1])
     with schema_context(get_public_schema_name()):
-        return list(
+        found = list(
             get_tenant_model()
             .objects.exclude(schema_name=get_public_schema_name())
             .order_by("schema_name")
             .values_list("schema_name", flat=True)
         )
+    _read = (now, found)
+    return list(found)
 
 
 def tenant_jobs(job: Job[..., object]) -> list[Job[..., object]]:

@@ -1,7 +1,8 @@
 """System checks for per-tenant jobs: ``E080``, this app is not in ``SHARED_APPS`` (its run
-table must be the shared schema's, one for every tenant); ``E081``, django-tenants' router is
-not in ``DATABASE_ROUTERS``; ``E082``, a job is ``per_tenant`` but django-tenants is not
-installed."""
+table must be the shared schema's, one for every tenant); ``E081``, django-tenants' router
+(``TENANT_SYNC_ROUTER``, else its own) is not in ``DATABASE_ROUTERS``, or the lock database
+is another database than the tenants' (``TENANT_DB_ALIAS``); ``E082``, a job is
+``per_tenant`` but django-tenants is not installed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 
-from ...conf import APP_LABEL, CHECK_TAG, check_id
+from ...conf import APP_LABEL, CHECK_TAG, app_settings, check_id
 from ...jobs.job import registry
 
 #: django-tenants' router, which keeps each app's tables in the schemas its lists say.
@@ -53,12 +54,30 @@ def check_tenants(
                 id=check_id("E080"),
             )
         )
-    if ROUTER not in list(getattr(settings, "DATABASE_ROUTERS", ())):
+    router = getattr(settings, "TENANT_SYNC_ROUTER", ROUTER)
+    if router not in list(getattr(settings, "DATABASE_ROUTERS", ())):
         found.append(
             checks.Error(
                 f"django-tenants' router is not in DATABASE_ROUTERS: {APP_LABEL}'s tables may "
                 "be made in the wrong schemas",
-                hint=f"Add '{ROUTER}' to DATABASE_ROUTERS, as django-tenants' set-up says.",
+                hint=f"Add '{router}' to DATABASE_ROUTERS, as django-tenants' set-up says.",
+                id=check_id("E081"),
+            )
+        )
+    tenants = getattr(settings, "TENANT_DB_ALIAS", "default")
+    lock = app_settings.lock_database
+    databases = settings.DATABASES
+    if (
+        lock in databases
+        and tenants in databases
+        and databases[lock].get("NAME") != databases[tenants].get("NAME")
+    ):
+        found.append(
+            checks.Error(
+                f"the lock database {lock!r} is not the tenants' database {tenants!r}: "
+                "per-tenant runs would be recorded apart from the tenants they run for",
+                hint="Point ADVISORY_CRON['LOCK_DATABASE'] at the tenants' database (another "
+                "alias of it, such as one that bypasses PgBouncer, is fine).",
                 id=check_id("E081"),
             )
         )

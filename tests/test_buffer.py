@@ -23,9 +23,10 @@ from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.core.overlap import MAX_BUFFERED, OVERLAPS
 from django_advisory_cron.models import TICK_TAKING, JobRun, RunStatus, Schedule
-from django_advisory_cron.run import overlap as waiting
+from django_advisory_cron.run import overlap
 from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
+from tests.test_overlap import bodies
 from tests.waiting import wait_for, workers_present
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -45,16 +46,6 @@ def buffering(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def tick(n: int) -> datetime:
     return T0 + timedelta(seconds=n)
-
-
-def bodies(name: str) -> list[tuple[datetime, datetime]]:
-    """The start and end of each body of ``name`` that ended, in order."""
-    starts: dict[str, datetime] = {}
-    ends: dict[str, datetime] = {}
-    for marker in Marker.objects.filter(job=name).exclude(note="release"):
-        kind, _, token = marker.note.partition(" ")
-        (starts if kind == "start" else ends)[token] = marker.created
-    return sorted((starts[token], ends[token]) for token in ends)
 
 
 def ran(name: str) -> list[JobRun]:
@@ -94,34 +85,34 @@ def stop(workers: list[Any]) -> list[str]:
 
 def test_a_tick_waits_once_whoever_records_it_and_buffer_one_skips_the_next_with_why() -> None:
     key = job_key("queued")
-    first = waiting.wait("default", key, job="queued", tick=tick(0), policy="buffer_one")
+    first = overlap.wait("default", key, job="queued", tick=tick(0), policy="buffer_one")
     assert first == ("waiting", "waits for the run going to end (overlap buffer_one)")
     # Another replica that found the job busy at the same tick records nothing new.
-    assert waiting.wait("default", key, job="queued", tick=tick(0), policy="buffer_one") == first
-    skipped = waiting.wait("default", key, job="queued", tick=tick(2), policy="buffer_one")
+    assert overlap.wait("default", key, job="queued", tick=tick(0), policy="buffer_one") == first
+    skipped = overlap.wait("default", key, job="queued", tick=tick(2), policy="buffer_one")
     assert skipped == ("skipped_locked", f"{ONE_WAITS}2026-12-24T18:00:00Z")
-    assert waiting.wait("default", key, job="queued", tick=tick(2), policy="buffer_one") == skipped
+    assert overlap.wait("default", key, job="queued", tick=tick(2), policy="buffer_one") == skipped
     assert JobRun.objects.filter(job="queued").count() == 2
-    assert waiting.oldest("default", "queued") == tick(0)
-    assert waiting.oldest("default", "queued", before=tick(0)) is None
+    assert overlap.oldest("default", "queued") == tick(0)
+    assert overlap.oldest("default", "queued", before=tick(0)) is None
     # Its run claimed, the tick no longer waits (and the next one may).
     JobRun.objects.create(
         job="queued", tick=tick(0), host="h", pid=1, status="running", started=tick(1)
     )
-    assert waiting.oldest("default", "queued") is None
+    assert overlap.oldest("default", "queued") is None
     assert not JobRun.objects.filter(job="queued", status=RunStatus.WAITING).exists()
-    later = waiting.wait("default", key, job="queued", tick=tick(4), policy="buffer_one")
+    later = overlap.wait("default", key, job="queued", tick=tick(4), policy="buffer_one")
     assert later is not None and later[0] == "waiting"
     # A tick that has run is not recorded again.
-    assert waiting.wait("default", key, job="queued", tick=tick(0), policy="buffer_one") is None
+    assert overlap.wait("default", key, job="queued", tick=tick(0), policy="buffer_one") is None
 
 
 def test_buffer_all_keeps_up_to_its_bound_waiting_oldest_first_then_skips_with_why() -> None:
     key = job_key("all", "hashtext")
     for n in range(MAX_BUFFERED, 0, -1):  # recorded newest first: still started oldest first
-        recorded = waiting.wait("default", key, job="all", tick=tick(n), policy="buffer_all")
+        recorded = overlap.wait("default", key, job="all", tick=tick(n), policy="buffer_all")
         assert recorded == ("waiting", "waits for the run going to end (overlap buffer_all)")
-    beyond = waiting.wait("default", key, job="all", tick=tick(99), policy="buffer_all")
+    beyond = overlap.wait("default", key, job="all", tick=tick(99), policy="buffer_all")
     assert beyond == (
         "skipped_locked",
         f"{MAX_BUFFERED} ticks are already waiting, the bound (overlap buffer_all)",
@@ -131,9 +122,9 @@ def test_buffer_all_keeps_up_to_its_bound_waiting_oldest_first_then_skips_with_w
     waits = JobRun.objects.filter(job="all", status=RunStatus.WAITING)
     assert waits.count() == MAX_BUFFERED
     assert not waits.filter(lease_until__isnull=False).exists()  # no live run, nobody's
-    assert waiting.oldest("default", "all") == tick(1)
-    waiting.started("default", "all", tick(1))
-    assert waiting.oldest("default", "all") == tick(2)
+    assert overlap.oldest("default", "all") == tick(1)
+    overlap.started("default", "all", tick(1))
+    assert overlap.oldest("default", "all") == tick(2)
 
 
 # -- runlocked -----------------------------------------------------------------------------------

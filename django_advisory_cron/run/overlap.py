@@ -103,7 +103,7 @@ def buffered(
     assert schedule is not None
     around = now or datetime.now().astimezone()
     matches = schedule.matches(around, app_settings.MAX_SKEW)
-    tick = min(matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    tick = _nearest(matches, around)
     if tick is None:  # an unscheduled run: there is no tick to keep waiting
         return once(now)
     if oldest(alias, job.name, before=tick) is not None:
@@ -158,7 +158,7 @@ def _drain(
 def replace_others(job: Overlapping, run: history.Run, around: datetime) -> None:
     """``overlap="terminate_other"``: before claiming its tick (the match nearest ``around``;
     none for an unscheduled run), stop the job's runs of earlier ticks, wherever they run."""
-    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    tick = _nearest(run.matches, around)
     runs, backends = _replace(run, tick)
     if runs:
         logger.warning(
@@ -175,7 +175,7 @@ def cancel_others(job: Overlapping, run: history.Run, around: datetime) -> None:
     """``overlap="cancel_other"``: before claiming its tick, ask the job's runs of earlier
     ticks to stop, wherever they run, and wait up to ``CANCEL_GRACE`` seconds for them to end;
     those still going then are terminated as ``terminate_other`` does."""
-    tick = min(run.matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]
+    tick = _nearest(run.matches, around)
     assert run.using is not None
     statement = others.request_cancel(job=run.job, tick=tick, host=HOST, pid=run.pid)
     asked = [int(row[0]) for row in fetch_all(run.using, statement)]
@@ -242,3 +242,8 @@ def _still_going(alias: str, ids: list[int]) -> int:
     """How many of the runs ``ids`` still go."""
     row = fetch_one(alias, others.runs_going(ids))
     return 0 if row is None else int(row[0])
+
+
+def _nearest(matches: list[tuple[datetime, datetime]], around: datetime) -> datetime | None:
+    """The tick of the match nearest ``around`` (``None``: an unscheduled run, no match)."""
+    return min(matches, key=lambda match: abs(match[0] - around), default=(None, None))[1]

@@ -454,6 +454,11 @@ class Schedule(models.Model):
     calendar = models.CharField(
         _("calendar"), max_length=200, blank=True, default="", db_default=""
     )
+    #: The tenant schemas it runs for with django-tenants: ``*`` every one, else names joined
+    #: by commas (empty: as its job does).
+    per_tenant = models.CharField(
+        _("tenants"), max_length=500, blank=True, default="", db_default=""
+    )
     created = models.DateTimeField(_("created"), db_default=Now())
     changed = models.DateTimeField(_("changed"), db_default=Now())
     changed_by = models.CharField(_("changed by"), max_length=150, blank=True, default="")

@@ -39,3 +39,10 @@ if os.environ.get("TENANTS_LOCKS_ELSEWHERE"):  # what check E081 says of the loc
 if os.environ.get("TENANTS_LOCKS_DIRECT"):  # another alias of the same database: no error
     DATABASES["locks"] = {**DATABASES["default"], "ENGINE": "django.db.backends.postgresql"}
     ADVISORY_CRON = {**ADVISORY_CRON, "LOCK_DATABASE": "locks"}
+if os.environ.get("TENANTS_SCHEDULES"):  # a schedule of the settings for one tenant
+    ADVISORY_CRON = {
+        **ADVISORY_CRON,
+        "SCHEDULES": [
+            {"name": "globex_digest", "job": "tenant_digest", "every": 2, "per_tenant": "globex"}
+        ],
+    }

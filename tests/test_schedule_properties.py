@@ -99,6 +99,10 @@ EXTREMES: dict[str, st.SearchStrategy[Any]] = {
     "description": st.one_of(texts, st.text(min_size=495, max_size=510)),
     "starts": times,
     "ends": times,
+    "per_tenant": st.one_of(
+        texts,
+        st.sampled_from(["*", "acme", "acme, globex", "pg_catalog", "s" * 64, "*,acme", ","]),
+    ),
 }
 definitions = st.one_of(
     usual,

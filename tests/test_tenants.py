@@ -448,3 +448,72 @@ def test_runlocked_runs_one_tenant_by_its_name_and_refuses_the_per_tenant_name(
     )
     assert not [line for line in lines if f"runlocked {JOB}" in line]
     observer.close()
+
+
+def test_a_schedule_kept_as_data_runs_for_the_tenants_it_names(project: str) -> None:
+    """A schedule added with ``cronjob add --per-tenant acme`` and one in ``SCHEDULES`` with
+    ``"per_tenant": "globex"`` call the per-tenant job: each runs for its tenant only, in
+    that tenant's schema, as ``NAME@SCHEMA``; a name no schema can have is refused in one
+    line; ``cronjob list --json`` shows the tenants."""
+    said = refused(
+        project, "cronjob", "add", "bad_digest", "--job", JOB, "--every", "2",
+        "--per-tenant", "pg_toast",
+    )  # fmt: skip
+    assert "bad_digest" in said and "'pg_toast' is no tenant schema's name" in said
+    manage(
+        project, "cronjob", "add", "acme_digest", "--job", JOB, "--every", "2",
+        "--per-tenant", "acme",
+    )  # fmt: skip
+    listed = json.loads(manage(project, "cronjob", "list", "--json", TENANTS_SCHEDULES="1").stdout)
+    # Listed tenant by tenant, as the worker runs them.
+    tenants = {job["job"]: (job["tenant"], job["per_tenant"]) for job in listed["jobs"]}
+    assert tenants["acme_digest@acme"] == ("acme", ["acme"])
+    assert tenants["globex_digest@globex"] == ("globex", ["globex"])
+    assert "acme_digest@globex" not in tenants and "globex_digest@acme" not in tenants
+    assert tenants[f"{JOB}@acme"] == ("acme", ["acme"])
+    assert tenants["tenants_cleanup"] == (None, False)
+    observer = psycopg.connect(project, autocommit=True)
+
+    def succeeded(job: str) -> int:
+        row = observer.execute(
+            "SELECT count(*) FROM django_advisory_cron_jobrun WHERE job = %s AND status = %s",
+            (job, RunStatus.SUCCEEDED.value),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    worker = subprocess.Popen(
+        [
+            sys.executable, str(MANAGE), "cronworker", "acme_digest", "globex_digest",
+            "--grace", "5", SETTINGS,
+        ],
+        env=manage_env(project, TENANTS_SCHEDULES="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: (
+                alive([worker])
+                and succeeded("acme_digest@acme") >= 2
+                and succeeded("globex_digest@globex") >= 2
+            ),
+            90,
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _out, errors = worker.communicate(timeout=60)
+        print(errors)  # shown when the test fails
+    assert worker.returncode == exitcodes.SIGTERM, errors
+    recorded = observer.execute(
+        "SELECT DISTINCT job FROM django_advisory_cron_jobrun WHERE job LIKE %s ORDER BY job",
+        ("%_digest%",),
+    ).fetchall()
+    assert recorded == [("acme_digest@acme",), ("globex_digest@globex",)]
+    for schema, job in (("acme", "acme_digest@acme"), ("globex", "globex_digest@globex")):
+        written = observer.execute(
+            f'SELECT schema, count(*) FROM "{schema}".tenantdata_digest GROUP BY schema'
+        ).fetchall()
+        assert written == [(schema, succeeded(job))]  # in its own schema, one row a run
+    observer.close()

@@ -811,7 +811,7 @@ SELECT s.name, s.job, s.command, s.args, s.kwargs, s.cron, s.every, s.timezone, 
        CASE WHEN s.ends BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.ends END,
        s.retries, s.retry_backoff, s.at_most_once, s.capture,
        CASE WHEN s.at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN s.at END,
-       s.max_runs, s.overlap, s.max_concurrent, s.calendar,
+       s.max_runs, s.overlap, s.max_concurrent, s.calendar, s.per_tenant,
        CASE WHEN s.changed BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00'
             THEN s.changed END,
        concat_ws(' and ',

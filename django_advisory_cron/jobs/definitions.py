@@ -38,8 +38,9 @@ from ..core.schedule_rules import never_fires_problem
 from ..delivery.targets import RemoteCall, by_name
 from ..exceptions import InvalidSchedule, first_line
 from ..run.output import call_command_captured
+from . import fanout
 from .job import MAX_JOB_NAME, Job, Source, registry
-from .option_values import kind_of
+from .option_values import Tenants, kind_of, per_tenant, tenants_problem
 from .options import (
     AROUND,
     BUILT,
@@ -115,6 +116,9 @@ class Definition:
     max_concurrent: int | None = None
     #: The business calendar its ticks skip or keep (``""``: none).
     calendar: str = ""
+    #: The tenant schemas it runs for: ``"*"`` every one, else names joined by commas
+    #: (``""``: as its job does).
+    per_tenant: str = ""
     #: When it was last written, on the database's clock (``None``: not kept there).
     changed: datetime | None = None
 
@@ -294,7 +298,31 @@ class Definition:
         if not problems:
             combination = combination_problem(overlap_policy(self.overlap), self.max_concurrent)
             problems += [combination] if combination else []
-        return problems + self._storable_problems() + self._around_problems()
+        return (
+            problems + self._storable_problems() + self._around_problems() + self._tenant_problems()
+        )
+
+    def tenants(self) -> Tenants:
+        """The tenants it runs for: its own ``per_tenant``, else its job's (a command's:
+        none). Its ``per_tenant`` is judged before (``problems``)."""
+        own = per_tenant(self.per_tenant)
+        if own or not self.job or by_name(self.deliver) or self.job not in registry:
+            return own
+        return registry.get(self.job).per_tenant
+
+    def _tenant_problems(self) -> list[str]:
+        """A schedule run per tenant needs django-tenants, and runs in the worker's threads."""
+        try:
+            tenants = self.tenants()
+        except ValueError:  # said by the option's own check
+            return []
+        if tenants and not fanout.installed():
+            return [
+                "per_tenant needs django-tenants, set up as the tenants docs say (the tenants "
+                "extra), or an empty per_tenant"
+            ]
+        problem = tenants_problem(tenants, self.deliver, self.timeout)
+        return [problem] if problem else []
 
     def _jitter_problems(self) -> list[str]:
         """A jitter as long as the shortest interval between its ticks, or longer: its own, or
@@ -531,7 +559,10 @@ def to_job(definition: Definition, *, source: Source = "database") -> Job[..., A
         description=description,
         source=source,
         edited=definition.changed,
-        **{name: build(getattr(definition, name)) for name, build in BUILT.items()},
+        **{
+            **{name: build(getattr(definition, name)) for name, build in BUILT.items()},
+            "per_tenant": definition.tenants(),
+        },
     )
 
 

@@ -24,6 +24,12 @@ def register(split: Split) -> None:
     _split[:] = [split]
 
 
+def installed() -> bool:
+    """Whether an integration registered how per-tenant jobs are split (django-tenants is
+    installed)."""
+    return bool(_split)
+
+
 def split(job: Job[..., object]) -> list[Job[..., object]]:
     """The jobs that run ``job``'s tick: itself, or for a per-tenant job one per tenant
     (none, logged, when nothing registered how: system check E082 names it)."""

@@ -39,8 +39,15 @@ from ..core.schedule_rules import (
 from ..core.scopes import Scope, check_scope
 from ..delivery.targets import parse as parse_deliver
 from ..exceptions import InvalidSchedule, LockNotAcquired, UnknownJob
-from .option_values import catch_up_problem, code_calendar, max_lateness_problem
+from .option_values import (
+    Tenants,
+    catch_up_problem,
+    code_calendar,
+    max_lateness_problem,
+    tenants_problem,
+)
 from .option_values import max_runs as max_runs_value
+from .option_values import per_tenant as per_tenant_value
 from .options import code_seconds, code_seconds_problem
 
 if TYPE_CHECKING:
@@ -146,9 +153,10 @@ class Job(Generic[P, R]):
     #: ``max_concurrent`` runs at once (``None``: its default).
     overlap: Overlap = "skip"
     max_concurrent: int | None = None
-    #: Run each tick once for every tenant schema (django-tenants; see
-    #: [tenants][django_advisory_cron.contrib.tenants]), each under ``name@schema``.
-    per_tenant: bool = False
+    #: Run each tick once for every tenant schema (``True``) or for these schemas
+    #: (django-tenants; see [tenants][django_advisory_cron.contrib.tenants]), each under
+    #: ``name@schema``; ``False``: not per tenant.
+    per_tenant: Tenants = False
     #: The tenant schema this job runs a per-tenant job for (``None``: no tenant's).
     tenant: str | None = None
     #: The business calendar its ticks skip or keep (``core.calendars``; ``None``: none).
@@ -347,7 +355,7 @@ def locked_task(
     max_runs: int | None = None,
     overlap: str = "skip",
     max_concurrent: int | None = None,
-    per_tenant: bool = False,
+    per_tenant: bool | Sequence[str] = False,
     calendar: str | None = None,
 ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
@@ -382,7 +390,7 @@ def locked_task(
     max_runs: int | None = None,
     overlap: str = "skip",
     max_concurrent: int | None = None,
-    per_tenant: bool = False,
+    per_tenant: bool | Sequence[str] = False,
     calendar: str | None = None,
 ) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
     """Register a function as a job that runs once across all replicas.
@@ -409,7 +417,8 @@ def locked_task(
     ``capture=True`` keeps what the function's module logger emits during a run with the run
     (``capture=["name", ...]``: those loggers too), at most ``CAPTURE_LIMIT`` characters.
     ``per_tenant=True`` (with django-tenants) runs each tick once for every tenant schema,
-    inside that schema, recorded as ``name@schema``.
+    inside that schema, recorded as ``name@schema`` (``per_tenant=["acme"]``: for those
+    schemas only).
 
     For ``cronworker`` and django-q2: ``catch_up`` (``"latest"``, ``"all"`` or ``"none"``;
     default the ``CATCH_UP`` setting) decides which ticks missed while nothing was running
@@ -499,12 +508,11 @@ def locked_task(
         ):
             if problem:
                 raise ValueError(f"@locked_task {job_name!r}: {problem}")
-        if per_tenant and (deliver is not None or timeout is not None):
-            raise ValueError(
-                f"@locked_task {job_name!r}: per_tenant=True runs in the worker's threads, one "
-                "run per tenant schema: remove deliver= and timeout="
-            )
         try:
+            tenants = per_tenant_value(per_tenant)
+            problem = tenants_problem(tenants, deliver, timeout)
+            if problem:
+                raise ValueError(problem)
             spread = jitter_seconds(jitter, spread_over(schedule, interval, timezone, jitter))
             policy, concurrent = overlap_policy(overlap), concurrent_runs(max_concurrent)
             combination = combination_problem(policy, concurrent)
@@ -551,7 +559,7 @@ def locked_task(
             else (function.__module__, *([] if capture is True else capture)),
             overlap=policy,
             max_concurrent=concurrent,
-            per_tenant=bool(per_tenant),
+            per_tenant=tenants,
         )
         registry.register(job)
         return job

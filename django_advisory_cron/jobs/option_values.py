@@ -4,8 +4,10 @@ check). The options' table ([options][django_advisory_cron.jobs.options]) names 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from ..conf import CATCH_UP_CHOICES, CatchUp
 from ..core import calendars
@@ -38,6 +40,17 @@ EARLIEST = EPOCH
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)
 #: The most runs a schedule limited by ``max_runs`` has (the column is a PostgreSQL integer).
 MAX_RUNS = 2**31 - 1
+#: Which tenants a job runs for: not per tenant (``False``), every tenant schema (``True``),
+#: or those schemas.
+Tenants: TypeAlias = "bool | tuple[str, ...]"
+#: What a schedule's ``per_tenant`` stores for every tenant schema (else the schemas, joined
+#: by commas; empty: as its job does).
+EVERY_TENANT = "*"
+#: The bytes of the longest schema name PostgreSQL keeps whole (``NAMEDATALEN`` - 1).
+MAX_SCHEMA = 63
+#: What a schema named in ``per_tenant`` cannot hold: what django-tenants refuses in a schema
+#: name, and the comma that separates the names.
+_NOT_IN_SCHEMA = re.compile("[\"'\\\\;,\x00\r\n]")
 
 
 class Shown(Protocol):
@@ -60,6 +73,10 @@ class Shown(Protocol):
     def slots(self) -> int: ...
     @property
     def calendar(self) -> str | None: ...
+    @property
+    def per_tenant(self) -> Tenants: ...
+    @property
+    def tenant(self) -> str | None: ...
 
 
 class Checked(Shown, Protocol):
@@ -210,3 +227,61 @@ def calendar_package_problem(job: Checked) -> str | None:
     except ValueError:
         return None
     return None
+
+
+def per_tenant(value: object) -> Tenants:
+    """Which tenants a job runs for, from what code gives (``True``, ``False``, schema names)
+    or a schedule stores (``""``, ``"*"``, ``"acme,globex"``): ``False``, ``True`` (every
+    tenant schema) or the schemas, sorted. Raises ``ValueError``, in one line, for a name no
+    tenant schema can have."""
+    if value is None or value is False or value == "":
+        return False
+    if value is True or value == EVERY_TENANT:
+        return True
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, Collection) or isinstance(names, (bytes, dict)) or not names:
+        raise ValueError(
+            f"per_tenant must be True ('{EVERY_TENANT}': every tenant) or tenant schema names, "
+            f"not {kind_of(value)}"
+        )
+    schemas = set()
+    for name in names:
+        if not isinstance(name, str):
+            raise ValueError(f"per_tenant names tenant schemas, not {kind_of(name)}")
+        schema = name.strip()
+        if not schema or schema == EVERY_TENANT:
+            raise ValueError(
+                f"per_tenant is '{EVERY_TENANT}' (every tenant) or schema names separated by "
+                f"commas, not {value!r}"
+            )
+        if (
+            len(schema.encode(errors="surrogatepass")) > MAX_SCHEMA
+            or schema.lower().startswith("pg_")
+            or _NOT_IN_SCHEMA.search(schema)
+        ):
+            raise ValueError(
+                f"per_tenant: {schema[:MAX_SCHEMA]!r} is no tenant schema's name (1 to "
+                f"{MAX_SCHEMA} bytes, not starting with pg_, without quotes, backslashes, "
+                "semicolons or commas)"
+            )
+        schemas.add(schema)
+    return tuple(sorted(schemas))
+
+
+def tenants_problem(tenants: Tenants, deliver: object, timeout: object) -> str | None:
+    """Why a job cannot run for ``tenants`` with this delivery and timeout, or ``None``: its
+    tenants' runs go to the worker's threads, one run per tenant schema."""
+    if tenants and (deliver or timeout is not None):
+        return (
+            "per_tenant runs in the worker's threads, one run per tenant schema: remove the "
+            "delivery (deliver) and the timeout"
+        )
+    return None
+
+
+def shown_tenants(job: Shown) -> bool | list[str]:
+    """How ``cronjob list --json`` shows which tenants a job runs for: a per-tenant job is
+    listed tenant by tenant (``name@schema``), each showing its own."""
+    if job.tenant is not None:
+        return [job.tenant]
+    return job.per_tenant if isinstance(job.per_tenant, bool) else list(job.per_tenant)

@@ -41,6 +41,8 @@ from .option_values import (
     max_runs_problem,
     one_off,
     overlap_problem,
+    per_tenant,
+    shown_tenants,
     spread_problem,
 )
 
@@ -489,6 +491,19 @@ OPTIONS = (
             "E031", calendar_problem,
             "Spell it [skip|keep|first|last:]SOURCE[+SOURCE] (docs: scheduling, calendars).",
         ),
+    ),
+    Option(
+        "per_tenant", "tenants", "per_tenant", "--per-tenant", "'*'|SCHEMA[,SCHEMA]",
+        "with django-tenants: run each tick once for every tenant schema ('*') or for these "
+        "schemas, each tenant's run as NAME@SCHEMA in its schema (empty: as its job does)",
+        "calls",
+        _(
+            "With django-tenants: * runs each tick once for every tenant schema, in that "
+            "schema; schema names separated by commas, for those tenants only. Each tenant's "
+            "runs go by NAME@SCHEMA. Empty: as its job does."
+        ),
+        text=True, shown=shown_tenants,
+        build=per_tenant, problems="per_tenant[ :]", keyword="per_tenant",
     ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}

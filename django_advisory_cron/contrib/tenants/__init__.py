@@ -81,8 +81,8 @@ def schemas() -> list[str]:
 
 
 def tenant_jobs(job: Job[..., object]) -> list[Job[..., object]]:
-    """``job``'s jobs for this tick, one per tenant schema (none, logged, when the tenants
-    cannot be read: the next tick reads them again)."""
+    """``job``'s jobs for this tick, one per tenant schema it runs for (none, logged, when the
+    tenants cannot be read: the next tick reads them again)."""
     try:
         found = schemas()
     except DatabaseError as error:
@@ -92,6 +92,8 @@ def tenant_jobs(job: Job[..., object]) -> list[Job[..., object]]:
             first_line(error),
         )
         return []
+    if isinstance(job.per_tenant, tuple):  # these tenants only: those of them that exist now
+        found = [schema for schema in found if schema in job.per_tenant]
     made = _made.setdefault(job, {})
     for gone in set(made) - set(found):
         del made[gone]

@@ -205,17 +205,12 @@ def pgbouncer(django_db_setup: None) -> Any:
         yield bouncer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 22: behind a transaction pooler each run still takes its lock in a "
-    "transaction on its own thread's connection (9 client connections for 8 jobs due "
-    "together), and jobs due together are claimed one by one",
-)
 def test_behind_a_transaction_pooler_a_worker_uses_at_most_two_client_connections(
     spawn: Any, connection_jobs: Path, pgbouncer: PgBouncer
 ) -> None:
-    """Through PgBouncer in transaction mode (scope ``auto`` resolves to transaction), across
-    several ticks of jobs claimed alone and together."""
+    """Through PgBouncer in transaction mode (scope ``auto``: the runs are claimed together
+    and protected by their rows' leases), across several ticks of jobs claimed alone and
+    together."""
     worker = spawn("cronworker", *TICKING, "--grace", "5", url=bouncer_url(pgbouncer))
     wait_for(lambda: ran_a_few_times(TICKING), timeout=60, interval=0.2)
     assert most(lambda: len(sockets_to(worker, pgbouncer.port)), 3.0) <= 2

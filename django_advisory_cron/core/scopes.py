@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 Scope = Literal["session", "transaction", "auto"]
-ResolvedScope = Literal["session", "transaction"]
+#: Where a taken lock lives: a session, a transaction, or (``"lease"``) no lock at all once
+#: claimed: a ``cronworker`` run claimed behind a transaction pooler, protected by its row's
+#: lease (see the PgBouncer docs).
+ResolvedScope = Literal["session", "transaction", "lease"]
 SCOPES: tuple[Scope, ...] = ("session", "transaction", "auto")
 
 

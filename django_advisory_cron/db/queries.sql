@@ -357,6 +357,21 @@ WITH h AS (
 SELECT h.held AND h.id IN (SELECT id FROM r), (SELECT NULLIF(r.error, '') FROM r WHERE r.id = h.id)
   FROM h ORDER BY h.n
 
+-- name: renew_row_leases
+-- The heartbeat of runs claimed behind a transaction pooler (lease scope), which hold no lock
+-- after their claim: renew the lease of each running row while it has not run out (a row
+-- whose lease ran out may be another replica's to end); one boolean row per run, in order:
+-- renewed (false: the run lost its lease, as a lock is lost).
+WITH r AS (
+    UPDATE "django_advisory_cron_jobrun"
+       SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+     WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
+       AND lease_until >= clock_timestamp()
+    RETURNING id
+)
+SELECT k.id IN (SELECT id FROM r) FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS k(id, n)
+ ORDER BY k.n
+
 -- name: claim_tick
 -- Claim a tick that the claim's own dead step just gave back.
 INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, status, error,

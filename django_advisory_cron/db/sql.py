@@ -73,16 +73,17 @@ def unlock_one(key: LockKey) -> Statement:
     return QUERIES["unlock_one"], key_params(key)
 
 
-def _ends_with_transaction(scope: ResolvedScope) -> bool:
-    """A lock of ``scope`` is released by the end of its transaction, never by ``unlock``."""
-    return scope == "transaction"
+def ends_with_transaction(scope: ResolvedScope) -> bool:
+    """A lock of ``scope`` is released by the end of its transaction, never by ``unlock``: a
+    lease run's claim takes its lock in the claim's own transaction, and holds none after."""
+    return scope != "session"
 
 
 def release_lock(key: LockKey, scope: ResolvedScope, *, shared: bool = False) -> Statement | None:
     """Release a taken lock with nothing to record: in session scope ``unlock`` (``unlock_one``
     on a connection ``shared`` with other holders); in transaction scope nothing to send, the
     commit ends the lock."""
-    if _ends_with_transaction(scope):
+    if ends_with_transaction(scope):
         return None
     return unlock_one(key) if shared else unlock(key)
 
@@ -199,7 +200,7 @@ def claim_runs(
     "run now" request is pending: a worker's clock, its view of the fleet and its look for
     missed requests come with its claims, not in statements of their own.
     """
-    assert not (settle and _ends_with_transaction(scope)), (
+    assert not (settle and ends_with_transaction(scope)), (
         "only a session lock is released on its own"
     )
     numbered = [(n, match) for n, claim in enumerate(claims, 1) for match in claim.matches]
@@ -218,7 +219,7 @@ def claim_runs(
         "skew": max_skew,
         "host": storable(host),
         "pid": pid,
-        "transaction": _ends_with_transaction(scope),
+        "transaction": ends_with_transaction(scope),
         "lease": lease or None,
         "final": final,
         "settle": settle,
@@ -256,6 +257,13 @@ def renew_leases(runs: Sequence[tuple[int, LockKey]], *, lease: float) -> Statem
     return QUERIES["renew_leases"], params
 
 
+def renew_row_leases(runs: Sequence[int], *, lease: float) -> Statement:
+    """The heartbeat of the lease-scope runs claimed together on one connection: renew each
+    running row's lease while it has not run out, in one round trip. One boolean row per run,
+    in order: renewed (false: it lost its lease)."""
+    return QUERIES["renew_row_leases"], {"ids": list(runs), "lease": lease}
+
+
 def claim_tick(
     *,
     job: str,
@@ -277,7 +285,7 @@ def _then_unlock(key: LockKey, scope: ResolvedScope, shared: bool) -> dict[str, 
     scope it unlocks ``key`` (then everything, unless the connection is ``shared`` by other
     holders) in the same round trip; the first column is the unlock's result (``true`` in
     transaction scope)."""
-    return {**key_params(key), "transaction": _ends_with_transaction(scope), "shared": shared}
+    return {**key_params(key), "transaction": ends_with_transaction(scope), "shared": shared}
 
 
 def finish_run(

@@ -12,6 +12,14 @@ unlocks that key only: the other runs still hold theirs), and one heartbeat rene
 run's lease in one round trip. When the connection dies, every run it held learns it lost
 its lock, as a run holding its own connection would.
 
+Behind a transaction pooler a session lock cannot be held on a connection whose statements
+each may reach another server connection: there the claim connection is *leased*
+([leased][django_advisory_cron.lock.shared.ClaimConnection.leased]). Its claims take each
+lock in the claim's own transaction (given back when it commits), the run's row carries a
+lease that the heartbeat renews while it has not run out, and another replica's claim refuses
+the job while a row's lease is live, so the row, not a lock, keeps a second run out: the
+worker still claims together, on one client connection.
+
 A ``cronworker``'s claim connection is also its presence: named after the worker, it reads
 the clock, the live workers and "run now" requests, and LISTENs for them, so an idle worker
 holds one server connection and a busy one no more, whatever ``--max-concurrency`` is. Its
@@ -35,12 +43,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from ..core.keys import LockKey
-from ..db import sql
+from ..db import pooler, sql
 from ..db.connections import (
     LockConnection,
     checkout,
     close_connection,
     open_lock_connection,
+    refused_value,
     still_open,
 )
 from ..db.execute import Row, rows_within
@@ -70,8 +79,8 @@ class SharedLock(AdvisoryLock):
         super().__init__(
             key, scope="session", using=claims.alias, on_lost=on_lost, whole_statements=True
         )
-        self.scope = "session"
-        self.holder = SharedHolder(self, claims)
+        self.scope = "lease" if claims.leased else "session"
+        self.holder = (LeaseHolder if claims.leased else SharedHolder)(self, claims)
         #: The connection its claim was sent on: its release goes on no other one.
         self.claimed_on: LockConnection | None = None
         #: The run whose lease the heartbeat renews while the lock is held here.
@@ -108,6 +117,32 @@ class SharedHolder(SessionHolder):
             # the lock may still be held on it, and is given back now the run has ended.
             with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():
                 self.claims.release(self.lock, sql.unlock_one(self.key))
+        self.claims.forget(self.lock)
+
+
+class LeaseHolder(SharedHolder):
+    """Holds one run claimed on a leased claim connection: no lock outlives its claim, so
+    there is nothing to unlock; its row's lease, renewed by the connection's heartbeat, keeps
+    other replicas out."""
+
+    def release(
+        self, statement: Statement | None, error: BaseException | None, *, taken: bool
+    ) -> None:
+        if statement is None:  # a tick found taken, recorded by nobody: nothing to send
+            self.give_back(True, taken=taken, lost=self.loss.lost)
+            return
+        super().release(statement, error, taken=taken)
+
+    def _release_or_unlock(self, statement: Statement) -> tuple[Row | None, Exception | None]:
+        """The finish, refused for a value it carries or as a write, leaves nothing held."""
+        try:
+            return self.send_release(statement), None
+        except Exception as failure:
+            if not (refused_value(failure) or isinstance(failure, DatabaseReadOnly)):
+                raise
+            return (True,), failure
+
+    def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
         self.claims.forget(self.lock)
 
 
@@ -162,6 +197,22 @@ class ClaimConnection:
         self._leased: dict[int, float] = {}
         self._closed = threading.Event()
         self._heartbeat: Heartbeat | None = None
+        self._pooled: bool | None = None
+
+    @property
+    def leased(self) -> bool:
+        """Whether its runs are protected by their rows' leases, not by session locks: the
+        connection was found transaction pooled (see ``find_pooled``; a worker asks before it
+        claims a job of scope ``auto``)."""
+        return bool(self._pooled)
+
+    def find_pooled(self) -> bool:
+        """Whether the connection is transaction pooled, as ``scope="auto"`` reads it (the
+        settings say so, or a pooler is in the path: one round trip, once per process).
+        Raises ``DatabaseUnavailable`` when the server cannot be reached."""
+        if self._pooled is None:
+            self._pooled = pooler.transaction_pooled(self.alias)
+        return self._pooled
 
     def __repr__(self) -> str:
         return f"<ClaimConnection {self.alias} holding {len(self._held)}>"
@@ -363,8 +414,12 @@ class ClaimConnection:
             runs = [(run, lock) for run, lock in self._held.items() if self._leased[run] <= young]
             if not runs:
                 return True
-            statement = sql.renew_leases(
-                [(run_id, lock.key) for run_id, lock in runs], lease=app_settings.LEASE
+            statement = (
+                sql.renew_row_leases([run_id for run_id, _lock in runs], lease=app_settings.LEASE)
+                if self.leased
+                else sql.renew_leases(
+                    [(run_id, lock.key) for run_id, lock in runs], lease=app_settings.LEASE
+                )
             )
             try:
                 rows = self._fetch_all(statement, deadline=beat_deadline())

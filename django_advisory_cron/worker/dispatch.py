@@ -197,7 +197,10 @@ class Dispatcher:
 
     def claimable(self, job: Job[..., object]) -> bool:
         """Whether ``job``'s ticks are claimed on a claim connection: it runs in a thread
-        here and takes a session lock (either key form). Other runs take their own."""
+        here and takes a session lock (either key form), or, behind a transaction pooler,
+        its scope is ``auto`` (the row's lease protects it there; a job that asks for
+        transaction scope keeps its writes and its run row in one transaction). Other runs
+        take their own."""
         if (
             self.in_process(job)
             or job.deliver is not None
@@ -208,6 +211,8 @@ class Dispatcher:
         if job.overlap in BUFFERS:  # its tick may wait, and its run start the waiting ones
             return False
         using = lock_database(job.using, self.using)
+        if job.scope == "auto" and self.claims_on(using).find_pooled():
+            return True
         return pooler.resolve_scope(job.scope, using) == "session"
 
     @property

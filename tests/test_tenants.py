@@ -6,6 +6,7 @@ schema; a tenant created while they run is picked up, a dropped one is no longer
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -15,10 +16,13 @@ from typing import Any, cast
 
 import psycopg
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.jitter import offset
+from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
+from django_advisory_cron.ops.charts import human_lateness
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from django_advisory_cron.worker.spread import TENANT_STEP
 from tests.conftest import MANAGE, manage_env
@@ -447,4 +451,89 @@ def test_runlocked_runs_one_tenant_by_its_name_and_refuses_the_per_tenant_name(
         "cronworker" in lines
     )
     assert not [line for line in lines if f"runlocked {JOB}" in line]
+    observer.close()
+
+
+def pages(url: str, *paths: str) -> dict[str, dict[str, Any]]:
+    """The tenants' project's pages at ``paths`` as a superuser sees them, by path: each its
+    status, its text and the statements it sent (tests/tenantsapp/pages.py)."""
+    done = manage(
+        url, "shell", "-c", f"from tests.tenantsapp.pages import show; show(*{list(paths)!r})"
+    )
+    found = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {page["url"]: page for page in found}
+
+
+def listed(page: dict[str, Any]) -> list[str]:
+    """The jobs of the run list's rows."""
+    table = page["text"].split('id="result_list"')[1].split("</table>")[0]
+    cells = re.findall(r'class="field-job_display"><a [^>]*>(.*?)</a>', table)
+    return [re.sub(r"<[^>]*>", "", cell) for cell in cells]
+
+
+def test_the_admin_and_the_metrics_name_each_runs_tenant(project: str) -> None:
+    """The run list's tenant filter lists the per-tenant jobs' tenants and keeps one
+    tenant's runs, for the statements the page sends without it; the Jobs page, a tenant run's
+    page (its jitter offset, in the worker's whole seconds) and the metrics name the tenant."""
+    observer = psycopg.connect(project, autocommit=True)
+    tick = datetime(2026, 12, 6, 2, 0, tzinfo=UTC)
+    spread = "tenant_spread@acme"
+    # A tick whose offset shows otherwise in whole seconds than to the tenth.
+    while human_lateness(offset(spread, tick, 5, TENANT_STEP).total_seconds()) == human_lateness(
+        offset(spread, tick, 5).total_seconds()
+    ):
+        tick += timedelta(seconds=6)
+    stepped = offset(spread, tick, 5, TENANT_STEP)
+    rows = [
+        (f"{JOB}@acme", RunStatus.FAILED, None),
+        (f"{JOB}@globex", RunStatus.SUCCEEDED, None),
+        ("tenants_cleanup", RunStatus.SUCCEEDED, None),
+        (spread, RunStatus.SUCCEEDED, tick),
+    ]
+    for job, status, at in rows:
+        observer.execute(
+            "INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, "
+            "status, error) VALUES "
+            "(%s, %s, 'web', 1, COALESCE(%s, now()), COALESCE(%s, now()), %s, '')",
+            (job, at, at and at + stepped, at and at + stepped, status.value),
+        )
+    (spread_id,) = observer.execute(
+        "SELECT id FROM django_advisory_cron_jobrun WHERE job = %s", (spread,)
+    ).fetchone() or (None,)
+    runs_url = "/admin/django_advisory_cron/jobrun/"
+    shown = pages(
+        project,
+        runs_url,
+        f"{runs_url}?tenant=acme",
+        f"{runs_url}{spread_id}/change/",
+        "/admin/django_advisory_cron/registeredjob/",
+        "/cron/metrics/",
+    )
+    assert {url: page["status"] for url, page in shown.items()} == dict.fromkeys(shown, 200)
+    plain, acme = shown[runs_url], shown[f"{runs_url}?tenant=acme"]
+    sidebar = plain["text"].split('id="changelist-filter"')[1]
+    assert "By tenant" in sidebar and "?tenant=acme" in sidebar and "?tenant=globex" in sidebar
+    assert sorted(listed(acme)) == sorted([f"{JOB}@acme", spread])
+    assert sorted(listed(plain)) == sorted(job for job, _s, _t in rows)
+    # The tenants are one read of the tenant model; filtering sends no statement more.
+    history = lambda page: [s for s in page["statements"] if "_jobrun" in s]  # noqa: E731
+    assert len(history(acme)) == len(history(plain))
+    # The choices: one read of the tenant model (reused for a second), and the catalog once.
+    assert len([s for s in plain["statements"] if "tenantsapp_client" in s]) == 1
+    assert len([s for s in plain["statements"] if "s.name, s.job" in s]) == 1
+    assert (
+        f"its jitter offset: +{human_lateness(stepped.total_seconds())}"
+        in (shown[f"{runs_url}{spread_id}/change/"]["text"])
+    )
+    jobs = shown["/admin/django_advisory_cron/registeredjob/"]["text"]
+    assert f'data-job="{JOB}@acme"' in jobs and f'data-job="{JOB}@globex"' in jobs
+    samples = {
+        (sample.name, sample.labels.get("job"), sample.labels.get("tenant"))
+        for family in text_string_to_metric_families(shown["/cron/metrics/"]["text"])
+        for sample in family.samples
+    }
+    failing = "advisory_cron_job_failing"
+    assert (failing, f"{JOB}@acme", "acme") in samples
+    assert (failing, f"{JOB}@globex", "globex") in samples
+    assert (failing, "tenants_cleanup", "") in samples
     observer.close()

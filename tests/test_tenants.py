@@ -19,12 +19,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_advisory_cron import exitcodes
-from django_advisory_cron.core.jitter import offset
+from django_advisory_cron.core.jitter import TENANT_STEP, offset
 from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
 from django_advisory_cron.ops.charts import human_lateness
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
-from django_advisory_cron.worker.spread import TENANT_STEP
 from tests.conftest import MANAGE, manage_env
 from tests.waiting import wait_for
 
@@ -536,4 +535,40 @@ def test_the_admin_and_the_metrics_name_each_runs_tenant(project: str) -> None:
     assert (failing, f"{JOB}@acme", "acme") in samples
     assert (failing, f"{JOB}@globex", "globex") in samples
     assert (failing, "tenants_cleanup", "") in samples
+    observer.close()
+
+
+def test_runlocked_starts_a_tenants_tick_when_the_worker_would(project: str) -> None:
+    """``runlocked name@schema`` of a per-tenant job with a jitter waits for the tenant's
+    offset in whole seconds, as ``cronworker`` does: the tenant's tick starts at the same
+    moment whichever of them starts it (it waited for the offset to the microsecond)."""
+    name, every, jitter = "tenant_spread", 6, 5
+    observer = psycopg.connect(project, autocommit=True)
+    # A coming tick whose whole-second offset for a tenant leaves the command 3 s to start,
+    # and falls at least 0.7 s short of the offset to the microsecond.
+    now = datetime.now(UTC)
+    first = datetime.fromtimestamp((int(now.timestamp()) // every + 2) * every, UTC)
+    tick, schema = next(
+        (first + timedelta(seconds=every * number), schema)
+        for number in range(200)
+        for schema in ("acme", "globex")
+        if offset(
+            f"{name}@{schema}", first + timedelta(seconds=every * number), jitter, TENANT_STEP
+        )
+        >= timedelta(seconds=3)
+        and offset(f"{name}@{schema}", first + timedelta(seconds=every * number), jitter)
+        - offset(f"{name}@{schema}", first + timedelta(seconds=every * number), jitter, TENANT_STEP)
+        >= timedelta(seconds=0.7)
+    )
+    job = f"{name}@{schema}"
+    stepped, exact = offset(job, tick, jitter, TENANT_STEP), offset(job, tick, jitter)
+    # Started as cron would, just before the tick: the tick is the one nearest its start.
+    wait_for(lambda: datetime.now(UTC) >= tick - timedelta(seconds=2.9), 1300, interval=0.01)
+    manage(project, "runlocked", job)
+    ran = observer.execute(
+        "SELECT tick, started FROM django_advisory_cron_jobrun WHERE job = %s", (job,)
+    ).fetchall()
+    assert len(ran) == 1 and ran[0][0] == tick, (ran, tick)
+    began = ran[0][1] - tick
+    assert stepped <= began < exact, (job, tick, began, stepped, exact)
     observer.close()

@@ -20,8 +20,8 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
-from ..contrib.tenants import SEPARATOR
-from ..core.jitter import offset_seconds
+from ..contrib.tenants import SEPARATOR, tenant_of
+from ..core.jitter import offset_seconds, step_for
 from ..core.statuses import SKIPS
 from ..delivery import targets
 from ..exceptions import AdvisoryCronError
@@ -327,15 +327,21 @@ class JobRunAdmin(ReadOnlyAdmin):
     def lateness_display(self, obj: JobRun) -> str:
         """How long after its tick it started; "-" without a tick. For a job with a jitter,
         how much of it was the tick's offset (computed from the job's jitter, as every replica
-        computes it: not stored)."""
+        computes it: not stored; a tenant's run's in the worker's whole steps)."""
         if obj.lateness is None:
             return "-"
         late = human_lateness(obj.lateness)
         try:
-            jitter = catalog.find(obj.job).jitter
-        except (DatabaseError, AdvisoryCronError):  # a job no longer defined, say
-            jitter = None
-        shift = offset_seconds(obj.job, obj.tick, jitter)
+            found = catalog.current()
+        except (DatabaseError, AdvisoryCronError):
+            return late
+        name, tenant = obj.job, None
+        if name not in found:
+            name, tenant = tenant_of(name)  # a tenant's run of a per-tenant job
+        if name not in found or (tenant is not None and not found.get(name).per_tenant):
+            return late  # a job no longer defined, say
+        job = found.get(name)
+        shift = offset_seconds(obj.job, obj.tick, job.jitter, step_for(tenant))
         if shift is None:
             return late
         return format_html("{} ({} +{})", late, _("its jitter offset:"), human_lateness(shift))

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -25,6 +26,7 @@ from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
 from django_advisory_cron.ops.charts import human_lateness
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 from tests.conftest import MANAGE, manage_env
+from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for
 
 pytest.importorskip("django_tenants", reason="django-tenants is not installed (the test extra)")
@@ -572,3 +574,45 @@ def test_runlocked_starts_a_tenants_tick_when_the_worker_would(project: str) -> 
     began = ran[0][1] - tick
     assert stepped <= began < exact, (job, tick, began, stepped, exact)
     observer.close()
+
+
+@pytest.fixture
+def server() -> Iterator[Recorder]:
+    yield from recorder()
+
+
+def test_a_failure_notice_names_the_tenant(project: str, server: Recorder) -> None:
+    """A tenant's run that fails: its notice's text names the per-tenant job and the tenant,
+    its payload the run's job (``name@schema``) and the tenant; the tenant alone is paused."""
+    path = "/ok/hooks/tenants"
+    notices = {"after": 1, "webhook": f"{server.url}{path}", "pause": True}
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), "runlocked", SETTINGS, "tenant_broken@acme"],
+        env=manage_env(project, ADVISORY_CRON_JSON=json.dumps({"FAILURE_NOTICES": notices})),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == exitcodes.JOB_FAILED, done.stderr
+    server.wait_for(lambda: server.paths(path) != [])
+    with server.lock:
+        (notice,) = [json.loads(request.body) for request in server.requests]
+    assert notice["text"] == (
+        "Job tenant_broken for tenant acme failed (failed: no ledger in acme); "
+        "it is paused until someone resumes it"
+    ), notice
+    assert (notice["job"], notice["tenant"], notice["event"]) == (
+        "tenant_broken@acme",
+        "acme",
+        "failing",
+    )
+    said = subprocess.run(  # exit 3: acme's job is failing
+        [sys.executable, str(MANAGE), "cronstatus", SETTINGS, "--json", "--job", "tenant_broken"],
+        env=manage_env(project),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    status = json.loads(said.stdout)
+    paused = {job["tenant"]: bool(job.get("paused")) for job in status["jobs"]}
+    assert paused == {"acme": True, "globex": False}, status

@@ -1,6 +1,7 @@
 """A django-tenants project for the per-tenant jobs' tests (tests/test_tenants.py): its own
 database (the test runs ``migrate_schemas`` on a scratch one), the app in ``SHARED_APPS``,
-django-tenants' router, and the per-tenant job of tests/tenantsapp."""
+django-tenants' router, the per-tenant job of tests/tenantsapp, and the admin and the
+app's views (read in the project's own process: tests/tenantsapp/pages.py)."""
 
 import os
 
@@ -13,8 +14,11 @@ DATABASES = {
 DATABASE_ROUTERS = ["django_tenants.routers.TenantSyncRouter"]
 SHARED_APPS = [
     "django_tenants",
+    "django.contrib.admin",
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
     "django_advisory_cron",
     "tests.tenantsapp",
 ]
@@ -26,7 +30,6 @@ INSTALLED_APPS = [*SHARED_APPS, *(app for app in TENANT_APPS if app not in SHARE
 TENANT_MODEL = "tenantsapp.Client"
 TENANT_DOMAIN_MODEL = "tenantsapp.Domain"
 ROOT_URLCONF = "tests.tenantsapp.urls"
-MIDDLEWARE = []  # commands only
 ADVISORY_CRON = {**ADVISORY_CRON, "SCHEDULE_COMMANDS": [], "SCHEDULE_CELERY_TASKS": []}
 if os.environ.get("TENANTS_NO_ROUTER"):  # django-tenants refuses to start without its router
     DATABASE_ROUTERS = []

@@ -597,3 +597,16 @@ def test_a_real_runner_terminated_from_the_admin(
     assert process.wait(timeout=30) == exitcodes.LOCK_LOST
     run.refresh_from_db()
     assert run.status == RunStatus.LOCK_LOST
+
+
+def test_no_tenant_filter_without_django_tenants(viewer: Client) -> None:
+    """The tenant filter is django-tenants' (tests/test_tenants.py): a project without it, even
+    with a run named like a tenant's, is offered none, and its run list reads no tenant."""
+    JobRun.objects.create(
+        job="report@acme", host="h", pid=1, started=timezone.now(), status=RunStatus.FAILED
+    )
+    with CaptureQueriesContext(connection) as captured:
+        page = viewer.get(RUNS_URL).content.decode()
+    assert "report@acme" in result_list(page)
+    assert "By tenant" not in page and "tenant=" not in page
+    assert not [q for q in app_queries(captured) if "tenant" in q.lower()]

@@ -159,7 +159,8 @@ def test_metrics_match_the_run_history(
     assert len(history) == 3, history
 
     def value(name: str, job: str, **labels: str) -> float:
-        key = tuple(sorted({"job": job, **labels}.items()))
+        # A job that is not per tenant: its tenant label is empty.
+        key = tuple(sorted({"job": job, "tenant": "", **labels}.items()))
         return samples[(f"advisory_cron_job_{name}", key)]
 
     runs = JobRun.objects.filter(job="mon.minutely").exclude(pk=old.pk)
@@ -176,9 +177,8 @@ def test_metrics_match_the_run_history(
     assert value("failing", "mon.broken") == 1 and value("failing", "mon.minutely") == 0
     assert value("held", "mon.broken") == 1 and value("held", "mon.minutely") == 0
     assert value("overdue", "mon.minutely") == 0 and value("stuck", "mon.broken") == 0
-    assert ("advisory_cron_job_last_success_timestamp_seconds", (("job", "mon.broken"),)) not in (
-        samples
-    )
+    never = (("job", "mon.broken"), ("tenant", ""))
+    assert ("advisory_cron_job_last_success_timestamp_seconds", never) not in samples
     assert value("next_tick_timestamp_seconds", "mon.minutely") == pytest.approx(
         math.ceil(time.time() / 60) * 60, abs=61
     )
@@ -215,10 +215,11 @@ def test_the_lateness_histogram_counts_each_run_with_a_tick_at_or_below_each_bou
     )
     with access("open"):
         samples = scrape(Client())
-    job = (("job", "mon.minutely"),)
+    job = (("job", "mon.minutely"), ("tenant", ""))
 
     def bucket(le: str) -> float:
-        return samples[("advisory_cron_job_start_lateness_seconds_bucket", (*job, ("le", le)))]
+        key = (job[0], ("le", le), job[1])
+        return samples[("advisory_cron_job_start_lateness_seconds_bucket", key)]
 
     assert [bucket(le) for le in ("0.05", "0.1", "0.25", "2.5", "5.0", "300.0", "+Inf")] == [
         1,

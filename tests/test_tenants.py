@@ -6,22 +6,27 @@ schema; a tenant created while they run is picked up, a dropped one is no longer
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 import psycopg
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from django_advisory_cron import exitcodes
-from django_advisory_cron.core.jitter import offset
+from django_advisory_cron.core.jitter import TENANT_STEP, offset
+from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
+from django_advisory_cron.ops.charts import human_lateness
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
-from django_advisory_cron.worker.spread import TENANT_STEP
 from tests.conftest import MANAGE, manage_env
+from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for
 
 pytest.importorskip("django_tenants", reason="django-tenants is not installed (the test extra)")
@@ -517,3 +522,166 @@ def test_a_schedule_kept_as_data_runs_for_the_tenants_it_names(project: str) -> 
         ).fetchall()
         assert written == [(schema, succeeded(job))]  # in its own schema, one row a run
     observer.close()
+
+
+def pages(url: str, *paths: str) -> dict[str, dict[str, Any]]:
+    """The tenants' project's pages at ``paths`` as a superuser sees them, by path: each its
+    status, its text and the statements it sent (tests/tenantsapp/pages.py)."""
+    done = manage(
+        url, "shell", "-c", f"from tests.tenantsapp.pages import show; show(*{list(paths)!r})"
+    )
+    found = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {page["url"]: page for page in found}
+
+
+def listed(page: dict[str, Any]) -> list[str]:
+    """The jobs of the run list's rows."""
+    table = page["text"].split('id="result_list"')[1].split("</table>")[0]
+    cells = re.findall(r'class="field-job_display"><a [^>]*>(.*?)</a>', table)
+    return [re.sub(r"<[^>]*>", "", cell) for cell in cells]
+
+
+def test_the_admin_and_the_metrics_name_each_runs_tenant(project: str) -> None:
+    """The run list's tenant filter lists the per-tenant jobs' tenants and keeps one
+    tenant's runs, for the statements the page sends without it; the Jobs page, a tenant run's
+    page (its jitter offset, in the worker's whole seconds) and the metrics name the tenant."""
+    observer = psycopg.connect(project, autocommit=True)
+    tick = datetime(2026, 12, 6, 2, 0, tzinfo=UTC)
+    spread = "tenant_spread@acme"
+    # A tick whose offset shows otherwise in whole seconds than to the tenth.
+    while human_lateness(offset(spread, tick, 5, TENANT_STEP).total_seconds()) == human_lateness(
+        offset(spread, tick, 5).total_seconds()
+    ):
+        tick += timedelta(seconds=6)
+    stepped = offset(spread, tick, 5, TENANT_STEP)
+    rows = [
+        (f"{JOB}@acme", RunStatus.FAILED, None),
+        (f"{JOB}@globex", RunStatus.SUCCEEDED, None),
+        ("tenants_cleanup", RunStatus.SUCCEEDED, None),
+        (spread, RunStatus.SUCCEEDED, tick),
+    ]
+    for job, status, at in rows:
+        observer.execute(
+            "INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, "
+            "status, error) VALUES "
+            "(%s, %s, 'web', 1, COALESCE(%s, now()), COALESCE(%s, now()), %s, '')",
+            (job, at, at and at + stepped, at and at + stepped, status.value),
+        )
+    (spread_id,) = observer.execute(
+        "SELECT id FROM django_advisory_cron_jobrun WHERE job = %s", (spread,)
+    ).fetchone() or (None,)
+    runs_url = "/admin/django_advisory_cron/jobrun/"
+    shown = pages(
+        project,
+        runs_url,
+        f"{runs_url}?tenant=acme",
+        f"{runs_url}{spread_id}/change/",
+        "/admin/django_advisory_cron/registeredjob/",
+        "/cron/metrics/",
+    )
+    assert {url: page["status"] for url, page in shown.items()} == dict.fromkeys(shown, 200)
+    plain, acme = shown[runs_url], shown[f"{runs_url}?tenant=acme"]
+    sidebar = plain["text"].split('id="changelist-filter"')[1]
+    assert "By tenant" in sidebar and "?tenant=acme" in sidebar and "?tenant=globex" in sidebar
+    assert sorted(listed(acme)) == sorted([f"{JOB}@acme", spread])
+    assert sorted(listed(plain)) == sorted(job for job, _s, _t in rows)
+    # The tenants are one read of the tenant model; filtering sends no statement more.
+    history = lambda page: [s for s in page["statements"] if "_jobrun" in s]  # noqa: E731
+    assert len(history(acme)) == len(history(plain))
+    # The choices: one read of the tenant model (reused for a second), and the catalog once.
+    assert len([s for s in plain["statements"] if "tenantsapp_client" in s]) == 1
+    assert len([s for s in plain["statements"] if "s.name, s.job" in s]) == 1
+    assert (
+        f"its jitter offset: +{human_lateness(stepped.total_seconds())}"
+        in (shown[f"{runs_url}{spread_id}/change/"]["text"])
+    )
+    jobs = shown["/admin/django_advisory_cron/registeredjob/"]["text"]
+    assert f'data-job="{JOB}@acme"' in jobs and f'data-job="{JOB}@globex"' in jobs
+    samples = {
+        (sample.name, sample.labels.get("job"), sample.labels.get("tenant"))
+        for family in text_string_to_metric_families(shown["/cron/metrics/"]["text"])
+        for sample in family.samples
+    }
+    failing = "advisory_cron_job_failing"
+    assert (failing, f"{JOB}@acme", "acme") in samples
+    assert (failing, f"{JOB}@globex", "globex") in samples
+    assert (failing, "tenants_cleanup", "") in samples
+    observer.close()
+
+
+def test_runlocked_starts_a_tenants_tick_when_the_worker_would(project: str) -> None:
+    """``runlocked name@schema`` of a per-tenant job with a jitter waits for the tenant's
+    offset in whole seconds, as ``cronworker`` does: the tenant's tick starts at the same
+    moment whichever of them starts it (it waited for the offset to the microsecond)."""
+    name, every, jitter = "tenant_spread", 6, 5
+    observer = psycopg.connect(project, autocommit=True)
+    # A coming tick whose whole-second offset for a tenant leaves the command 3 s to start,
+    # and falls at least 0.7 s short of the offset to the microsecond.
+    now = datetime.now(UTC)
+    first = datetime.fromtimestamp((int(now.timestamp()) // every + 2) * every, UTC)
+    tick, schema = next(
+        (first + timedelta(seconds=every * number), schema)
+        for number in range(200)
+        for schema in ("acme", "globex")
+        if offset(
+            f"{name}@{schema}", first + timedelta(seconds=every * number), jitter, TENANT_STEP
+        )
+        >= timedelta(seconds=3)
+        and offset(f"{name}@{schema}", first + timedelta(seconds=every * number), jitter)
+        - offset(f"{name}@{schema}", first + timedelta(seconds=every * number), jitter, TENANT_STEP)
+        >= timedelta(seconds=0.7)
+    )
+    job = f"{name}@{schema}"
+    stepped, exact = offset(job, tick, jitter, TENANT_STEP), offset(job, tick, jitter)
+    # Started as cron would, just before the tick: the tick is the one nearest its start.
+    wait_for(lambda: datetime.now(UTC) >= tick - timedelta(seconds=2.9), 1300, interval=0.01)
+    manage(project, "runlocked", job)
+    ran = observer.execute(
+        "SELECT tick, started FROM django_advisory_cron_jobrun WHERE job = %s", (job,)
+    ).fetchall()
+    assert len(ran) == 1 and ran[0][0] == tick, (ran, tick)
+    began = ran[0][1] - tick
+    assert stepped <= began < exact, (job, tick, began, stepped, exact)
+    observer.close()
+
+
+@pytest.fixture
+def server() -> Iterator[Recorder]:
+    yield from recorder()
+
+
+def test_a_failure_notice_names_the_tenant(project: str, server: Recorder) -> None:
+    """A tenant's run that fails: its notice's text names the per-tenant job and the tenant,
+    its payload the run's job (``name@schema``) and the tenant; the tenant alone is paused."""
+    path = "/ok/hooks/tenants"
+    notices = {"after": 1, "webhook": f"{server.url}{path}", "pause": True}
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), "runlocked", SETTINGS, "tenant_broken@acme"],
+        env=manage_env(project, ADVISORY_CRON_JSON=json.dumps({"FAILURE_NOTICES": notices})),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == exitcodes.JOB_FAILED, done.stderr
+    server.wait_for(lambda: server.paths(path) != [])
+    with server.lock:
+        (notice,) = [json.loads(request.body) for request in server.requests]
+    assert notice["text"] == (
+        "Job tenant_broken for tenant acme failed (failed: no ledger in acme); "
+        "it is paused until someone resumes it"
+    ), notice
+    assert (notice["job"], notice["tenant"], notice["event"]) == (
+        "tenant_broken@acme",
+        "acme",
+        "failing",
+    )
+    said = subprocess.run(  # exit 3: acme's job is failing
+        [sys.executable, str(MANAGE), "cronstatus", SETTINGS, "--json", "--job", "tenant_broken"],
+        env=manage_env(project),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    status = json.loads(said.stdout)
+    paused = {job["tenant"]: bool(job.get("paused")) for job in status["jobs"]}
+    assert paused == {"acme": True, "globex": False}, status

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Any, Literal
 
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
@@ -19,11 +20,13 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import app_settings
-from ..core.jitter import offset_seconds
+from ..contrib.tenants import SEPARATOR, tenant_of
+from ..core.jitter import offset_seconds, step_for
 from ..core.statuses import SKIPS
 from ..delivery import targets
 from ..exceptions import AdvisoryCronError
-from ..jobs import catalog, versions
+from ..jobs import catalog, fanout, versions
+from ..jobs.catalog import Catalog
 from ..models import JobRun, RunStatus
 from ..ops import charts
 from ..ops.charts import GREY, STATUS_COLOURS, human_duration, human_lateness
@@ -100,13 +103,57 @@ class JobFilter(admin.SimpleListFilter):
     parameter_name = "job"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = {job.name for job in catalog.current().all()}
+        names = {job.name for job in page_catalog(request).all()}
         if self.value():
             names.add(str(self.value()))
         return [(name, name) for name in sorted(names)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset if self.value() is None else queryset.filter(job=self.value())
+
+
+def page_catalog(request: HttpRequest) -> Catalog:
+    """The catalog, read once for a page's filters (one statement each time it is read)."""
+    found: Catalog | None = getattr(request, "_advisory_cron_catalog", None)
+    if found is None:
+        found = catalog.current()
+        request._advisory_cron_catalog = found  # type: ignore[attr-defined]
+    return found
+
+
+class TenantFilter(admin.SimpleListFilter):
+    """A tenant's runs of the per-tenant jobs (``name@schema``, django-tenants).
+
+    Offered only when ``django_tenants`` is installed: the settings say so for nothing, where
+    asking the history whether it holds a tenant's run would read all of it on every page of
+    every project (a name ending in ``@schema`` is no index's prefix). Its choices are the
+    tenants the per-tenant jobs run for, as the Jobs page lists them (the tenant model: one
+    statement), not the names found in the history, which would also read all of it.
+    ``?tenant=`` still filters on any schema, a tenant dropped since included; it keeps the
+    runs of the per-tenant jobs defined now, by their exact names (through the job index)."""
+
+    title = _("tenant")
+    parameter_name = "tenant"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        if not apps.is_installed("django_tenants"):
+            return []
+        schemas = {
+            each.tenant
+            for job in page_catalog(request).all()
+            if job.per_tenant
+            for each in fanout.split(job)
+            if each.tenant is not None
+        }
+        if self.value():
+            schemas.add(str(self.value()))
+        return [(schema, schema) for schema in sorted(schemas)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() is None:
+            return queryset
+        per_tenant = [job.name for job in page_catalog(request).all() if job.per_tenant]
+        return queryset.filter(job__in=[f"{name}{SEPARATOR}{self.value()}" for name in per_tenant])
 
 
 class RunQuerySet(QuerySet[JobRun]):
@@ -164,7 +211,7 @@ class JobRunAdmin(ReadOnlyAdmin):
         "host_display",
         "error_short",
     )
-    list_filter = (SkipsFilter, JobFilter, "status", "started")
+    list_filter = (SkipsFilter, JobFilter, TenantFilter, "status", "started")
     search_fields = ("job", "host", "error", "task_id")
     date_hierarchy = "started"
     list_per_page = 100
@@ -280,15 +327,21 @@ class JobRunAdmin(ReadOnlyAdmin):
     def lateness_display(self, obj: JobRun) -> str:
         """How long after its tick it started; "-" without a tick. For a job with a jitter,
         how much of it was the tick's offset (computed from the job's jitter, as every replica
-        computes it: not stored)."""
+        computes it: not stored; a tenant's run's in the worker's whole steps)."""
         if obj.lateness is None:
             return "-"
         late = human_lateness(obj.lateness)
         try:
-            jitter = catalog.find(obj.job).jitter
-        except (DatabaseError, AdvisoryCronError):  # a job no longer defined, say
-            jitter = None
-        shift = offset_seconds(obj.job, obj.tick, jitter)
+            found = catalog.current()
+        except (DatabaseError, AdvisoryCronError):
+            return late
+        name, tenant = obj.job, None
+        if name not in found:
+            name, tenant = tenant_of(name)  # a tenant's run of a per-tenant job
+        if name not in found or (tenant is not None and not found.get(name).per_tenant):
+            return late  # a job no longer defined, say
+        job = found.get(name)
+        shift = offset_seconds(obj.job, obj.tick, job.jitter, step_for(tenant))
         if shift is None:
             return late
         return format_html("{} ({} +{})", late, _("its jitter offset:"), human_lateness(shift))

@@ -39,6 +39,7 @@ from ..exceptions import first_line
 from ..ops import control
 from ..run.history import HOST
 from .pings import Ping, Pinger, idempotency_key
+from .tenants import SEPARATOR
 
 #: Who a pause after failures is by, as the admin and ``cronjob list`` show it.
 PAUSED_BY = "failure notices"
@@ -79,22 +80,33 @@ def failures_in_a_row(job: Any, run: Any, limit: int | None) -> int:
     return int(row[0]) if row else 0
 
 
+def named(job: Any) -> str:
+    """The job as a notice's text names it: ``digest``, or for a tenant's run of a per-tenant
+    job (``digest@acme``) ``digest for tenant acme``, the tenant in words an operator reads."""
+    tenant = getattr(job, "tenant", None)
+    if tenant is None:
+        return str(job.name)
+    return f"{str(job.name).removesuffix(f'{SEPARATOR}{tenant}')} for tenant {tenant}"
+
+
 def payload(job: Any, run: Any, event: str, failures: int, paused: bool) -> dict[str, Any]:
     """The webhook's JSON: ``text`` is what Slack and Teams incoming webhooks show; the other
-    fields are for a receiver that reads them."""
+    fields are for a receiver that reads them (``job`` as its runs are recorded, ``tenant``
+    the schema of a per-tenant job's run, else ``None``)."""
     error = first_line(run.error)[:MAX_ERROR] if run.error is not None else ""
     if event == "failing":
         streak = f" {failures} times in a row" if failures > 1 else ""
-        text = f"Job {job.name} failed{streak} ({RunStatus(run.status).label}"
+        text = f"Job {named(job)} failed{streak} ({RunStatus(run.status).label}"
         text += f": {error})" if error else ")"
         if paused:
             text += "; it is paused until someone resumes it"
     else:
-        text = f"Job {job.name} recovered: it succeeded after {failures} failed runs in a row"
+        text = f"Job {named(job)} recovered: it succeeded after {failures} failed runs in a row"
     return {
         "text": text,
         "event": event,
         "job": job.name,
+        "tenant": getattr(job, "tenant", None),
         "failures": failures,
         "status": str(run.status),
         "error": error,
@@ -108,7 +120,11 @@ def payload(job: Any, run: Any, event: str, failures: int, paused: bool) -> dict
 def notify(job: Any, notices: Settings, document: dict[str, Any]) -> None:
     body = json.dumps(document).encode()
     if notices.mail_admins:
-        details = "\n".join(f"{key}: {value}" for key, value in document.items() if key != "text")
+        details = "\n".join(
+            f"{key}: {value}"
+            for key, value in document.items()
+            if key != "text" and not (key == "tenant" and value is None)  # not per tenant
+        )
         text = f"{document['text']}\n\n{details}\n".encode()
         notifier.send(Mail(job.name, "", text, subject=document["text"]))
     if notices.webhook:

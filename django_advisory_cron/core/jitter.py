@@ -16,6 +16,18 @@ from .schedule import Schedule, seconds_text
 
 _NONE = timedelta(0)
 
+#: Seconds: a tenant's run's offset is a whole number of them, so that the worker claims the
+#: tenants that start in the same step together (a jitter below it spreads nothing).
+TENANT_STEP = 1.0
+
+
+def step_for(tenant: str | None) -> float | None:
+    """The step a run's offset is rounded down to: ``TENANT_STEP`` for a tenant's run of a
+    per-tenant job, none for any other. The one place that decides it: the worker,
+    ``runlocked`` and the history all ask here, so a tenant's tick starts at the same moment
+    whichever of them starts it."""
+    return TENANT_STEP if tenant is not None else None
+
 
 def offset(name: str, tick: datetime, jitter: float | None, step: float | None = None) -> timedelta:
     """The offset of job ``name``'s ``tick`` for a ``jitter`` of that many seconds: from 0
@@ -33,12 +45,14 @@ def offset(name: str, tick: datetime, jitter: float | None, step: float | None =
     return timedelta(microseconds=drawn)
 
 
-def offset_seconds(name: str, tick: datetime | None, jitter: float | None) -> float | None:
+def offset_seconds(
+    name: str, tick: datetime | None, jitter: float | None, step: float | None = None
+) -> float | None:
     """``offset`` in seconds, as the history shows it for a run of job ``name`` (``None``: no
     tick, or no jitter). Computed, not stored: the function every replica used."""
     if tick is None or not jitter:
         return None
-    return offset(name, tick, jitter).total_seconds()
+    return offset(name, tick, jitter, step).total_seconds()
 
 
 def start_of(

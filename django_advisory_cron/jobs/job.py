@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ..conf import CatchUp
+from ..core import jitter as offsets
 from ..core.keys import KEY_MODES, KeyMode, LockKey, job_key
 from ..core.once import Once, read_moment
 from ..core.overlap import (
@@ -222,6 +223,17 @@ class Job(Generic[P, R]):
         last = self.ticking_schedule.last if self.ticking_schedule is not None else None
         bounds = [moment for moment in (self.ends, last) if moment is not None]
         return min(bounds) if bounds else None
+
+    def start_of(self, tick: datetime) -> datetime:
+        """When its ``tick``'s run starts: the tick plus its jitter offset, for a tenant's run
+        in whole ``TENANT_STEP`` seconds (see [jitter][django_advisory_cron.core.jitter]);
+        every entry that starts a run or shows its offset asks this."""
+        return offsets.start_of(self.name, tick, self.jitter, offsets.step_for(self.tenant))
+
+    def offset_seconds(self, tick: datetime | None) -> float | None:
+        """Its ``tick``'s jitter offset in seconds, as ``start_of`` computes it (``None``: no
+        tick, or no jitter)."""
+        return offsets.offset_seconds(self.name, tick, self.jitter, offsets.step_for(self.tenant))
 
     @property
     def key(self) -> LockKey:

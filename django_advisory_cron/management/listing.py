@@ -11,7 +11,6 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from ..core.jitter import offset_seconds
 from ..db.execute import database_now
 from ..exceptions import InvalidSchedule, first_line
 from ..exitcodes import USAGE
@@ -86,13 +85,13 @@ def history(
     if as_json:
         under = ran_under(alias, [(run.job, run.started) for run in runs])
         facts = [
-            {**_run_facts(run, job.jitter), "schedule_version": under.get((run.job, run.started))}
+            {**_run_facts(run, job), "schedule_version": under.get((run.job, run.started))}
             for run in runs
         ]
         return [json.dumps(facts, indent=2)]
     if not runs:
         return [f"{job.name}: no runs recorded"]
-    header, *rows = _history_table(runs, job.jitter)
+    header, *rows = _history_table(runs, job)
     if not with_output:
         return [header, *rows]
     lines = [header]
@@ -157,8 +156,10 @@ def calendar_of(job: Job[Any, Any], alias: str) -> upcoming.OffCalendar | None:
     return lambda ticks: calendars.reasons(job, ticks, alias)
 
 
-def _history_table(runs: list[JobRun], jitter: float | None) -> list[str]:
-    """The runs, a row each; for a job with a jitter, each tick's offset after STARTED."""
+def _history_table(runs: list[JobRun], job: Job[Any, Any]) -> list[str]:
+    """The runs of ``job``, a row each; for a job with a jitter, each tick's offset after
+    STARTED."""
+    jitter = job.jitter
     zone = timezone.get_current_timezone_name()
     offsets = ["OFFSET"] if jitter else []
     header = ["RUN", f"STARTED ({zone})", *offsets, "DURATION", "STATUS", "HOST", "PID", "ERROR"]
@@ -169,7 +170,7 @@ def _history_table(runs: list[JobRun], jitter: float | None) -> list[str]:
                 [
                     str(run.pk),
                     _time(run.started),
-                    *([_offset_text(run, jitter)] if jitter else []),
+                    *([_offset_text(run, job)] if jitter else []),
                     "-" if run.duration is None else human_duration(run.duration),
                     " ".join(filter(None, [run.status, run.attempts_note]))
                     + (" (manual)" if run.manual else "")
@@ -247,12 +248,12 @@ def _error_line(error: str) -> str:
     return next((line for line in lines[start:] if not line[:1].isspace()), "")
 
 
-def _offset_text(run: JobRun, jitter: float | None) -> str:
-    seconds = offset_seconds(run.job, run.tick, jitter)
+def _offset_text(run: JobRun, job: Job[Any, Any]) -> str:
+    seconds = job.offset_seconds(run.tick)
     return "-" if seconds is None else f"+{human_duration(seconds)}"
 
 
-def _run_facts(run: JobRun, jitter: float | None) -> dict[str, Any]:
+def _run_facts(run: JobRun, job: Job[Any, Any]) -> dict[str, Any]:
     """One run of ``cronjob history --json``."""
     return {
         "id": run.pk,
@@ -260,7 +261,7 @@ def _run_facts(run: JobRun, jitter: float | None) -> dict[str, Any]:
         "manual": run.manual,
         "backfill": run.backfill,
         "tick": None if run.tick is None else run.tick.isoformat(),
-        "jitter_offset": offset_seconds(run.job, run.tick, jitter),
+        "jitter_offset": job.offset_seconds(run.tick),
         "host": run.host,
         "pid": run.pid,
         "started": run.started.isoformat(),

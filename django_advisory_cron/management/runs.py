@@ -17,7 +17,6 @@ from django.db import ProgrammingError
 
 from .. import exitcodes, signals
 from ..conf import app_settings
-from ..core.jitter import start_of
 from ..core.moments import UTC
 from ..exceptions import (
     DatabaseReadOnly,
@@ -112,7 +111,7 @@ def wait_for_start(job: Job[..., Any]) -> datetime | None:
     tick = schedule.nearest_tick(now, app_settings.MAX_SKEW)
     if tick is None:
         return None
-    delay = (start_of(job.name, tick, job.jitter) - now).total_seconds()
+    delay = (job.start_of(tick) - now).total_seconds()
     if delay > 0:
         time.sleep(delay)
     return tick

@@ -6,7 +6,9 @@ it through [job_statuses][django_advisory_cron.ops.status.job_statuses], the fun
 ``cronstatus --json``: three queries whatever the number of jobs and the size of the
 history (one statement for each job's last run, last success and runs per status in the
 ``METRICS_WINDOW`` and how late they started; one for the held locks; one for the jobs'
-states). The overdue, late, stuck and failing flags are the very ones ``cronstatus`` reports.
+states; with per-tenant jobs, one more for the tenants). Each per-job series is labelled by
+``job`` and ``tenant`` (``LABELS``). The overdue, late, stuck and failing flags are the very
+ones ``cronstatus`` reports.
 
 Serve it with the ``metrics/`` view (``django_advisory_cron.urls``), or register
 [RunHistoryCollector][django_advisory_cron.ops.metrics.RunHistoryCollector] in a registry of your
@@ -30,11 +32,15 @@ from ..models import RunStatus
 from .status import job_statuses
 
 PREFIX = "advisory_cron_job_"
+#: Each per-job series' labels: the job, as its runs are recorded (a tenant's run of a
+#: per-tenant job ``name@schema``, as ``cronstatus`` names it), and its tenant's schema (empty
+#: for a job that is not per tenant), so that a query sums or filters by tenant.
+LABELS = ("job", "tenant")
 
 
 def _families() -> dict[str, GaugeMetricFamily]:
     window = f"{app_settings.METRICS_WINDOW:g}"
-    job = ["job"]
+    job = list(LABELS)
     return {
         "last_success": GaugeMetricFamily(
             f"{PREFIX}last_success_timestamp_seconds",
@@ -55,7 +61,7 @@ def _families() -> dict[str, GaugeMetricFamily]:
             f"{PREFIX}runs",
             f"Runs and recorded skips of the job started in the last {window} seconds "
             "(METRICS_WINDOW), by status.",
-            labels=["job", "status"],
+            labels=[*LABELS, "status"],
         ),
         "next_tick": GaugeMetricFamily(
             f"{PREFIX}next_tick_timestamp_seconds",
@@ -92,7 +98,7 @@ def _lateness() -> HistogramMetricFamily:
         f"{PREFIX}start_lateness_seconds",
         "How late the job's runs started after their ticks, those started in the last "
         f"{app_settings.METRICS_WINDOW:g} seconds (METRICS_WINDOW).",
-        labels=["job"],
+        labels=list(LABELS),
     )
 
 
@@ -107,29 +113,29 @@ class RunHistoryCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         families, lateness = _families(), _lateness()
         for item in job_statuses(window=app_settings.METRICS_WINDOW):
-            name = [item.name]
+            labels = [item.name, item.job.tenant or ""]  # LABELS
             last = item.last_run
             if item.last_success is not None:
-                families["last_success"].add_metric(name, item.last_success.timestamp())
+                families["last_success"].add_metric(labels, item.last_success.timestamp())
             if last is not None:
-                families["last_run"].add_metric(name, last.started.timestamp())
+                families["last_run"].add_metric(labels, last.started.timestamp())
                 if last.duration is not None:
-                    families["last_duration"].add_metric(name, last.duration)
+                    families["last_duration"].add_metric(labels, last.duration)
             counts = item.run_counts or {}
             for status in RunStatus.values:
-                families["runs"].add_metric([item.name, status], counts.get(status, 0))
+                families["runs"].add_metric([*labels, status], counts.get(status, 0))
             next_tick = item.next_tick
             if next_tick is not None:
-                families["next_tick"].add_metric(name, next_tick.timestamp())
-            families["held"].add_metric(name, int(item.holder is not None))
-            families["overdue"].add_metric(name, int(item.overdue))
-            families["late"].add_metric(name, int(item.late))
-            families["stuck"].add_metric(name, int(item.stuck))
-            families["failing"].add_metric(name, int(item.failing))
+                families["next_tick"].add_metric(labels, next_tick.timestamp())
+            families["held"].add_metric(labels, int(item.holder is not None))
+            families["overdue"].add_metric(labels, int(item.overdue))
+            families["late"].add_metric(labels, int(item.late))
+            families["stuck"].add_metric(labels, int(item.stuck))
+            families["failing"].add_metric(labels, int(item.failing))
             late = item.lateness
             if late is not None:
                 buckets = [(repr(bound), runs) for bound, runs in late.at_or_below]
-                lateness.add_metric(name, [*buckets, ("+Inf", late.runs)], sum_value=late.seconds)
+                lateness.add_metric(labels, [*buckets, ("+Inf", late.runs)], sum_value=late.seconds)
         yield from families.values()
         yield lateness
 

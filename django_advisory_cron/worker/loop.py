@@ -51,7 +51,7 @@ from .following import SCHEDULE_POLL, Following
 from .narration import RUNS, Narrator
 from .reconnect import Attendance
 from .requests import REQUEST_POLL, RunRequests
-from .spread import HeldBack, tenant_start
+from .spread import HeldBack
 from .timetable import Timetable
 
 logger = logging.getLogger("django_advisory_cron")
@@ -310,7 +310,7 @@ class Worker:
 
             def take(job: Job[..., object], ticks: list[datetime]) -> None:
                 if len(ticks) == 1 and job.tenant is not None and job.jitter:
-                    begins = tenant_start(job, ticks[0])
+                    begins = job.start_of(ticks[0])
                     if begins > now:  # a tenant's offset in the jitter: held until then
                         self._held_back.hold(job, ticks[0], begins)
                         return

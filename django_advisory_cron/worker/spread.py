@@ -1,10 +1,10 @@
 """A per-tenant job's tenants spread over its ``jitter``: each tenant's run of a tick
 (``name@schema``) starts at its own offset, computed from that name and the tick as any job's
-(see [jitter][django_advisory_cron.core.jitter]), the same on every replica. The offsets are
-whole multiples of ``TENANT_STEP`` seconds, so the tenants that start in the same step are
-still claimed together: a tick of T tenants costs a replica at most about ``jitter /
-TENANT_STEP`` batched claims, not T. The entries wait here, in the worker, until they start;
-nothing is claimed or recorded before.
+(see [jitter][django_advisory_cron.core.jitter]), the same on every replica and in
+``runlocked`` (``Job.start_of``). The offsets are whole multiples of ``TENANT_STEP`` seconds,
+so the tenants that start in the same step are still claimed together: a tick of T tenants
+costs a replica at most about ``jitter / TENANT_STEP`` batched claims, not T. The entries wait
+here, in the worker, until they start; nothing is claimed or recorded before.
 """
 
 from __future__ import annotations
@@ -13,16 +13,10 @@ import heapq
 import itertools
 from datetime import datetime
 
-from ..core.jitter import start_of
+from ..core.jitter import TENANT_STEP
 from ..jobs.job import Job
 
-#: Seconds: a tenant's start offset is a whole number of them (a jitter below it: no spread).
-TENANT_STEP = 1.0
-
-
-def tenant_start(job: Job[..., object], tick: datetime) -> datetime:
-    """When the tenant run ``job`` (``name@schema``) of ``tick`` starts."""
-    return start_of(job.name, tick, job.jitter, TENANT_STEP)
+__all__ = ["TENANT_STEP", "HeldBack"]
 
 
 class HeldBack:

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..core.jitter import start_of
 from ..core.schedule_rules import max_runs_ended
 from ..exceptions import DatabaseUnavailable, first_line
 from ..jobs import calendars, catchup, fanout
@@ -98,9 +97,7 @@ class Timetable:
         [spread][django_advisory_cron.worker.spread])."""
         assert self.upcoming is not None
         return {
-            name: tick
-            if self.jobs[name].per_tenant
-            else start_of(name, tick, self.jobs[name].jitter)
+            name: tick if self.jobs[name].per_tenant else self.jobs[name].start_of(tick)
             for name, tick in self.upcoming.items()
         }
 

@@ -36,3 +36,9 @@ def tenant_held() -> None:
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+@locked_task(every=3600, per_tenant=True)
+def tenant_broken() -> None:
+    """Fail, naming the schema it ran in: a failure notice names the tenant."""
+    raise RuntimeError(f"no ledger in {connection.schema_name}")  # type: ignore[attr-defined]

@@ -1,3 +1,9 @@
-"""No pages: the tenants' tests run commands only."""
+"""The admin and the app's views (its health and metrics documents)."""
 
-urlpatterns: list[object] = []
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("cron/", include("django_advisory_cron.urls")),
+]

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_advisory_cron.core.jitter import offset
+from django_advisory_cron.core.jitter import TENANT_STEP, offset
 from django_advisory_cron.jobs.job import Job
-from django_advisory_cron.worker.spread import TENANT_STEP, HeldBack, tenant_start
+from django_advisory_cron.worker.spread import HeldBack
 
 UTC = timezone.utc
 TICK = datetime(2026, 12, 6, 2, 0, tzinfo=UTC)
@@ -40,15 +40,29 @@ def tenant(schema: str, jitter: float | None) -> Job[..., object]:
 
 
 def test_each_tenant_has_its_own_start_in_whole_seconds() -> None:
-    starts = {tenant_start(tenant(f"t{index}", 60), TICK) for index in range(200)}
+    starts = {tenant(f"t{index}", 60).start_of(TICK) for index in range(200)}
     assert all(TICK <= start < TICK + timedelta(seconds=60) for start in starts)
     assert all(start.microsecond == 0 for start in starts)
     assert len(starts) > 40  # 200 tenants over 60 one-second steps: spread, not one moment
-    assert tenant_start(tenant("acme", None), TICK) == TICK
+    assert tenant("acme", None).start_of(TICK) == TICK
     assert TENANT_STEP == 1.0
     # Another tick, another draw: a tenant is not always the last one.
     acme = tenant("acme", 60)
-    assert len({tenant_start(acme, TICK + timedelta(hours=hour)) - TICK for hour in range(20)}) > 5
+    assert len({acme.start_of(TICK + timedelta(hours=hour)) - TICK for hour in range(20)}) > 5
+
+
+def test_a_tenants_start_and_shown_offset_are_in_whole_steps_and_no_other_jobs() -> None:
+    """One place decides the step (the job's tenant): the worker, ``runlocked`` and the
+    history all compute a tenant's tick's start from it, never the offset to the microsecond."""
+    acme = tenant("acme", 60)
+    plain = Job(func=nothing, name="digest@acme", jitter=60)  # a name alone makes no tenant
+    stepped, exact = offset(acme.name, TICK, 60, TENANT_STEP), offset(acme.name, TICK, 60)
+    assert stepped != exact  # this name and tick: a fraction of a second apart
+    assert acme.start_of(TICK) == TICK + stepped
+    assert acme.offset_seconds(TICK) == stepped.total_seconds()
+    assert plain.start_of(TICK) == TICK + exact
+    assert plain.offset_seconds(TICK) == exact.total_seconds()
+    assert acme.offset_seconds(None) is None and tenant("acme", None).offset_seconds(TICK) is None
 
 
 def test_held_back_runs_come_out_in_the_order_they_start() -> None:

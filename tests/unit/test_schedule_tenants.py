@@ -26,7 +26,7 @@ schemas = st.text(
     max_size=20,
 ).filter(
     lambda name: (
-        name.strip()
+        name.strip() not in ("", EVERY_TENANT)
         and len(name.strip().encode()) <= MAX_SCHEMA
         and not name.strip().lower().startswith("pg_")
     )

@@ -119,7 +119,7 @@ class SessionHolder:
         rows = rows_within(connection, self.lock.beat(), beat_deadline())
         if not rows or not rows[0][0]:
             raise LockLost("the lock is no longer held by its connection")
-        if len(rows[0]) > 1 and rows[0][1]:  # a beat that watches for a stop request
+        if len(rows[0]) > 1 and rows[0][1]:  # a stop request (NULL unless the beat watches)
             self.lock.loss.ask_stop(str(rows[0][1]))
         return True
 

@@ -367,7 +367,7 @@ class ClaimConnection:
             except (DatabaseError, DatabaseUnavailable) as error:
                 self._lose_all(error)
                 return True
-            for (run_id, lock), (held,) in zip(runs, rows, strict=True):
+            for (run_id, lock), (held, _request) in zip(runs, rows, strict=True):
                 if held:
                     self._leased[run_id] = now
                 else:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -43,32 +42,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.measure import Observer
+from benchmarks.measure import CLAIMS, Observer, opening
 from benchmarks.workers import (
     MANAGE,
+    RAN,
+    Ticks,
     environment,
     migrated_database,
-    percentile,
+    ratio,
     start_workers,
     stop_workers,
+    ticks_in,
+    wait_for_claims,
 )
-from django_advisory_cron.db.queries import QUERIES
 from django_advisory_cron.testing import PostgresServer
-
-RAN = ("succeeded", "failed", "lock_lost", "timed_out")
-
-#: The statements (``db/queries.sql``) whose server time is the claims' time: the claim, in
-#: each of its variants, and the look before a claim.
-CLAIMS = {
-    "claim": ("claim_runs", "claim_runs_census"),
-    "look": ("unclaimed_ticks",),
-}
-
-
-def opening(name: str) -> str:
-    """How the statement ``name`` starts, up to its first parameter: the server's record of it
-    (``pg_stat_statements``, values replaced by ``$1``, ``$2``, ...) starts so too."""
-    return QUERIES[name].split("%(", 1)[0]
 
 
 def server_cpu(server: PostgresServer | None) -> float | None:
@@ -117,19 +104,11 @@ class BackendSampler(threading.Thread):
 
 
 @dataclass
-class Figures:
+class Figures(Ticks):
     label: str
     workers: int
     jobs: int
-    ticks: int
-    runs_min: int
-    runs_max: int
-    missed: int
-    p50: float
-    p99: float
     statements: float | None
-    rows_per_tick: float
-    runs_per_tick: float
     #: Rows per tick that are not runs, by status (skips, runs interrupted at the stop).
     other_rows: dict[str, float]
     #: The statements sent most often over the window: calls per tick per replica, text.
@@ -156,24 +135,9 @@ def run_workers(
     conn = observer.conn
     conn.execute("TRUNCATE django_advisory_cron_jobrun")
     processes = start_workers(env, workers)
-    # Measure from the first tick at which every worker is up (each is visible through its
-    # presence connection), so start-up costs stay out of the figures.
-    deadline = time.monotonic() + 60 + 3 * workers
-    while time.monotonic() < deadline:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
-            "'django-advisory-cron worker%%'"
-        ).fetchone()
-        if row and row[0] >= workers:
-            break
-        time.sleep(0.1)
-    # And from the tick after each worker's first claim: a worker's first claim on its
-    # connection also makes the plan the server keeps for its later ones.
-    while time.monotonic() < deadline + 2 * every:
-        row = conn.execute("SELECT count(*) FROM django_advisory_cron_jobrun").fetchone()
-        if row and row[0] >= jobs:
-            break
-        time.sleep(0.1)
+    # Measure from the first tick at which every worker is up, and from the tick after each
+    # worker's first claim.
+    wait_for_claims(conn, workers, jobs, up=60 + 3 * workers, after=2 * every)
     window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     sampler = BackendSampler(observer)
     observer.reset()
@@ -189,39 +153,21 @@ def run_workers(
     top = observer.busiest(busiest)
     window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     stop_workers(processes)
-    # Ticks wholly inside the window: after it began, and early enough to have finished.
-    rows = conn.execute(
-        "SELECT job, tick, count(*) FILTER (WHERE status = ANY(%s)) AS runs, "
-        "array_agg(extract(epoch FROM started - tick) * 1000) "
-        "FILTER (WHERE status = ANY(%s)), count(*) FROM django_advisory_cron_jobrun "
-        "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick",
-        (list(RAN), list(RAN), window_start, window_end, every),
-    ).fetchall()
+    window = ticks_in(conn, window_start, window_end, every, jobs)
     statuses = conn.execute(
         "SELECT status, count(*) FROM django_advisory_cron_jobrun WHERE NOT status = ANY(%s) "
         "AND tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY status",
         (list(RAN), window_start, window_end, every),
     ).fetchall()
-    tick_count = len({tick for _job, tick, *_rest in rows}) or 1
-    per_job_tick = [int(runs) for _job, _tick, runs, *_rest in rows]
-    expected = tick_count * jobs
-    latencies = [float(value) for *_rest, values, _rows in rows for value in (values or [])]
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     window_ticks = seconds / every
     return Figures(
+        **vars(window),
         label=f"{workers} workers x {jobs} jobs",
         workers=workers,
         jobs=jobs,
-        ticks=tick_count,
-        runs_min=min(per_job_tick, default=0) if len(per_job_tick) == expected else 0,
-        runs_max=max(per_job_tick, default=0),
-        missed=expected - sum(1 for runs in per_job_tick if runs),
-        p50=statistics.median(latencies) if latencies else float("nan"),
-        p99=percentile(latencies, 0.99),
         statements=None if statements is None else statements / window_ticks / workers,
-        rows_per_tick=sum(int(written) for *_rest, written in rows) / tick_count,
-        runs_per_tick=sum(per_job_tick) / tick_count,
-        other_rows={status: count / tick_count for status, count in statuses},
+        other_rows={status: count / window.ticks for status, count in statuses},
         busiest=[(calls / window_ticks / workers, query) for calls, query in top],
         backends=max(backends, default=0),
         claims={
@@ -288,11 +234,6 @@ def claims_ms(figures: Figures) -> float | None:
 
 
 def growth(base: Figures, other: Figures) -> str:
-    def ratio(a: float | None, b: float | None) -> str:
-        if a is None or b is None or not a:
-            return "n/a"
-        return f"{b / a:.2f}x"
-
     return (
         f"p50 {ratio(base.p50, other.p50)}, p99 {ratio(base.p99, other.p99)}, "
         f"statements/tick/replica {ratio(base.statements, other.statements)}, "

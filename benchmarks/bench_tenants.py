@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -44,12 +43,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_scale import CLAIMS, opening
-from benchmarks.measure import Observer, database
-from benchmarks.workers import MANAGE, percentile, stop_workers
+from benchmarks.measure import CLAIMS, Observer, database, opening
+from benchmarks.workers import (
+    MANAGE,
+    Ticks,
+    ratio,
+    start_workers,
+    stop_workers,
+    ticks_in,
+    wait_for_claims,
+)
 
 SETTINGS = "--settings=tests.settings_tenants"
-RAN = ("succeeded", "failed", "lock_lost", "timed_out")
 
 
 def environment(url: str, every: float, *, jobs: int = 0, plain: int = 0) -> dict[str, str]:
@@ -92,38 +97,15 @@ def set_tenants(observer: Observer, tenants: int) -> None:
         )
 
 
-def calls(observer: Observer, name: str) -> int | None:
-    """Calls of the statement ``name`` of ``db/queries.sql`` since the last reset, its text
-    compared with white space folded (``None`` where the server does not count them)."""
-    if not observer.server_side:
-        return None
-    row = observer.conn.execute(
-        "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = %s AND toplevel "
-        "AND starts_with(regexp_replace(query, '\\s+', ' ', 'g'), %s)",
-        # Up to its first literal too: the server's record has it replaced by a parameter.
-        (observer.dbid, " ".join(opening(name).split("'", 1)[0].split())),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 @dataclass
-class Figures:
+class Figures(Ticks):
     label: str
     entries: int
-    ticks: int
-    runs_min: int
-    runs_max: int
-    missed: int
-    p50: float
-    p99: float
     statements: float | None
     #: Claim statements (every variant of the claim, and the look before claiming the
     #: entries dealt to others) and finishing statements (one per run), per tick per replica.
     claims: float | None
     finishes: float | None
-    rows_per_tick: float
-    runs_per_tick: float
     #: The statements sent most often over the window: calls per tick per replica, text.
     busiest: list[tuple[float, str]]
 
@@ -141,30 +123,9 @@ def run_workers(
     """``workers`` cronworkers with ``env`` for ``seconds`` after they are all up; measure."""
     conn = observer.conn
     conn.execute("TRUNCATE django_advisory_cron_jobrun")
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(MANAGE), "cronworker", "--grace", "10", SETTINGS],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(workers)
-    ]
-    deadline = time.monotonic() + 60 + 5 * workers
-    while time.monotonic() < deadline:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
-            "'django-advisory-cron worker%%'"
-        ).fetchone()
-        if row and row[0] >= workers:
-            break
-        time.sleep(0.1)
+    processes = start_workers(env, workers, options=[SETTINGS])
     # From the tick after the first one all of them ran: plans made, tenants read once.
-    while time.monotonic() < deadline + 3 * every:
-        row = conn.execute("SELECT count(*) FROM django_advisory_cron_jobrun").fetchone()
-        if row and row[0] >= entries:
-            break
-        time.sleep(0.1)
+    wait_for_claims(conn, workers, entries, up=60 + 5 * workers, after=3 * every)
     window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     observer.reset()
     time.sleep(seconds)
@@ -172,45 +133,20 @@ def run_workers(
     claimed = observer.statement_time(
         sorted({opening(name) for names in CLAIMS.values() for name in names})
     )
-    finished = calls(observer, "finish_run")
+    finished = observer.statement_time([opening("finish_run")])
     top = observer.busiest(busiest)
     window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     stop_workers(processes)
-    # Ticks wholly inside the window: after it began, and early enough to have finished.
-    rows = conn.execute(
-        "SELECT job, tick, count(*) FILTER (WHERE status = ANY(%s)), "
-        "array_agg(extract(epoch FROM started - tick) * 1000) FILTER (WHERE status = ANY(%s)), "
-        "count(*) FROM django_advisory_cron_jobrun "
-        "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick",
-        (list(RAN), list(RAN), window_start, window_end, every),
-    ).fetchall()
-    tick_count = len({tick for _job, tick, *_rest in rows}) or 1
-    per_entry = [int(runs) for _job, _tick, runs, *_rest in rows]
-    expected = tick_count * entries
-    delays = [float(value) for *_rest, values, _rows in rows for value in (values or [])]
     window_ticks = seconds / every
     return Figures(
+        **vars(ticks_in(conn, window_start, window_end, every, entries)),
         label=label,
         entries=entries,
-        ticks=tick_count,
-        runs_min=min(per_entry, default=0) if len(per_entry) == expected else 0,
-        runs_max=max(per_entry, default=0),
-        missed=expected - sum(1 for runs in per_entry if runs),
-        p50=statistics.median(delays) if delays else float("nan"),
-        p99=percentile(delays, 0.99),
         statements=None if statements is None else statements / window_ticks / workers,
         claims=None if claimed is None else claimed[0] / window_ticks / workers,
-        finishes=None if finished is None else finished / window_ticks / workers,
-        rows_per_tick=sum(int(written) for *_rest, written in rows) / tick_count,
-        runs_per_tick=sum(per_entry) / tick_count,
+        finishes=None if finished is None else finished[0] / window_ticks / workers,
         busiest=[(calls / window_ticks / workers, query) for calls, query in top],
     )
-
-
-def ratio(base: float | None, other: float | None) -> str:
-    if base is None or other is None or not base:
-        return "n/a"
-    return f"{other / base:.2f}x"
 
 
 def main() -> None:

@@ -3,24 +3,19 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import django
 from django.conf import settings
 
-from benchmarks.measure import Observer, start_durable_postgres
+from benchmarks.measure import Observer, url_or_server
 from django_advisory_cron.testing import parse_database_url
 
 
 def setup() -> tuple[Any, str]:
     """Configure and migrate, and print the server's header line; return the throwaway server
     (or None) and the database URL."""
-    server = None
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        server = start_durable_postgres()
-        url = server.url("postgres")
+    url, server = url_or_server()
     settings.configure(
         DEBUG=False,
         SECRET_KEY="benchmark-only",

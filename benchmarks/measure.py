@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django_advisory_cron.db.queries import QUERIES
 from django_advisory_cron.testing import PostgresServer, find_pg_bindir, start_postgres
 
 #: A server whose commits cost what they cost in production (room for 100 replicas too).
@@ -81,19 +82,39 @@ def start_durable_postgres() -> PostgresServer:
     return server
 
 
+def url_or_server() -> tuple[str, PostgresServer | None]:
+    """``(url, server)``: DATABASE_URL, or a durable throwaway server, which the caller stops."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url, None
+    server = start_durable_postgres()
+    return server.url("postgres"), server
+
+
 @contextmanager
 def database() -> Iterator[tuple[str, PostgresServer | None]]:
     """``(url, server)``: DATABASE_URL, or a durable throwaway server, stopped afterwards."""
-    url = os.environ.get("DATABASE_URL")
-    server = None
-    if not url:
-        server = start_durable_postgres()
-        url = server.url("postgres")
+    url, server = url_or_server()
     try:
         yield url, server
     finally:
         if server is not None:
             server.stop()
+
+
+#: The statements (``db/queries.sql``) whose server time is the claims' time: the claim, in
+#: each of its variants, and the look before a claim.
+CLAIMS = {
+    "claim": ("claim_runs", "claim_runs_census"),
+    "look": ("unclaimed_ticks",),
+}
+
+
+def opening(name: str) -> str:
+    """How the statement ``name`` of ``db/queries.sql`` starts, up to its first parameter or
+    literal: the server's record of it (``pg_stat_statements``, both replaced by ``$1``,
+    ``$2``, ...) starts so too (see ``Observer.statement_time``)."""
+    return QUERIES[name].split("%(", 1)[0].split("'", 1)[0]
 
 
 class Observer:

@@ -312,30 +312,9 @@ SELECT clock_timestamp(),
           FROM "django_advisory_cron_schedule")
 
 -- name: renew_leases
--- The heartbeat: renew the lease of each run whose lock this backend still holds.
-WITH h AS (
-    SELECT k.n, k.id, EXISTS (
-        SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
-                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS l
-         WHERE granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
-           AND objsubid = CASE WHEN k.hashed IS NULL THEN 2 ELSE 1 END
-           AND classid::bigint = CASE WHEN k.hashed IS NULL THEN k.classid::bigint & 4294967295
-                                      ELSE (hashtext(k.hashed)::bigint >> 32) & 4294967295 END
-           AND objid::bigint = CASE WHEN k.hashed IS NULL THEN k.objid::bigint & 4294967295
-                                    ELSE hashtext(k.hashed)::bigint & 4294967295 END) AS held
-      FROM unnest(%(ids)s::bigint[], %(classids)s::int[], %(objids)s::int[], %(hashed)s::text[])
-           WITH ORDINALITY AS k(id, classid, objid, hashed, n)
-), r AS (
-    UPDATE "django_advisory_cron_jobrun"
-       SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
-     WHERE id IN (SELECT id FROM h WHERE held) AND status = 'running'
-    RETURNING id
-)
-SELECT h.held AND h.id IN (SELECT id FROM r) FROM h ORDER BY h.n
-
--- name: renew_leases_watching
--- renew_leases, for a run of an overlap cancel_other job: also whether a new run has asked it
--- to stop (request_cancel), the request's text (NULL: none).
+-- The heartbeat: renew the lease of each run whose lock this backend still holds. With
+-- %(watch)s (a run of an overlap cancel_other job), also whether a new run has asked it to
+-- stop (request_cancel): the request's text (NULL: none, or not watched).
 WITH h AS (
     SELECT k.n, k.id, EXISTS (
         SELECT 1 FROM (SELECT * FROM pg_locks WHERE locktype = 'advisory'
@@ -354,7 +333,8 @@ WITH h AS (
      WHERE id IN (SELECT id FROM h WHERE held) AND status = 'running'
     RETURNING id, error
 )
-SELECT h.held AND h.id IN (SELECT id FROM r), (SELECT NULLIF(r.error, '') FROM r WHERE r.id = h.id)
+SELECT h.held AND h.id IN (SELECT id FROM r),
+       CASE WHEN %(watch)s::boolean THEN (SELECT NULLIF(r.error, '') FROM r WHERE r.id = h.id) END
   FROM h ORDER BY h.n
 
 -- name: renew_row_leases
@@ -462,7 +442,7 @@ SELECT %(job)s, NULL, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(), %
 -- overlap cancel_other: a new run of the job asks those going for earlier ticks (or for none;
 -- never its own tick's or a later one's) to stop: their rows keep running, with the request
 -- as their error text (a running row has none; its heartbeat reads it, see
--- renew_leases_watching; its finish appends its own end to it); a request already made is
+-- renew_leases; its finish appends its own end to it); a request already made is
 -- kept. The ids of the runs asked (now or before).
 UPDATE "django_advisory_cron_jobrun"
    SET error = CASE WHEN error = '' THEN 'cancelled by a new run (overlap cancel_other) '

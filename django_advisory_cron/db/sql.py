@@ -232,27 +232,25 @@ def claim_runs(
     return QUERIES["claim_runs_census" if census else "claim_runs"], params
 
 
-def renew_leases_watching(run: int, key: LockKey, *, lease: float) -> Statement:
-    """``renew_leases`` of one run of an ``overlap="cancel_other"`` job, which also reads
-    whether a new run asked it to stop: ``(held and renewed, the request's text or NULL)``."""
-    params = {"ids": [run], **_keys([key]), "lease": lease}
-    return QUERIES["renew_leases_watching"], params
-
-
 def who_params(job: str, host: str, pid: int, task_id: str = "") -> dict[str, Any]:
     """Who writes a row: the job, the host and process, and the task (storable text)."""
     return {"job": job, "host": storable(host), "pid": pid, "task_id": storable(task_id)}
 
 
-def renew_leases(runs: Sequence[tuple[int, LockKey]], *, lease: float) -> Statement:
+def renew_leases(
+    runs: Sequence[tuple[int, LockKey]], *, lease: float, watch: bool = False
+) -> Statement:
     """The heartbeat of one run, or of the runs claimed together on one connection: renew the
-    lease of each run whose lock this backend still holds, in one round trip. One boolean row
-    per run, in order: its lock is held and its lease renewed (false: it lost its lock). Only
-    ``running`` rows are renewed: a ``lock_lost`` row keeps the lease it had, which runs out."""
+    lease of each run whose lock this backend still holds, in one round trip. One row per run,
+    in order: its lock is held and its lease renewed (false: it lost its lock), then, with
+    ``watch`` (one run of an ``overlap="cancel_other"`` job), the text of a new run's request
+    that it stop (else NULL). Only ``running`` rows are renewed: a ``lock_lost`` row keeps the
+    lease it had, which runs out."""
     params = {
         "ids": [run for run, _key in runs],
         **_keys([key for _run, key in runs]),
         "lease": lease,
+        "watch": watch,
     }
     return QUERIES["renew_leases"], params
 

@@ -36,7 +36,6 @@ from .heartbeat import Heartbeat
 from .holder import Holder
 from .loss import Loss
 from .polling import attempts
-from .session import SessionHolder
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -158,15 +157,7 @@ class AdvisoryLock:
         """Resolve the scope, which picks the holder, and make the holder ready."""
         self.requested_at = time.monotonic()
         self.scope = pooler.resolve_scope(self.requested_scope, self.using)
-        picked = holder.pick(
-            self.scope,
-            self.using,
-            self.key,
-            self.loss,
-            beat=self.beat,
-            whole_statements=self.whole_statements,
-            savepoint=self.savepoint,
-        )
+        picked = holder.pick(self.scope, self)
         if picked.in_transaction and self._in_async:
             raise async_entry.needs_session(str(self))
         self.holder = picked
@@ -186,10 +177,8 @@ class AdvisoryLock:
 
     def rekey(self, key: LockKey) -> None:
         """The lock is ``key`` from now on: the run slot its claim took, of a job that may run
-        several times at once (its releasing and watching statements name that key)."""
+        several times at once (its holder reads the key when its statements name it)."""
         self.key = key
-        if isinstance(self.holder, SessionHolder):
-            self.holder.key = key
 
     def send(self, statement: Statement) -> Row | None:
         """Run one of our statements where the lock lives, with a deadline; its row."""

@@ -15,12 +15,11 @@ from typing import Protocol
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..core.keys import LockKey
 from ..core.scopes import ResolvedScope
 from ..db.execute import Row
 from ..db.sql import Statement
 from .heartbeat import Heartbeat
-from .loss import Loss
+from .session import Owner as SessionOwner
 from .session import SessionHolder
 from .transaction import TransactionHolder
 
@@ -71,17 +70,15 @@ class Holder(Protocol):
         nothing to send), ``error`` being what ended the owner's work, if anything."""
 
 
-def pick(
-    scope: ResolvedScope,
-    using: str,
-    key: LockKey,
-    loss: Loss,
-    *,
-    beat: Callable[[], Statement],
-    whole_statements: bool,
-    savepoint: bool,
-) -> Holder:
+class Owner(SessionOwner, Protocol):
+    """What a holder of either scope is made from: the lock it will hold."""
+
+    #: Transaction scope: run the body in a savepoint.
+    savepoint: bool
+
+
+def pick(scope: ResolvedScope, lock: Owner) -> Holder:
     """The holder of a lock of ``scope``: the one place the resolved scope is read."""
     if scope == "session":
-        return SessionHolder(using, key, loss, beat=beat, whole_statements=whole_statements)
-    return TransactionHolder(using, loss, savepoint=savepoint)
+        return SessionHolder(lock)
+    return TransactionHolder(lock.using, lock.loss, savepoint=lock.savepoint)

@@ -13,6 +13,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Protocol
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -30,6 +31,20 @@ from .loss import Loss
 logger = logging.getLogger("django_advisory_cron")
 
 
+class Owner(Protocol):
+    """What a session holder reads of the lock it holds."""
+
+    using: str
+    key: LockKey
+    loss: Loss
+    #: What a beat sends: one boolean column, true while the lock is held.
+    beat: Callable[[], Statement]
+    #: Its statements write what must not be cut in half (a run's): signals are held while
+    #: they run. A bare lock's statement may be cut: its connection is then closed, which
+    #: releases whatever it held.
+    whole_statements: bool
+
+
 class SessionHolder:
     """Holds a session-scoped lock on a connection of its own."""
 
@@ -38,23 +53,9 @@ class SessionHolder:
     #: Only a transaction commits.
     committed = False
 
-    def __init__(
-        self,
-        using: str,
-        key: LockKey,
-        loss: Loss,
-        *,
-        beat: Callable[[], Statement],
-        whole_statements: bool,
-    ) -> None:
-        self.using = using
-        self.key = key
-        self.loss = loss
-        self.beat = beat
-        #: Its statements write what must not be cut in half (a run's): signals are held while
-        #: they run. A bare lock's statement may be cut: its connection is then closed, which
-        #: releases whatever it held.
-        self.whole_statements = whole_statements
+    def __init__(self, lock: Owner) -> None:
+        #: Read when needed, not copied: a run's claim may rekey the lock once it is made.
+        self.lock = lock
         self.connection: BaseDatabaseWrapper | None = None
         self.heartbeat: Heartbeat | None = None
         self._checked_out: LockConnection | None = None
@@ -68,7 +69,7 @@ class SessionHolder:
     # -- acquiring -----------------------------------------------------------------------
 
     def begin(self) -> None:
-        self._checked_out = checkout(self.using)
+        self._checked_out = checkout(self.lock.using)
         self.connection = self._checked_out.wrapper
 
     @contextmanager
@@ -80,8 +81,8 @@ class SessionHolder:
             self._trying = False
 
     def _held_signals(self) -> AbstractContextManager[object]:
-        """Signals held while one of the lock's statements runs (see ``whole_statements``)."""
-        return deferred_signals() if self.whole_statements else nullcontext()
+        """Signals held while one of the lock's statements runs (see ``Owner.whole_statements``)."""
+        return deferred_signals() if self.lock.whole_statements else nullcontext()
 
     def send(self, statement: Statement) -> Row | None:
         """Run one of our statements on the lock's connection, with a deadline; its row."""
@@ -108,18 +109,18 @@ class SessionHolder:
         """Start the heartbeat (the thread called ``name``); True: there is one."""
         assert self.connection is not None
         self.heartbeat = Heartbeat(
-            functools.partial(self._beat, self.connection), on_lost=self.loss.mark, name=name
+            functools.partial(self._beat, self.connection), on_lost=self.lock.loss.mark, name=name
         ).start()
         return True
 
     def _beat(self, connection: BaseDatabaseWrapper) -> bool:
         """One beat, on the lock connection: raise if it died, is silent, or no longer holds
         the lock."""
-        rows = rows_within(connection, self.beat(), beat_deadline())
+        rows = rows_within(connection, self.lock.beat(), beat_deadline())
         if not rows or not rows[0][0]:
             raise LockLost("the lock is no longer held by its connection")
-        if len(rows[0]) > 1 and rows[0][1]:  # a beat that watches for a stop request
-            self.loss.ask_stop(str(rows[0][1]))
+        if len(rows[0]) > 1 and rows[0][1]:  # a stop request (NULL unless the beat watches)
+            self.lock.loss.ask_stop(str(rows[0][1]))
         return True
 
     # -- releasing -----------------------------------------------------------------------
@@ -137,7 +138,7 @@ class SessionHolder:
         write (the server was switched read-only), is raised once the lock is unlocked; it is
         no loss of the lock. ``error`` changes nothing here: the connection outlives what the
         owner did."""
-        lost = self.loss.lost  # as it was when the owner released (a beat may end meanwhile)
+        lost = self.lock.loss.lost  # as it was when the owner released (a beat may end meanwhile)
         if self.heartbeat is not None:
             self.heartbeat.stop()
         reusable = False
@@ -153,7 +154,7 @@ class SessionHolder:
         except Exception as failure:
             # The connection died after the last heartbeat, or gave no answer in time and was
             # cut: either way the lock died with it.
-            self.loss.mark(failure)
+            self.lock.loss.mark(failure)
         finally:
             self.give_back(reusable, taken=taken, lost=lost)
         if refused is not None:
@@ -176,7 +177,7 @@ class SessionHolder:
 
     def unlock(self) -> Statement:
         """The statement releasing the session lock with nothing else."""
-        statement = sql.release_lock(self.key, "session")
+        statement = sql.release_lock(self.lock.key, "session")
         assert statement is not None
         return statement
 
@@ -203,6 +204,6 @@ class SessionHolder:
                 "that does not hold the lock; a transaction-pooling PgBouncer is in the path "
                 "and the lock stays held until that server connection closes. Use "
                 "scope='transaction' or a direct LOCK_DATABASE (see the PgBouncer docs).",
-                self.loss.name,
+                self.lock.loss.name,
             )
         return row is not None and row[0] is True

@@ -92,14 +92,8 @@ class SharedHolder(SessionHolder):
     and its release unlocks that one key only."""
 
     def __init__(self, lock: SharedLock, claims: ClaimConnection) -> None:
-        super().__init__(
-            claims.alias,
-            lock.key,
-            lock.loss,
-            beat=lock.beat,
-            whole_statements=lock.whole_statements,
-        )
-        self.lock = lock
+        super().__init__(lock)
+        self.lock: SharedLock = lock
         self.claims = claims
 
     def send(self, statement: Statement) -> Row | None:
@@ -109,14 +103,14 @@ class SharedHolder(SessionHolder):
         return self.claims.release(self.lock, statement)
 
     def unlock(self) -> Statement:
-        return sql.unlock_one(self.key)
+        return sql.unlock_one(self.lock.key)
 
     def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
         if taken and lost:
             # Its row was closed under it (or its connection died): if the connection lives,
             # the lock may still be held on it, and is given back now the run has ended.
             with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():
-                self.claims.release(self.lock, sql.unlock_one(self.key))
+                self.claims.release(self.lock, sql.unlock_one(self.lock.key))
         self.claims.forget(self.lock)
 
 
@@ -428,7 +422,7 @@ class ClaimConnection:
             except (DatabaseError, DatabaseUnavailable) as error:
                 self._lose_all(error)
                 return True
-            for (run_id, lock), (held,) in zip(runs, rows, strict=True):
+            for (run_id, lock), (held, _request) in zip(runs, rows, strict=True):
                 if held:
                     self._leased[run_id] = now
                 else:

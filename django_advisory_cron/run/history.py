@@ -315,9 +315,7 @@ class Run:
         key = self.held_by.key
         if self.run_id is None:
             return sql.lock_held(key)
-        if self.watch_stop:
-            return sql.renew_leases_watching(self.run_id, key, lease=self.lease)
-        return sql.renew_leases([(self.run_id, key)], lease=self.lease)
+        return sql.renew_leases([(self.run_id, key)], lease=self.lease, watch=self.watch_stop)
 
     # -- recording without the lock connection ------------------------------------------
 

@@ -122,7 +122,7 @@ SHARED = {
     "a key held by this backend": (
         "SELECT 1 FROM ( SELECT * FROM pg_locks",
         "& 4294967295 END )",
-        {"lock_held", "renew_leases", "renew_leases_watching"},
+        {"lock_held", "renew_leases"},
     ),
     "the live workers": ("SELECT array_agg", "%( prefix )s ) )", {"claim_runs_census", "sighting"}),
     "the schedules' version": (

@@ -123,7 +123,7 @@ class LeaseHolder(SharedHolder):
         self, statement: Statement | None, error: BaseException | None, *, taken: bool
     ) -> None:
         if statement is None:  # a tick found taken, recorded by nobody: nothing to send
-            self.give_back(True, taken=taken, lost=self.loss.lost)
+            self.give_back(True, taken=taken, lost=self.lock.loss.lost)
             return
         super().release(statement, error, taken=taken)
 

@@ -422,8 +422,8 @@ class ClaimConnection:
             except (DatabaseError, DatabaseUnavailable) as error:
                 self._lose_all(error)
                 return True
-            for (run_id, lock), (held, _request) in zip(runs, rows, strict=True):
-                if held:
+            for (run_id, lock), row in zip(runs, rows, strict=True):
+                if row[0]:  # held (and renewed): the first column of either statement
                     self._leased[run_id] = now
                 else:
                     lost.append(lock)

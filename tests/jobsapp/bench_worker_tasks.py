@@ -1,5 +1,6 @@
 """Jobs for ``benchmarks/bench_worker.py``: ``BENCH_WORKER_JOBS`` jobs (default 200) on a
-``BENCH_WORKER_EVERY``-second interval (default 5) with empty bodies."""
+``BENCH_WORKER_EVERY``-second interval (default 5) with empty bodies, of the lock scope
+``BENCH_WORKER_SCOPE`` (default ``auto``)."""
 
 import os
 from datetime import timedelta
@@ -11,7 +12,9 @@ def _register(number: int, every: float) -> None:
     def body() -> None:
         return None
 
-    locked_task(name=f"bench_{number}", every=timedelta(seconds=every))(body)
+    scope = os.environ.get("BENCH_WORKER_SCOPE", "auto")
+    assert scope in ("auto", "session", "transaction"), scope
+    locked_task(name=f"bench_{number}", every=timedelta(seconds=every), scope=scope)(body)
 
 
 for _number in range(int(os.environ.get("BENCH_WORKER_JOBS", "200"))):

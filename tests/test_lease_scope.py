@@ -134,4 +134,6 @@ def test_a_replica_stopped_past_its_lease_loses_the_run_to_the_other(
     held.refresh_from_db()
     assert held.status == RunStatus.INTERRUPTED  # never recorded as the first's own success
     # Woken, the first learned at its next beat that its lease was gone, and said so.
-    assert "lease_hold" in first_errors and "lost" in first_errors, first_errors
+    assert "lease_hold" in first_errors and "lease could not be renewed" in first_errors, (
+        first_errors
+    )

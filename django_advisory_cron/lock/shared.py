@@ -64,6 +64,11 @@ logger = logging.getLogger("django_advisory_cron")
 
 #: Thread name of a claim connection's heartbeat.
 HEARTBEAT_THREAD = "advisory-cron-claims-heartbeat"
+#: Why a run in lease scope lost its lock: its renewal found its row's lease gone.
+LEASE_LOST = (
+    "its run's lease could not be renewed: it ran out (this worker stalled for longer than "
+    "LEASE) and another worker may have ended the run"
+)
 
 
 class SharedLock(AdvisoryLock):
@@ -430,8 +435,9 @@ class ClaimConnection:
                     del self._held[run_id]
                     del self._leased[run_id]
         self._nudge()
+        why = LEASE_LOST if self.leased else "the lock is no longer held by its connection"
         for lock in lost:
-            report_lost(lock.loss.mark, LockLost("the lock is no longer held by its connection"))
+            report_lost(lock.loss.mark, LockLost(why))
         return True
 
     def _lose_everything(self, error: BaseException) -> None:

@@ -21,13 +21,14 @@ import pytest
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
 from django_advisory_cron.models import JobRun
 from django_advisory_cron.testing import PgBouncer, start_pgbouncer
-from tests.jobsapp.lease_tasks import LEASE_FOLDER, LEASE_TICKING
+from tests.jobsapp.job_names import LEASE_SCOPE_FOLDER as LEASE_FOLDER
+from tests.jobsapp.job_names import LEASE_SCOPE_TICKING as LEASE_TICKING
 from tests.pooling import bouncer_url, upstream
 from tests.waiting import wait_for, workers_present
 
 pytestmark = [pytest.mark.usefixtures("transactional_db"), pytest.mark.slow]
 
-SETTINGS = {"JOBS_MODULE": "lease_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": 1.5}
+SETTINGS = {"JOBS_MODULE": "lease_scope_tasks", "MAX_SKEW": 0.5, "HEARTBEAT": 0.5, "LEASE": 1.5}
 TOOK = [status.value for status in TICK_TAKING]
 
 

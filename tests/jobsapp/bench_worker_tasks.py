@@ -6,14 +6,14 @@ import os
 from datetime import timedelta
 
 from django_advisory_cron import locked_task
+from django_advisory_cron.core.scopes import check_scope
 
 
 def _register(number: int, every: float) -> None:
     def body() -> None:
         return None
 
-    scope = os.environ.get("BENCH_WORKER_SCOPE", "auto")
-    assert scope in ("auto", "session", "transaction"), scope
+    scope = check_scope(os.environ.get("BENCH_WORKER_SCOPE", "auto"))
     locked_task(name=f"bench_{number}", every=timedelta(seconds=every), scope=scope)(body)
 
 

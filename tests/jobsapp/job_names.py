@@ -32,3 +32,8 @@ CONNECTION_WAITING = ["conn_wait_a", "conn_wait_b", "conn_wait_c"]
 CONNECTION_OTHER_DATABASE = ["conn_second_a", "conn_second_b", "conn_second_c"]
 #: The environment variable that gives a test subprocess the ``second`` alias.
 SECOND_ALIAS = "TESTS_SECOND_ALIAS"
+
+#: The lease-scope tests' jobs (tests/jobsapp/lease_scope_tasks.py): the folder the holding job
+#: writes its start into, and the jobs due every second with nothing to do.
+LEASE_SCOPE_FOLDER = "LEASE_SCOPE_TEST_FOLDER"
+LEASE_SCOPE_TICKING = [f"lease_tick_{letter}" for letter in "abcd"]

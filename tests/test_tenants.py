@@ -609,6 +609,80 @@ def test_the_admin_and_the_metrics_name_each_runs_tenant(project: str) -> None:
     observer.close()
 
 
+def operated(url: str, *forms: dict[str, str]) -> list[list[list[str]]]:
+    """The messages (level, text) the Jobs page answers each form POSTed to its Pause /
+    Resume / Run now view with, as a superuser of the tenants' project."""
+    done = manage(
+        url,
+        "shell",
+        "-c",
+        "from tests.tenantsapp.pages import operate; "
+        f"operate('/admin/django_advisory_cron/registeredjob/operate/', *{list(forms)!r})",
+    )
+    found = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [page["status"] for page in found] == [302] * len(forms), found
+    return [page["messages"] for page in found]
+
+
+def test_the_jobs_page_operates_one_tenant_as_cronjob_does(project: str) -> None:
+    """Pause, Resume and Run now on a tenant's row of the Jobs page (``name@schema``) act on
+    that tenant alone, as ``cronjob pause/resume/trigger NAME --tenant SCHEMA`` do; a tenant
+    that does not exist (or no longer does), and the per-tenant job's own name, are refused in
+    one line."""
+    observer = psycopg.connect(project, autocommit=True)
+
+    def paused() -> list[tuple[str, str, str]]:
+        return observer.execute(
+            "SELECT job, paused_by, reason FROM django_advisory_cron_jobstate WHERE paused "
+            "ORDER BY job"
+        ).fetchall()
+
+    acme = f"{JOB}@acme"
+    said = operated(
+        project,
+        {"job": acme, "operation": "pause", "reason": "migrating acme"},
+        {"job": f"{JOB}@nosuch", "operation": "pause"},
+        {"job": JOB, "operation": "pause"},
+    )
+    [[level, text]] = said[0]
+    assert level == "success" and text.startswith(f"Job {acme}: paused"), said
+    assert said[1] == [["error", f"There is no job named {JOB}@nosuch."]]
+    [[level, text]] = said[2]
+    assert level == "error" and JOB in text and "runs per tenant" in text, said
+    assert paused() == [(acme, "ops", "migrating acme")]  # that tenant only
+    assert operated(project, {"job": acme, "operation": "resume"}) == [
+        [["success", f"Job {acme}: resumed"]]
+    ]
+    assert paused() == []
+
+    worker = subprocess.Popen(
+        [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
+        env=manage_env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: alive([worker]) and runs(observer, "acme") >= 1, 60)
+        [[[level, text]]] = operated(project, {"job": acme, "operation": "run"})
+        assert level in ("success", "warning") and text.startswith(f"Job {acme}: run requested")
+        # Run as `cronjob trigger --tenant acme` has it run: a manual run of acme's job alone.
+        wait_for(lambda: alive([worker]) and manual_runs(observer, "acme") == 1, 60)
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        print(worker.communicate(timeout=60)[1])  # shown when the test fails
+    assert manual_runs(observer, "globex") == 0
+    assert not observer.execute(
+        "SELECT 1 FROM django_advisory_cron_jobstate WHERE job = %s", (JOB,)
+    ).fetchall()  # nothing recorded under the per-tenant job's own name
+    drop_tenant(project, "globex")  # its row still on a page drawn before
+    assert operated(project, {"job": f"{JOB}@globex", "operation": "pause"}) == [
+        [["error", f"There is no job named {JOB}@globex."]]
+    ]
+    observer.close()
+
+
 def test_runlocked_starts_a_tenants_tick_when_the_worker_would(project: str) -> None:
     """``runlocked name@schema`` of a per-tenant job with a jitter waits for the tenant's
     offset in whole seconds, as ``cronworker`` does: the tenant's tick starts at the same

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 from ..conf import app_settings
 from ..db.execute import database_now
-from ..jobs import catalog
+from ..jobs import catalog, fanout
 from ..jobs.job import Job, registry
 from ..models import JobState
 from ..ops import charts, control, heldlocks, status
@@ -83,7 +83,8 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
     """The "Jobs" page: registered jobs come from code, their state from the database.
 
     With the ``operate_job`` permission each row has Pause / Resume / Run now buttons: POST
-    (with Django's CSRF check) to one view, recorded in the admin's log (``LogEntry``).
+    (with Django's CSRF check) to one view, recorded in the admin's log (``LogEntry``). A
+    per-tenant job's rows are its tenants' (``name@schema``), each operated on its own.
     """
 
     OPERATIONS = ("pause", "resume", "run")
@@ -113,9 +114,23 @@ class RegisteredJobAdmin(ReadOnlyAdmin):
         name = request.POST.get("job", "")
         operation = request.POST.get("operation", "")
         alias = app_settings.lock_database
-        if operation not in self.OPERATIONS or name not in catalog.current(alias):
+        jobs = catalog.current(alias).jobs
+        # A tenant's row (name@schema) is that tenant's job, as `cronjob ... --tenant` finds it.
+        job = jobs.get(name) or fanout.tenant_job(jobs, name)
+        if operation not in self.OPERATIONS or job is None:
             self.message_user(
                 request, _("There is no job named %(job)s.") % {"job": name}, messages.ERROR
+            )
+            return back
+        if job.per_tenant:  # its ticks run as its tenants' jobs: those are paused and run
+            self.message_user(
+                request,
+                _(
+                    "Job %(job)s runs per tenant: pause, resume or run it now on one tenant's "
+                    "row (%(job)s@schema)."
+                )
+                % {"job": name},
+                messages.ERROR,
             )
             return back
         user = request.user.get_username()

@@ -7,7 +7,7 @@ needs no integration's import."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .job import Job
 
@@ -43,3 +43,14 @@ def split(job: Job[..., object]) -> list[Job[..., object]]:
         )
         return []
     return _split[0](job)
+
+
+def tenant_job(jobs_by_name: Mapping[str, Job[..., object]], name: str) -> Job[..., object] | None:
+    """The job of one tenant ``name`` names (``name@schema``) of a per-tenant job among
+    ``jobs_by_name``, or ``None`` (not such a name, or no such tenant now): the worker, the
+    commands and the admin find a tenant's runs by that name alike."""
+    base, separator, schema = name.rpartition("@")
+    job = jobs_by_name.get(base) if separator else None
+    if job is None or not job.per_tenant:
+        return None
+    return next((each for each in split(job) if each.tenant == schema), None)

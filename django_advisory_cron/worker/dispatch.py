@@ -312,7 +312,7 @@ class Dispatcher:
         is skipped (and recorded) while another run of the job holds it. A job whose body is
         a task of another queue (its ``deliver=`` sends a task by name) is sent to it instead,
         as a manual run. A per-tenant job's tenant (``name@schema``) runs in its schema."""
-        found = self.jobs.get(name) or self._tenant_job(name)
+        found = self.jobs.get(name) or fanout.tenant_job(self.jobs, name)
         if found is None:
             logger.error(
                 "cronworker: %s: run now not started: no such tenant of a per-tenant job here; "
@@ -342,14 +342,6 @@ class Dispatcher:
             self._add_running(job.name, future, "a run-now request")
         if sender is None:
             future.add_done_callback(self._not_run_if_cancelled(1))
-
-    def _tenant_job(self, name: str) -> Job[..., object] | None:
-        """The tenant's job ``name`` (``name@schema``) of a per-tenant job here, or ``None``."""
-        base, separator, schema = name.rpartition("@")
-        job = self.jobs.get(base) if separator else None
-        if job is None or not job.per_tenant:
-            return None
-        return next((each for each in fanout.split(job) if each.tenant == schema), None)
 
     def going(self, name: str) -> dict[Future[Any], str]:
         """The runs of ``name`` this worker started that are not over (hold ``lock``)."""

@@ -31,3 +31,19 @@ def show(*urls: str) -> None:
         ]
         page = {"url": url, "status": response.status_code, "text": response.content.decode()}
         print(json.dumps({**page, "statements": sent}))
+
+
+def operate(url: str, *forms: dict[str, str]) -> None:
+    """POST each form to ``url`` as a superuser, one JSON line each: its status and the
+    messages the page it leads back to shows (the Jobs page's Pause, Resume, Run now)."""
+    from django.contrib.messages import get_messages
+
+    user, _made = get_user_model().objects.get_or_create(
+        username="ops", defaults={"is_staff": True, "is_superuser": True}
+    )
+    for form in forms:
+        client = Client()  # a session of its own: only this form's messages
+        client.force_login(user)
+        response = client.post(url, form)
+        said = [(each.level_tag, str(each)) for each in get_messages(response.wsgi_request)]
+        print(json.dumps({"form": form, "status": response.status_code, "messages": said}))

@@ -340,7 +340,8 @@ class Command(AppCommand):
         self, found: Catalog, name: str, arguments: list[str]
     ) -> tuple[Job[Any, Any], list[str]]:
         if name not in found:
-            tenant = _tenant_job(found, name)  # name@schema: one tenant's run of a per-tenant job
+            # name@schema: one tenant's run of a per-tenant job
+            tenant = fanout.tenant_job(found.jobs, name)
             if tenant is not None:
                 return tenant, arguments
         if name in found:
@@ -367,12 +368,3 @@ class Command(AppCommand):
         candidates = list(found.jobs) + sorted(get_commands())
         hint = did_you_mean(name, candidates, "see runlocked --list")
         self.leave(exitcodes.USAGE, f"no job or command named {name!r}{hint}")
-
-
-def _tenant_job(found: Catalog, name: str) -> Job[Any, Any] | None:
-    """The run of one tenant ``name`` names (``name@schema``) of a per-tenant job, or ``None``
-    (not such a name, or no such tenant)."""
-    base, separator, schema = name.rpartition("@")
-    if not separator or base not in found or not found.get(base).per_tenant:
-        return None
-    return next((each for each in fanout.split(found.get(base)) if each.tenant == schema), None)

@@ -64,6 +64,18 @@ def add_tenant(url: str, schema: str) -> None:
     )
 
 
+def cronworker(url: str, *names: str, grace: str = "5", **env: str) -> subprocess.Popen[str]:
+    """A real ``cronworker`` of the tenants' project running ``names``, started, not waited
+    for (its output kept for the test's report)."""
+    return subprocess.Popen(
+        [sys.executable, str(MANAGE), "cronworker", *names, "--grace", grace, SETTINGS],
+        env=manage_env(url, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def drop_tenant(url: str, schema: str) -> None:
     """A tenant deleted through the tenant model: its schema dropped."""
     manage(
@@ -112,16 +124,7 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
     project: str,
 ) -> None:
     observer = psycopg.connect(project, autocommit=True)
-    workers = [
-        subprocess.Popen(
-            [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
-            env=manage_env(project),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    workers = [cronworker(project, JOB) for _ in range(2)]
     try:
         alive = lambda: all(worker.poll() is None for worker in workers)  # noqa: E731
         wait_for(
@@ -220,16 +223,7 @@ def test_a_per_tenant_jitter_starts_each_tenant_at_its_own_offset(project: str) 
     the offset computed from ``name@schema`` and the tick (whole seconds), claimed once."""
     name = "tenant_spread"
     observer = psycopg.connect(project, autocommit=True)
-    workers = [
-        subprocess.Popen(
-            [sys.executable, str(MANAGE), "cronworker", name, "--grace", "5", SETTINGS],
-            env=manage_env(project),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    workers = [cronworker(project, name) for _ in range(2)]
 
     def started() -> list[tuple[str, datetime, datetime]]:
         return observer.execute(
@@ -274,15 +268,6 @@ def test_a_per_tenant_job_catches_up_each_tenant_after_downtime(project: str) ->
     for any job, then goes on with the next ticks."""
     observer = psycopg.connect(project, autocommit=True)
 
-    def cronworker() -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
-            env=manage_env(project),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
     def ticks(schema: str) -> list[datetime]:
         return [
             tick
@@ -312,7 +297,7 @@ def test_a_per_tenant_job_catches_up_each_tenant_after_downtime(project: str) ->
         print(error)  # shown when the test fails
         assert worker.returncode == exitcodes.SIGTERM, error
 
-    first = cronworker()
+    first = cronworker(project, JOB)
     try:
         wait_for(lambda: alive([first]) and ticks("acme") and ticks("globex"), 90)
     finally:
@@ -320,7 +305,7 @@ def test_a_per_tenant_job_catches_up_each_tenant_after_downtime(project: str) ->
     last = max(max(ticks("acme")), max(ticks("globex")))
     # Down for at least two ticks (every 2 s) on the database's clock.
     wait_for(lambda: database_now() > last + timedelta(seconds=5), 30, interval=0.2)
-    second = cronworker()
+    second = cronworker(project, JOB)
     try:
         # Its ticks before its presence connection opened were missed: it planned after that.
         restarted = wait_for(lambda: alive([second]) and presence_started(second), 60)
@@ -364,13 +349,7 @@ def test_run_now_for_one_tenant(project: str) -> None:
     assert f"{JOB}@globex" in here.stdout
     assert manual_runs(observer, "globex") == 1 and manual_runs(observer, "acme") == 0
 
-    worker = subprocess.Popen(
-        [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
-        env=manage_env(project),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    worker = cronworker(project, JOB)
     try:
         wait_for(lambda: alive([worker]) and runs(observer, "acme") >= 1, 60)
         asked = manage(project, "cronjob", SETTINGS, "trigger", JOB, "--tenant", "acme")
@@ -396,13 +375,7 @@ def test_a_worker_stopped_while_tenants_runs_go_on_records_them_interrupted(
     interrupted and exits as told (it once failed looking the runs' jobs up by name)."""
     name = "tenant_held"
     observer = psycopg.connect(project, autocommit=True)
-    worker = subprocess.Popen(
-        [sys.executable, str(MANAGE), "cronworker", name, "--grace", "1", SETTINGS],
-        env=manage_env(project, TENANT_HELD_UNTIL=str(tmp_path / "go")),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    worker = cronworker(project, name, grace="1", TENANT_HELD_UNTIL=str(tmp_path / "go"))
 
     def going() -> int:
         row = observer.execute(
@@ -487,16 +460,7 @@ def test_a_schedule_kept_as_data_runs_for_the_tenants_it_names(project: str) -> 
         assert row is not None
         return int(row[0])
 
-    worker = subprocess.Popen(
-        [
-            sys.executable, str(MANAGE), "cronworker", "acme_digest", "globex_digest",
-            "--grace", "5", SETTINGS,
-        ],
-        env=manage_env(project, TENANTS_SCHEDULES="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    worker = cronworker(project, "acme_digest", "globex_digest", TENANTS_SCHEDULES="1")
     try:
         wait_for(
             lambda: (
@@ -655,13 +619,7 @@ def test_the_jobs_page_operates_one_tenant_as_cronjob_does(project: str) -> None
     ]
     assert paused() == []
 
-    worker = subprocess.Popen(
-        [sys.executable, str(MANAGE), "cronworker", JOB, "--grace", "5", SETTINGS],
-        env=manage_env(project),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    worker = cronworker(project, JOB)
     try:
         wait_for(lambda: alive([worker]) and runs(observer, "acme") >= 1, 60)
         [[[level, text]]] = operated(project, {"job": acme, "operation": "run"})

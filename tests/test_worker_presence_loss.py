@@ -49,6 +49,9 @@ def test_a_cut_connection_is_reconnected_at_once_and_a_run_now_is_taken(
     assert run.manual and run.tick is None
     assert worker.returncode == exitcodes.SIGTERM, err
     assert "Traceback" not in err
-    # One line for the cut, not the driver's three.
-    assert len([line for line in err.splitlines() if "stopped listening" in line]) == 1, err
+    # One line for the cut, not the driver's three: "stopped listening" when the cut woke its
+    # sleep, none when a statement of the worker's met the cut first (a busy machine); the
+    # loss itself is said either way.
+    assert len([line for line in err.splitlines() if "stopped listening" in line]) <= 1, err
+    assert "lost the database" in err, err
     assert not [line for line in err.splitlines() if line.startswith("\t")], err

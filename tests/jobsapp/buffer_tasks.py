@@ -7,6 +7,8 @@ import os
 import time
 import uuid
 
+from django.db import connection
+
 from django_advisory_cron import locked_task
 from django_advisory_cron.exceptions import Terminated
 
@@ -94,6 +96,9 @@ def cancel_stubborn() -> None:
                 break
             time.sleep(0.05)
         except Terminated:
+            # The signal may have cut a query of the loop's short: that connection is left
+            # mid-statement, so note it on a new one.
+            connection.close()
             Marker.objects.create(job="cancel_stubborn", pid=os.getpid(), note=f"saw {token}")
 
 

@@ -65,6 +65,8 @@ def stoppable(name: str) -> None:
                 break
             time.sleep(0.05)
     except BaseException as stop:
+        if isinstance(stop, Terminated):  # a signal may have cut a query short: a new connection
+            connection.close()
         Marker.objects.create(job=name, pid=os.getpid(), note=f"saw {type(stop).__name__} {token}")
         raise
     finally:

@@ -129,7 +129,8 @@ class SessionHolder:
         self, statement: Statement | None, error: BaseException | None, *, taken: bool
     ) -> None:
         """Release the lock (``statement``, sent for a lock ``taken`` and not lost, with
-        signals held as for every statement of the lock), then give the connection back.
+        signals held as for every statement of the lock; ``None``: nothing to send), then give
+        the connection back.
 
         The connection is reused only when it provably holds nothing: an untaken lock whose
         every statement completed (no attempt is ``trying``), or a release whose unlock-all
@@ -144,8 +145,7 @@ class SessionHolder:
         reusable = False
         refused: Exception | None = None
         try:
-            if taken and not lost:
-                assert statement is not None
+            if taken and not lost and statement is not None:
                 with self._held_signals():
                     row, refused = self._release_or_unlock(statement)
                 reusable = self._check_unlocked(row)
@@ -163,23 +163,24 @@ class SessionHolder:
     def _release_or_unlock(self, statement: Statement) -> tuple[Row | None, Exception | None]:
         """Send the releasing statement; if it is refused for a value it carries, or as a write
         (the server was switched read-only), nothing of it ran and the lock is still held:
-        unlock it alone, and return the refusal too."""
+        unlock it alone (where anything outlives the claim to unlock), and return the refusal
+        too."""
         try:
             return self.send_release(statement), None
         except Exception as failure:
             if not (refused_value(failure) or isinstance(failure, DatabaseReadOnly)):
                 raise
-            return self.send_release(self.unlock()), failure
+            unlock = self.unlock()
+            return (None if unlock is None else self.send_release(unlock)), failure
 
     def send_release(self, statement: Statement) -> Row | None:
         """Send the releasing statement of a held session lock."""
         return self.send(statement)
 
-    def unlock(self) -> Statement:
-        """The statement releasing the session lock with nothing else."""
-        statement = sql.release_lock(self.lock.key, "session")
-        assert statement is not None
-        return statement
+    def unlock(self) -> Statement | None:
+        """The statement releasing the session lock with nothing else (``None``: no lock
+        outlives its claim; see the shared holder's)."""
+        return sql.release_lock(self.lock.key, "session")
 
     def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
         """Return the lock connection to the process's warm set, for reuse if ``reusable``

@@ -49,7 +49,6 @@ from ..db.connections import (
     checkout,
     close_connection,
     open_lock_connection,
-    refused_value,
     still_open,
 )
 from ..db.execute import Row, rows_within
@@ -85,7 +84,7 @@ class SharedLock(AdvisoryLock):
             key, scope="session", using=claims.alias, on_lost=on_lost, whole_statements=True
         )
         self.scope = "lease" if claims.leased else "session"
-        self.holder = (LeaseHolder if claims.leased else SharedHolder)(self, claims)
+        self.holder = SharedHolder(self, claims)
         #: The connection its claim was sent on: its release goes on no other one.
         self.claimed_on: LockConnection | None = None
         #: The run whose lease the heartbeat renews while the lock is held here.
@@ -94,7 +93,9 @@ class SharedLock(AdvisoryLock):
 
 class SharedHolder(SessionHolder):
     """Holds one run's lock on the worker's claim connection: its statements take turns there,
-    and its release unlocks that one key only."""
+    and its release unlocks that one key only. In lease scope (a leased claim connection) no
+    lock outlives the claim: there is nothing to unlock, and the run's row lease, renewed by
+    the connection's heartbeat, keeps other replicas out."""
 
     def __init__(self, lock: SharedLock, claims: ClaimConnection) -> None:
         super().__init__(lock)
@@ -107,41 +108,17 @@ class SharedHolder(SessionHolder):
     def send_release(self, statement: Statement) -> Row | None:
         return self.claims.release(self.lock, statement)
 
-    def unlock(self) -> Statement:
-        return sql.unlock_one(self.lock.key)
+    def unlock(self) -> Statement | None:
+        assert self.lock.scope is not None
+        return sql.release_lock(self.lock.key, self.lock.scope, shared=True)
 
     def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
-        if taken and lost:
+        unlock = self.unlock()
+        if taken and lost and unlock is not None:
             # Its row was closed under it (or its connection died): if the connection lives,
             # the lock may still be held on it, and is given back now the run has ended.
             with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():
-                self.claims.release(self.lock, sql.unlock_one(self.lock.key))
-        self.claims.forget(self.lock)
-
-
-class LeaseHolder(SharedHolder):
-    """Holds one run claimed on a leased claim connection: no lock outlives its claim, so
-    there is nothing to unlock; its row's lease, renewed by the connection's heartbeat, keeps
-    other replicas out."""
-
-    def release(
-        self, statement: Statement | None, error: BaseException | None, *, taken: bool
-    ) -> None:
-        if statement is None:  # a tick found taken, recorded by nobody: nothing to send
-            self.give_back(True, taken=taken, lost=self.lock.loss.lost)
-            return
-        super().release(statement, error, taken=taken)
-
-    def _release_or_unlock(self, statement: Statement) -> tuple[Row | None, Exception | None]:
-        """The finish, refused for a value it carries or as a write, leaves nothing held."""
-        try:
-            return self.send_release(statement), None
-        except Exception as failure:
-            if not (refused_value(failure) or isinstance(failure, DatabaseReadOnly)):
-                raise
-            return (True,), failure
-
-    def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
+                self.claims.release(self.lock, unlock)
         self.claims.forget(self.lock)
 
 

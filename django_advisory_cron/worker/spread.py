@@ -1,10 +1,11 @@
 """A per-tenant job's tenants spread over its ``jitter``: each tenant's run of a tick
 (``name@schema``) starts at its own offset, computed from that name and the tick as any job's
 (see [jitter][django_advisory_cron.core.jitter]), the same on every replica and in
-``runlocked`` (``Job.start_of``). The offsets are whole multiples of ``TENANT_STEP`` seconds,
-so the tenants that start in the same step are still claimed together: a tick of T tenants
-costs a replica at most about ``jitter / TENANT_STEP`` batched claims, not T. The entries wait
-here, in the worker, until they start; nothing is claimed or recorded before.
+``runlocked`` (``Job.start_of``). The offsets are whole multiples of ``TENANT_STEP`` seconds
+(``core.jitter``), so the tenants that start in the same step are still claimed together: a
+tick of T tenants costs a replica at most about ``jitter / TENANT_STEP`` batched claims, not
+T. The entries wait here, in the worker, until they start; nothing is claimed or recorded
+before.
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ import heapq
 import itertools
 from datetime import datetime
 
-from ..core.jitter import TENANT_STEP
 from ..jobs.job import Job
-
-__all__ = ["TENANT_STEP", "HeldBack"]
 
 
 class HeldBack:

@@ -32,6 +32,7 @@ from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.testing.processes import descendants
 from tests.conftest import MANAGE, ROOT, manage_env
 from tests.jobsapp.models import Marker
+from tests.waiting import wait_for
 from tests.warm_start import run_manage
 
 Q2 = "tests.settings_q2"
@@ -508,7 +509,10 @@ def test_long_downtime_catches_up_with_recent_ticks_only(db_url: str) -> None:
 def test_a_jittered_job_waits_in_the_task_for_its_ticks_start(db_url: str) -> None:
     """django-q2 fires a schedule at its minute; the run starts at the tick plus the offset
     every replica computes alike, and claims the tick itself. The job's name is picked so that
-    its start is 1 to 4 s away (offsets are a hash of the name and the tick)."""
+    its start is 1 to 4 s away (offsets are a hash of the name and the tick). In a minute's
+    last seconds no offset is that far from now within the minute: the next minute is waited
+    for."""
+    wait_for(lambda: _db_now(db_url).second < 50, timeout=15, interval=0.2)
     now = _db_now(db_url)
     tick = now.replace(second=0, microsecond=0)
     name = next(

@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from django_advisory_cron.testing import (
 )
 from tests.celery_servers import RedisServer, redis_server
 from tests.registries import fresh_registry  # noqa: F401  (a fixture the unit tier shares)
-from tests.warm_start import run_manage
+from tests.warm_start import run_manage, start_manage
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "tests" / "manage.py"
@@ -280,19 +279,14 @@ def manage(db_url: str) -> Callable[..., subprocess.CompletedProcess[str]]:
 
 @pytest.fixture
 def spawn(db_url: str) -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    """Start ``tests/manage.py`` subprocesses without waiting; killed at teardown if alive."""
+    """Start ``tests/manage.py`` subprocesses without waiting, forked from a warm starter
+    (tests/warm_start.py) where one can serve; killed at teardown if alive."""
     started: list[subprocess.Popen[str]] = []
 
     def start(
         *args: str, url: str | None = None, env: dict[str, str] | None = None
     ) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [sys.executable, str(MANAGE), *args],
-            env=manage_env(url or db_url, **(env or {})),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process = start_manage(*args, env=manage_env(url or db_url, **(env or {})))
         started.append(process)
         return process
 

@@ -9,7 +9,6 @@ import json
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,9 +24,10 @@ from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
 from django_advisory_cron.ops.charts import human_lateness
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
-from tests.conftest import MANAGE, manage_env
+from tests.conftest import manage_env
 from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for
+from tests.warm_start import run_manage, start_manage
 
 pytest.importorskip("django_tenants", reason="django-tenants is not installed (the test extra)")
 
@@ -41,13 +41,7 @@ TOOK = [status.value for status in TICK_TAKING]
 
 def manage(url: str, command: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run a command of the tenants' project to its end; fail the test on its failure."""
-    done = subprocess.run(
-        [sys.executable, str(MANAGE), command, SETTINGS, *args],
-        env=manage_env(url, **env),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = run_manage(command, SETTINGS, *args, env=manage_env(url, **env), timeout=180)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -67,12 +61,8 @@ def add_tenant(url: str, schema: str) -> None:
 def cronworker(url: str, *names: str, grace: str = "5", **env: str) -> subprocess.Popen[str]:
     """A real ``cronworker`` of the tenants' project running ``names``, started, not waited
     for (its output kept for the test's report)."""
-    return subprocess.Popen(
-        [sys.executable, str(MANAGE), "cronworker", *names, "--grace", grace, SETTINGS],
-        env=manage_env(url, **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return start_manage(
+        "cronworker", *names, "--grace", grace, SETTINGS, env=manage_env(url, **env)
     )
 
 
@@ -192,13 +182,7 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
 
 def refused(url: str, *args: str) -> str:
     """The one line a command of the tenants' project refuses ``args`` with (exit 2)."""
-    done = subprocess.run(
-        [sys.executable, str(MANAGE), args[0], SETTINGS, *args[1:]],
-        env=manage_env(url),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = run_manage(args[0], SETTINGS, *args[1:], env=manage_env(url), timeout=180)
     assert done.returncode == exitcodes.USAGE, (done.returncode, done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -687,11 +671,11 @@ def test_a_failure_notice_names_the_tenant(project: str, server: Recorder) -> No
     its payload the run's job (``name@schema``) and the tenant; the tenant alone is paused."""
     path = "/ok/hooks/tenants"
     notices = {"after": 1, "webhook": f"{server.url}{path}", "pause": True}
-    done = subprocess.run(
-        [sys.executable, str(MANAGE), "runlocked", SETTINGS, "tenant_broken@acme"],
+    done = run_manage(
+        "runlocked",
+        SETTINGS,
+        "tenant_broken@acme",
         env=manage_env(project, ADVISORY_CRON_JSON=json.dumps({"FAILURE_NOTICES": notices})),
-        capture_output=True,
-        text=True,
         timeout=180,
     )
     assert done.returncode == exitcodes.JOB_FAILED, done.stderr
@@ -707,11 +691,13 @@ def test_a_failure_notice_names_the_tenant(project: str, server: Recorder) -> No
         "acme",
         "failing",
     )
-    said = subprocess.run(  # exit 3: acme's job is failing
-        [sys.executable, str(MANAGE), "cronstatus", SETTINGS, "--json", "--job", "tenant_broken"],
+    said = run_manage(  # exit 3: acme's job is failing
+        "cronstatus",
+        SETTINGS,
+        "--json",
+        "--job",
+        "tenant_broken",
         env=manage_env(project),
-        capture_output=True,
-        text=True,
         timeout=180,
     )
     status = json.loads(said.stdout)

@@ -3,8 +3,9 @@ this package and runs ``django.setup()`` (its settings read with exactly the env
 commands it will start), then forks one child per command. Each command is still a real,
 separate OS process with its own argv, stdio, exit code or death by signal; it skips only the
 interpreter start and the imports (about 0.6 s a command, most of what the command-line tests
-cost). The ``manage`` fixture uses it for short commands; ``spawn`` (workers, signals) always
-starts ``python tests/manage.py`` afresh.
+cost). The ``manage`` fixture uses it for short commands, the ``spawn`` fixture for commands
+left running (workers, signals): its processes are seen as ``subprocess.Popen`` shows a child,
+their exit status told by the starter, which is their parent.
 
 Run as a script, this module is the starter: it reads the environment it was given, prints
 ``ready`` (or why it cannot serve), then forks a child per request on its socket. A child never
@@ -19,6 +20,7 @@ import gc
 import json
 import locale
 import os
+import select
 import selectors
 import signal
 import socket
@@ -28,7 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "tests" / "manage.py"
@@ -41,6 +43,25 @@ KEPT = 3
 #: (each child gets its request's environment in full all the same).
 NOT_READ = ("PYTEST_CURRENT_TEST",)
 _REQUEST_SIZE = 1 << 20
+#: What the base imports before any settings exist (what every command's start imports, none
+#: of it reading the settings when imported): a starter forked from it for a new environment
+#: skips the interpreter's start and these imports, and runs only ``django.setup()``.
+PRELOADED = (
+    "django.core.management",
+    "django.db.models",
+    "django.http",
+    "django.urls",
+    "django.forms",
+    "django.template",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.test",
+    "django.db.backends.postgresql.base",
+    "psycopg",
+)
+#: Read by the interpreter or by the preloaded modules when they start: starters are forked
+#: only from a base started with the same values.
+READ_AT_START = ("PYTHON", "PSYCOPG")
 
 
 # -- the starter (a process of its own) --------------------------------------------------------
@@ -121,29 +142,72 @@ def _serve(path: str) -> dict[str, Any] | None:
 
 
 class Starter:
-    """One running starter process, for one environment."""
+    """One running starter process, for one environment: forked from the base for its
+    interpreter settings where one serves, else started plainly."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(
+        self, env: dict[str, str], *, base: Starter | None = None, is_base: bool = False
+    ) -> None:
         self.path = os.path.join(tempfile.mkdtemp(prefix="warm-"), "s")
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, self.path],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.ready = self.process.stdout.readline() == "ready\n"
+        self.process: subprocess.Popen[str] | None = None
+        forked = None if base is None else base.fork_starter(env, self.path)
+        if forked is None:
+            self.process = subprocess.Popen(
+                [sys.executable, __file__, *(["--base"] if is_base else []), self.path],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert self.process.stdin is not None and self.process.stdout is not None
+            forked = self.process.stdin, self.process.stdout
+        #: Closed, it tells the starter to exit; the starter's "ready" line comes on the other.
+        self._stdin, self._stdout = forked
+        self.ready = self._stdout.readline() == "ready\n"
+
+    def fork_starter(self, env: dict[str, str], path: str) -> tuple[IO[str], IO[str]] | None:
+        """Fork a starter for ``env`` serving on ``path`` (this being a base): its stdin and
+        stdout; None when this base is gone."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            conn.connect(self.path)
+        except OSError:
+            conn.close()
+            self.ready = False
+            return None
+        in_read, in_write = os.pipe()
+        out_read, out_write = os.pipe()
+        try:
+            request = json.dumps({"env": env, "cwd": os.getcwd(), "path": path}).encode()
+            with open(os.devnull, "wb") as devnull:
+                socket.send_fds(conn, [request], [in_read, out_write, devnull.fileno()])
+        except OSError:
+            for fd in (in_write, out_read):
+                os.close(fd)
+            self.ready = False
+            return None
+        finally:
+            os.close(in_read)
+            os.close(out_write)
+            conn.close()
+        return open(in_write, "w"), open(out_read)
 
     def stop(self) -> None:
-        if self.process.stdin:
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        """Tell the starter to exit (it then forks nothing more; its commands go on), and wait
+        a while for it to."""
+        self._stdin.close()
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        else:
+            selected = select.select([self._stdout], [], [], 10)[0]
+            if selected:
+                self._stdout.read()  # the end of its stdout: it has exited
+        self._stdout.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(os.path.dirname(self.path))
@@ -187,6 +251,123 @@ class Starter:
                     os.close(fd)
         return subprocess.CompletedProcess(args, returncode, _text(output), _text(errors))
 
+    def start(self, argv: list[str], env: dict[str, str]) -> WarmProcess | None:
+        """Start ``tests/manage.py`` with ``argv`` in a forked child without waiting for it, as
+        ``subprocess.Popen`` with ``stdout=PIPE, stderr=PIPE, text=True`` would; None, having
+        started nothing, when the starter is gone."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            conn.connect(self.path)
+        except OSError:
+            conn.close()
+            self.ready = False
+            return None
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        try:
+            request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+            socket.send_fds(conn, [request], [0, out_write, err_write])
+        finally:
+            os.close(out_write)
+            os.close(err_write)
+        try:
+            pid = json.loads(conn.recv(_REQUEST_SIZE))["pid"]
+        except (OSError, ValueError, KeyError):
+            conn.close()
+            os.close(out_read)
+            os.close(err_read)
+            self.ready = False
+            return None
+        return WarmProcess([sys.executable, *argv], pid, conn, out_read, err_read)
+
+
+class WarmProcess(subprocess.Popen[str]):
+    """A command forked by a starter, seen as ``subprocess.Popen`` shows a child started with
+    ``stdout=PIPE, stderr=PIPE, text=True``: its pid is the command's own process (signals
+    reach it directly), its pipes its own stdout and stderr; its exit status is told by the
+    starter, which is the process's parent. Every method the tests call is its own (none of
+    ``Popen``'s internals is used: they would wait for a child of this process)."""
+
+    def __init__(self, args: list[str], pid: int, conn: socket.socket, out: int, err: int) -> None:
+        self.args = args
+        self.pid = pid
+        self.returncode: Any = None
+        self.stdin = None
+        encoding = locale.getpreferredencoding(False)
+        self.stdout = open(out, encoding=encoding, closefd=True)  # noqa: SIM115
+        self.stderr = open(err, encoding=encoding, closefd=True)  # noqa: SIM115
+        #: ``Popen.__del__`` reads it: nothing of ``Popen``'s own is to be reaped here.
+        self._child_created = False
+        self._conn = conn
+        #: What ``communicate`` has read so far, kept across a timeout as ``Popen`` keeps it.
+        self._read: dict[int, list[bytes]] = {out: [], err: []}
+        self._open = [out, err]
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._conn], [], [], 0)[0]:
+            self._status()
+        return None if self.returncode is None else int(self.returncode)
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._conn], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self._status()
+        return int(self.returncode)
+
+    def _status(self) -> None:
+        """Read the exit status the starter sends once the process has ended."""
+        try:
+            message = self._conn.recv(_REQUEST_SIZE)
+            self.returncode = json.loads(message)["returncode"] if message else -signal.SIGKILL
+        except (OSError, ValueError, KeyError):
+            self.returncode = -signal.SIGKILL  # the starter is gone, and the child with it
+        self._conn.close()
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[str, str]:
+        if input:
+            raise ValueError("a warm-started command reads no input")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            for fd in self._open:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0)
+                for key, _ in selector.select(left):
+                    data = os.read(key.fd, 1 << 16)
+                    if data:
+                        self._read[key.fd].append(data)
+                    else:
+                        selector.unregister(key.fd)
+                        self._open.remove(key.fd)
+        self._close_pipes()
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+        self.wait(left)
+        out, err = (b"".join(chunks) for chunks in self._read.values())
+        return _text(out), _text(err)
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def __exit__(self, *exc: object) -> None:
+        self._close_pipes()
+        self.wait()
+
+    def _close_pipes(self) -> None:
+        for pipe in (self.stdout, self.stderr):
+            if pipe is not None:
+                pipe.close()
+
 
 def _read_until_closed(out: int, err: int, deadline: float) -> tuple[bytes, bytes]:
     """Everything written to the two pipes until both are closed; ``TimeoutError`` when the
@@ -216,7 +397,20 @@ def _text(data: bytes) -> str:
 
 
 _starters: dict[tuple[tuple[str, str], ...], Starter] = {}
+#: The bases, one per set of values the interpreter reads when it starts.
+_bases: dict[tuple[tuple[str, str], ...], Starter] = {}
 _lock = threading.Lock()
+
+
+def _base(env: dict[str, str]) -> Starter | None:
+    """The running base for ``env``'s interpreter settings (started now if there is none)."""
+    key = tuple(sorted(item for item in env.items() if item[0].startswith(READ_AT_START)))
+    base = _bases.get(key)
+    if base is None or not base.ready:
+        if base is not None:
+            base.stop()
+        base = _bases[key] = Starter(env, is_base=True)
+    return base if base.ready else None
 
 
 def _starter(env: dict[str, str]) -> Starter | None:
@@ -228,7 +422,7 @@ def _starter(env: dict[str, str]) -> Starter | None:
     with _lock:
         if not _starters:
             atexit.register(stop_all)
-        starter = _starters.pop(key, None) or Starter(env)
+        starter = _starters.pop(key, None) or Starter(env, base=_base(env))
         _starters[key] = starter  # the most recently used last
         while len(_starters) > KEPT:
             _starters.pop(next(iter(_starters))).stop()
@@ -240,6 +434,8 @@ def stop_all() -> None:
     with _lock:
         while _starters:
             _starters.popitem()[1].stop()
+        while _bases:
+            _bases.popitem()[1].stop()
 
 
 def _settings_given(args: tuple[str, ...]) -> str | None:
@@ -273,6 +469,47 @@ def run_manage(*args: str, env: dict[str, str], timeout: float) -> subprocess.Co
     return done if done is not None else run_manage(*args, env=env, timeout=timeout)
 
 
+def start_manage(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``python tests/manage.py ARGS`` started without waiting, as ``subprocess.Popen`` with
+    ``stdout=PIPE, stderr=PIPE, text=True``: forked from a warm starter for ``env`` where one
+    can serve (see ``run_manage``), else started plainly."""
+    settings = _settings_given(args)
+    warm_env = env if settings is None else {**env, "DJANGO_SETTINGS_MODULE": settings}
+    starter = None if any(arg.startswith("--pythonpath") for arg in args) else _starter(warm_env)
+    process = None if starter is None else starter.start([str(MANAGE), *args], env)
+    if process is not None:
+        return process
+    return subprocess.Popen(
+        [sys.executable, str(MANAGE), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _as_base(path: str) -> Any:
+    """Serve as a base: import what every command imports, then fork a starter per request
+    (its environment and socket in the request)."""
+    import importlib
+
+    for module in PRELOADED:
+        with contextlib.suppress(Exception):  # one that needs the settings is left to setup
+            importlib.import_module(module)
+    from django.conf import settings
+
+    if settings.configured or threading.active_count() != 1:
+        print("the preloaded modules read the settings or started a thread", flush=True)
+        return None
+    request = _serve(path)
+    if request is None:
+        return None
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    return _main(request["path"])
+
+
 def _main(path: str) -> Any:
     refused = _prepare()
     if refused:
@@ -286,10 +523,19 @@ def _main(path: str) -> Any:
     os.environ.update(child["env"])
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")  # as tests/manage.py
     os.chdir(child["cwd"])
+    import django
     from django.core.management import execute_from_command_line
+
+    # The starter's ``django.setup()`` is the command's: run again, it would configure logging
+    # anew once the jobs' modules are imported, and ``disable_existing_loggers`` would then
+    # disable their loggers, which a fresh process creates after configuring logging.
+    django.setup = lambda set_prefix=True: None
 
     return execute_from_command_line(sys.argv)
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1])
+    if sys.argv[1] == "--base":
+        _as_base(sys.argv[2])
+    else:
+        _main(sys.argv[1])

@@ -154,3 +154,27 @@ def test_runlocked_waits_for_the_lease_of_a_run_whose_lock_was_lost(
         .values_list("status", flat=True)
     )
     assert statuses == [RunStatus.LOCK_LOST, RunStatus.SUCCEEDED]
+
+
+def test_a_loss_told_after_the_body_ended_does_not_break_into_the_run_s_end(
+    log: Path, spawn: Any, raw_connect: Any
+) -> None:
+    """The heartbeat finds the lock lost; the body's next query raises and the body ends, and
+    only then is ``runlocked``'s main thread told (a receiver of ``lock_lost`` before it
+    waits for the body's end, as a busy machine may order it). The run is recorded as lock
+    lost, once, and ``runlocked`` says so (exit 75): a stop told once the body has ended
+    breaks into nothing (a CI run once saw one escape the run as "could not start ...
+    (nothing recorded)", exit 1)."""
+    observer = raw_connect()
+    process = spawn("runlocked", "lease_lost_late_told")
+    terminate_holder(observer, "lease_lost_late_told")
+    out, err = process.communicate(timeout=60)
+    (run,) = JobRun.objects.filter(job="lease_lost_late_told")
+    assert run.status == RunStatus.LOCK_LOST, (run.status, run.error, err)
+    assert run.finished is not None and run.lease_until is None, run
+    assert process.returncode == exitcodes.LOCK_LOST, err
+    assert out == "", out
+    assert err.rstrip().endswith(
+        f"lease_lost_late_told: the lock's connection was lost while the job ran (run {run.id} "
+        "recorded as lock lost); another replica may run it too"
+    ), err

@@ -62,20 +62,28 @@ def signals_unwind(timeout: float | None = None) -> Iterator[None]:
         expired.append(True)
         raise JobTimedOut(timeout or 0)
 
-    told: set[int] = set()
+    told: dict[int, Any] = {}
 
     def lost(signum: int, frame: FrameType | None) -> None:
-        raise LockLost("the lock's connection was lost; stopping this run")
+        # Only into a body: once it has ended (a loss told late, on a busy machine), the run's
+        # end is being recorded, or the run is over, and a raise would cut that short.
+        if not all(run is not None and run.body_ended for run in told.values()):
+            raise LockLost("the lock's connection was lost; stopping this run")
 
     main = threading.main_thread().ident
+    #: Held while the main thread is told, and while the handlers are put back: a receiver
+    #: still running once they are must not send a signal whose handler is gone.
+    telling = threading.Lock()
+    closed: list[bool] = []
 
     def stop_main(**kwargs: Any) -> None:
         # Once a run: a lock lost two ways at once (its backend terminated and its row
         # replaced, overlap terminate_other) must not raise again while the run is recorded.
-        run = id(kwargs.get("run"))
-        if main is not None and run not in told:
-            told.add(run)
-            signal.pthread_kill(main, LOST_SIGNAL)
+        run = kwargs.get("run")
+        with telling:
+            if main is not None and id(run) not in told and not closed:
+                told[id(run)] = run
+                signal.pthread_kill(main, LOST_SIGNAL)
 
     previous = {
         signal.SIGTERM: signal.signal(signal.SIGTERM, terminate),
@@ -91,6 +99,8 @@ def signals_unwind(timeout: float | None = None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signals.lock_lost.disconnect(dispatch_uid="runlocked-stop-main")
+        with telling:
+            closed.append(True)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

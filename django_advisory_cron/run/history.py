@@ -141,6 +141,9 @@ class Run:
     tick_done: bool = field(default=False, repr=False, compare=False)
     #: ``(status, error text)`` once the job has ended; read by the release statement.
     outcome: tuple[str, str] | None = field(default=None, repr=False, compare=False)
+    #: The body has ended (returned or raised, after its last attempt): from then on a lost
+    #: lock stops nothing, the run's end being recorded.
+    body_ended: bool = field(default=False, repr=False, compare=False)
     #: How many times the body was called (more than once when failures were retried),
     #: and a line for each attempt that failed before the last one.
     attempts: int = field(default=1, repr=False, compare=False)

@@ -422,6 +422,7 @@ def _run(
             try:
                 run.value = attempts.call_body(job, lock, run, args, kwargs)
             finally:
+                run.body_ended = True
                 run.output = "" if kept is None else kept.text()
     except BaseException as raised:
         error = raised

@@ -10,8 +10,11 @@ must go on undisturbed, as one that makes no query would.
 import os
 import time
 from datetime import timedelta
+from typing import Any
 
-from django_advisory_cron import locked_task
+from django.dispatch import receiver
+
+from django_advisory_cron import locked_task, signals
 
 from .job_names import LEASE_COMPANIONS
 
@@ -79,3 +82,28 @@ WEEKLY = os.environ.get("LEASE_TASKS_WEEKLY", "0 3 * * 0")
 def weekly_report() -> None:
     note("start", "weekly_report")
     note("end", "weekly_report")
+
+
+@locked_task(name="lease_lost_late_told", scope="session")
+def lease_lost_late_told() -> None:
+    """Queries until its lock is lost (the test terminates the lock's backend): the first
+    query after the heartbeat found the loss raises, and the body ends."""
+    from django.db import connection
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        time.sleep(0.02)
+
+
+@receiver(signals.lock_lost)
+def _told_once_the_body_ended(sender: Any, run: Any = None, **kwargs: Any) -> None:
+    """For ``lease_lost_late_told``: the receivers connected after this one (``runlocked``'s,
+    which stops the main thread) are told only once the body has ended, as a busy machine may
+    order it."""
+    if getattr(sender, "name", "") != "lease_lost_late_told" or run is None:
+        return
+    deadline = time.monotonic() + 10
+    while not run.body_ended and time.monotonic() < deadline:
+        time.sleep(0.005)

@@ -35,6 +35,7 @@ import os
 import selectors
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,14 +87,20 @@ def static_pooling(alias: str) -> tuple[Pooling | None, str]:
     return None, "no pooler declared or suggested by the settings"
 
 
-def resolve_scope(scope: Scope, alias: str) -> ResolvedScope:
-    """The scope a lock on ``alias`` uses: ``"auto"`` is transaction scope whenever the
-    settings say the alias is transaction pooled or a pooler is found in the path, else
-    session scope. May cost one round trip per process and alias (see ``pooler_in_path()``).
-    ``scope`` was checked where it came in (a job, a lock).
+def resolve_scope(
+    scope: Scope, alias: str, *, leased: Callable[[], bool] | None = None
+) -> ResolvedScope:
+    """The scope a lock on ``alias`` uses: ``"auto"`` is lease scope where ``leased`` says
+    the caller's claims are leased (a ``cronworker`` whose claim connection is transaction
+    pooled), else transaction scope whenever the settings say the alias is transaction
+    pooled or a pooler is found in the path, else session scope. May cost one round trip per
+    process and alias (see ``pooler_in_path()``). ``scope`` was checked where it came in (a
+    job, a lock).
     """
     if scope != "auto":
         return scope
+    if leased is not None and leased():
+        return "lease"
     return "transaction" if transaction_pooled(alias) else "session"
 
 

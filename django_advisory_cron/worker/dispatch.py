@@ -211,9 +211,8 @@ class Dispatcher:
         if job.overlap in BUFFERS:  # its tick may wait, and its run start the waiting ones
             return False
         using = lock_database(job.using, self.using)
-        if job.scope == "auto" and self.claims_on(using).find_pooled():
-            return True
-        return pooler.resolve_scope(job.scope, using) == "session"
+        leased = self.claims_on(using).find_pooled
+        return pooler.resolve_scope(job.scope, using, leased=leased) != "transaction"
 
     @property
     def latest(self) -> dict[str, Future[Any]]:

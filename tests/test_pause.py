@@ -177,7 +177,14 @@ def test_two_workers_run_each_request_once_within_a_second_and_record_paused_tic
         requested = control.request_run("yearly_manual", by="test")
         run = wait_for(lambda at=requested: manual_run_since(at), timeout=10)
         latencies.append((run.started - requested).total_seconds())
-        wait_for(lambda n=number: Marker.objects.filter(job="yearly_manual").count() == n)
+        try:
+            wait_for(lambda n=number: Marker.objects.filter(job="yearly_manual").count() == n)
+        except AssertionError:  # say what the history and the workers hold (CI saw it once)
+            for worker in workers:
+                worker.terminate()
+            said = [worker.communicate(timeout=30)[1] for worker in workers]
+            rows = list(JobRun.objects.values("id", "job", "status", "pid", "error"))
+            raise AssertionError(f"request {number}: no body; {rows}; said: {said}") from None
     time.sleep(0.5)  # a second claim of any request would have started by now
     # The paused job's next 2-second tick has come and gone, and is recorded.
     wait_for(lambda: JobRun.objects.filter(job="every2_0").exists(), timeout=10)

@@ -169,12 +169,8 @@ class Starter:
     def fork_starter(self, env: dict[str, str], path: str) -> tuple[IO[str], IO[str]] | None:
         """Fork a starter for ``env`` serving on ``path`` (this being a base): its stdin and
         stdout; None when this base is gone."""
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            conn.connect(self.path)
-        except OSError:
-            conn.close()
-            self.ready = False
+        conn = self._connect()
+        if conn is None:
             return None
         in_read, in_write = os.pipe()
         out_read, out_write = os.pipe()
@@ -218,8 +214,18 @@ class Starter:
         """Run ``tests/manage.py`` with ``argv`` in a forked child, as ``subprocess.run``
         with ``capture_output=True, text=True`` would; None, having run nothing, when the
         starter is gone."""
-        args = [sys.executable, *argv]
-        deadline = time.monotonic() + timeout
+        process = self.start(argv, env)
+        if process is None:
+            return None
+        try:
+            output, errors = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        return subprocess.CompletedProcess(process.args, process.returncode, output, errors)
+
+    def _connect(self) -> socket.socket | None:
+        """A connection to the starter's socket; None when the starter is gone."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             conn.connect(self.path)
@@ -227,40 +233,14 @@ class Starter:
             conn.close()
             self.ready = False
             return None
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        try:
-            request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
-            socket.send_fds(conn, [request], [0, out_write, err_write])
-            os.close(out_write)
-            os.close(err_write)
-            out_write = err_write = -1
-            pid = json.loads(conn.recv(_REQUEST_SIZE))["pid"]
-            try:
-                output, errors = _read_until_closed(out_read, err_read, deadline)
-                conn.settimeout(max(deadline - time.monotonic(), 0.001))
-                returncode = json.loads(conn.recv(_REQUEST_SIZE))["returncode"]
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(args, timeout) from None
-        finally:
-            conn.close()
-            for fd in (out_read, err_read, out_write, err_write):
-                if fd >= 0:
-                    os.close(fd)
-        return subprocess.CompletedProcess(args, returncode, _text(output), _text(errors))
+        return conn
 
     def start(self, argv: list[str], env: dict[str, str]) -> WarmProcess | None:
         """Start ``tests/manage.py`` with ``argv`` in a forked child without waiting for it, as
         ``subprocess.Popen`` with ``stdout=PIPE, stderr=PIPE, text=True`` would; None, having
         started nothing, when the starter is gone."""
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            conn.connect(self.path)
-        except OSError:
-            conn.close()
-            self.ready = False
+        conn = self._connect()
+        if conn is None:
             return None
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
@@ -369,26 +349,6 @@ class WarmProcess(subprocess.Popen[str]):
                 pipe.close()
 
 
-def _read_until_closed(out: int, err: int, deadline: float) -> tuple[bytes, bytes]:
-    """Everything written to the two pipes until both are closed; ``TimeoutError`` when the
-    deadline passes first."""
-    chunks: dict[int, list[bytes]] = {out: [], err: []}
-    with selectors.DefaultSelector() as selector:
-        for fd in chunks:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            for key, _ in selector.select(left):
-                data = os.read(key.fd, 1 << 16)
-                if data:
-                    chunks[key.fd].append(data)
-                else:
-                    selector.unregister(key.fd)
-    return b"".join(chunks[out]), b"".join(chunks[err])
-
-
 def _text(data: bytes) -> str:
     """Bytes as ``subprocess.run(text=True)`` decodes them: the locale's encoding, universal
     newlines."""
@@ -448,14 +408,21 @@ def _settings_given(args: tuple[str, ...]) -> str | None:
     return None
 
 
+def _starter_for(args: tuple[str, ...], env: dict[str, str]) -> Starter | None:
+    """The starter for a command with ``args`` in ``env``; None when it starts plainly. A
+    starter reads its settings before any command: ``--settings`` picks the starter whose
+    environment names that module (as Django's own handling of the option sets it),
+    ``--pythonpath`` starts plainly."""
+    if any(arg.startswith("--pythonpath") for arg in args):
+        return None
+    settings = _settings_given(args)
+    return _starter(env if settings is None else {**env, "DJANGO_SETTINGS_MODULE": settings})
+
+
 def run_manage(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
     """``python tests/manage.py ARGS`` in a real process of its own, forked from a warm starter
-    for ``env`` where one can serve, else started plainly. A starter reads its settings before
-    any command: ``--settings`` picks the starter whose environment names that module (as
-    Django's own handling of the option sets it), ``--pythonpath`` starts plainly."""
-    settings = _settings_given(args)
-    warm_env = env if settings is None else {**env, "DJANGO_SETTINGS_MODULE": settings}
-    starter = None if any(arg.startswith("--pythonpath") for arg in args) else _starter(warm_env)
+    for ``env`` where one can serve (see ``_starter_for``), else started plainly."""
+    starter = _starter_for(args, env)
     if starter is None:
         return subprocess.run(
             [sys.executable, str(MANAGE), *args],
@@ -473,9 +440,7 @@ def start_manage(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     """``python tests/manage.py ARGS`` started without waiting, as ``subprocess.Popen`` with
     ``stdout=PIPE, stderr=PIPE, text=True``: forked from a warm starter for ``env`` where one
     can serve (see ``run_manage``), else started plainly."""
-    settings = _settings_given(args)
-    warm_env = env if settings is None else {**env, "DJANGO_SETTINGS_MODULE": settings}
-    starter = None if any(arg.startswith("--pythonpath") for arg in args) else _starter(warm_env)
+    starter = _starter_for(args, env)
     process = None if starter is None else starter.start([str(MANAGE), *args], env)
     if process is not None:
         return process

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,10 +24,11 @@ import pytest
 from django_advisory_cron import exitcodes
 from django_advisory_cron.worker.reconnect import RECONNECT_PAUSES
 
-from .conftest import MANAGE, manage_env
+from .conftest import manage_env
 from .test_standby import migrated_pair, multi_host_url
 from .test_worker_edges import Lines
 from .waiting import wait_for, workers_present
+from .warm_start import start_manage
 
 STARTED = re.compile(r"job (\S+) started \(tick ([^,]+), run")
 
@@ -53,16 +52,7 @@ def cronworkers(url: str, env: dict[str, str], count: int) -> Iterator[list[Line
     """``count`` real ``cronworker`` processes on ``url``, each one's log read as it comes;
     stopped with SIGTERM at the end of the block (each must exit as told), killed if it
     failed."""
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(MANAGE), "cronworker"],
-            env=manage_env(url, **env),
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-        )
-        for _ in range(count)
-    ]
+    processes = [start_manage("cronworker", env=manage_env(url, **env)) for _ in range(count)]
     workers = [Lines(process) for process in processes]
     try:
         # Present, so past installing its SIGTERM handler: one stopped while Django still

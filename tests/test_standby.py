@@ -39,6 +39,7 @@ from .pooling import database_alias
 from .statements import statements_sent
 from .test_worker_edges import Lines
 from .waiting import wait_for
+from .warm_start import run_manage
 
 
 @pytest.fixture
@@ -93,14 +94,7 @@ def test_synchronous_standby(pair: tuple[PostgresServer, Standby]) -> None:
 
 
 def manage(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(MANAGE), *args],
-        env=manage_env(url),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_manage(*args, env=manage_env(url), timeout=timeout)
 
 
 def migrated_pair(*, logged: bool = True, **standby: Any) -> tuple[PostgresServer, Standby]:

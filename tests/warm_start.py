@@ -5,7 +5,9 @@ separate OS process with its own argv, stdio, exit code or death by signal; it s
 interpreter start and the imports (about 0.6 s a command, most of what the command-line tests
 cost). The ``manage`` fixture uses it for short commands, the ``spawn`` fixture for commands
 left running (workers, signals): its processes are seen as ``subprocess.Popen`` shows a child,
-their exit status told by the starter, which is their parent.
+their exit status told by the starter, which is their parent. What
+children of one starter share that separate starts would not: the interpreter's hash seed (so
+sets of strings iterate in the same order in each), and what the starter imported.
 
 Run as a script, this module is the starter: it reads the environment it was given, prints
 ``ready`` (or why it cannot serve), then forks a child per request on its socket. A child never

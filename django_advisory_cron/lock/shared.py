@@ -113,8 +113,7 @@ class SharedHolder(SessionHolder):
         return sql.release_lock(self.lock.key, self.lock.scope, shared=True)
 
     def give_back(self, reusable: bool, *, taken: bool, lost: bool) -> None:
-        unlock = self.unlock()
-        if taken and lost and unlock is not None:
+        if taken and lost and (unlock := self.unlock()) is not None:
             # Its row was closed under it (or its connection died): if the connection lives,
             # the lock may still be held on it, and is given back now the run has ended.
             with suppress(DatabaseError, DatabaseUnavailable), deferred_signals():

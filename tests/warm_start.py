@@ -365,12 +365,11 @@ _lock = threading.Lock()
 
 
 def _base(env: dict[str, str]) -> Starter | None:
-    """The running base for ``env``'s interpreter settings (started now if there is none)."""
+    """The running base for ``env``'s interpreter settings (started now if there is none);
+    None when it could not serve (it is not started again: starters start plainly then)."""
     key = tuple(sorted(item for item in env.items() if item[0].startswith(READ_AT_START)))
     base = _bases.get(key)
-    if base is None or not base.ready:
-        if base is not None:
-            base.stop()
+    if base is None:
         base = _bases[key] = Starter(env, is_base=True)
     return base if base.ready else None
 

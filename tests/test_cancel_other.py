@@ -113,6 +113,22 @@ def test_two_replicas_cancel_each_tick_s_run_for_the_next_s(
 
 
 @pytest.mark.slow
+def test_a_stop_request_that_arrives_after_the_body_ended_does_not_stop_the_command(
+    cancelling: None, spawn: Any
+) -> None:
+    # The old run's body takes its stop request (SIGTERM) and its lost lock (SIGUSR1) together;
+    # the lost lock ends it, and the request, come too late, is not a shutdown of runlocked.
+    old = spawn("runlocked", "cancel_both_late")
+    wait_for(lambda: Marker.objects.filter(note="start").count() == 1, timeout=60)
+    new = spawn("runlocked", "cancel_both_late")
+    out, err = old.communicate(timeout=90)
+    assert old.returncode == exitcodes.LOCK_LOST, (out, err)
+    out, err = new.communicate(timeout=90)
+    first = JobRun.objects.filter(job="cancel_both_late").order_by("started").first()
+    assert first is not None and first.status == RunStatus.LOCK_LOST, first
+
+
+@pytest.mark.slow
 def test_a_run_that_goes_on_after_the_request_is_terminated_after_the_grace(
     cancelling: None, spawn: Any
 ) -> None:

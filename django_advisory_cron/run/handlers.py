@@ -55,8 +55,42 @@ STOP_SIGNALS = tuple(
 )
 
 
+#: Stop requests sent to the main thread as SIGTERM and not yet taken there: for each, whether
+#: its run's body still runs.
+_requests: list[Callable[[], bool]] = []
+_requests_lock = threading.Lock()
+
+
+def ask_main_thread_to_stop(body_running: Callable[[], bool]) -> bool:
+    """Tell a run whose body runs in the main thread to stop as a shutdown would, by SIGTERM,
+    where a Python handler of SIGTERM runs there; whether it was sent.
+
+    A request that reaches the handler once the body has ended (a lost lock told at the same
+    moment ended it first: Python runs the lower-numbered signal's handler first) is dropped
+    while the run is recorded, not taken for a shutdown of the process. A shutdown's own
+    SIGTERM that arrives in that same instant merges with it (the kernel keeps one pending
+    SIGTERM) and goes too: the process ends with the run's own exit code."""
+    main = threading.main_thread()
+    if main.ident is None or not callable(signal.getsignal(signal.SIGTERM)):
+        return False
+    with _requests_lock:
+        _requests.append(body_running)
+    signal.pthread_kill(main.ident, signal.SIGTERM)
+    return True
+
+
+def _late_request() -> bool:
+    """Whether the SIGTERM being handled is only stop requests whose bodies have ended."""
+    with _requests_lock:
+        requests = _requests[:]
+        _requests.clear()
+    return bool(requests) and not any(running() for running in requests)
+
+
 def _marking(handler: Callable[[int, FrameType | None], Any]) -> Callable[..., Any]:
     def mark_what_it_raises(signum: int, frame: FrameType | None) -> Any:
+        if signum == signal.SIGTERM and _late_request():
+            return None
         try:
             return handler(signum, frame)
         except BaseException as raised:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from ..core.statuses import RunStatus
 from ..db import others
 from ..db.execute import fetch_all, fetch_fresh, fetch_one
 from ..exceptions import first_line
-from . import history
+from . import handlers, history
 from .history import HOST
 
 logger = logging.getLogger("django_advisory_cron")
@@ -207,18 +206,16 @@ def cancel_others(job: Overlapping, run: history.Run, around: datetime) -> None:
 CANCEL_POLL = 0.1
 
 
-def stop_in_main_thread(body_thread: threading.Thread) -> Callable[[str], bool]:
-    """How a run asked to stop is told when its body runs in its process's main thread under a
-    handler of SIGTERM (``runlocked``, a worker's child process): SIGTERM, as a shutdown tells
-    it. Elsewhere (a thread, or no handler), nothing: its next query raises ``RunCancelled``."""
+def stop_in_main_thread(body_thread: threading.Thread, run: history.Run) -> Callable[[str], bool]:
+    """How ``run``, asked to stop, is told when its body runs in its process's main thread
+    under a handler of SIGTERM (``runlocked``, a worker's child process): SIGTERM, as a
+    shutdown tells it. Elsewhere (a thread, or no handler), nothing: its next query raises
+    ``RunCancelled``."""
 
     def stop(text: str) -> bool:
-        main = threading.main_thread()
-        handler = signal.getsignal(signal.SIGTERM)
-        if body_thread is not main or not callable(handler) or main.ident is None:
+        if body_thread is not threading.main_thread():
             return False
-        signal.pthread_kill(main.ident, signal.SIGTERM)
-        return True
+        return handlers.ask_main_thread_to_stop(lambda: not run.body_ended)
 
     return stop
 

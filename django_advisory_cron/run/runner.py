@@ -170,7 +170,7 @@ def _execute(
         overlap.replace_others(job, run, around)
     if job.overlap == "cancel_other" and not manual:
         run.watch_stop = True
-        lock.loss.on_stop = overlap.stop_in_main_thread(threading.current_thread())
+        lock.loss.on_stop = overlap.stop_in_main_thread(threading.current_thread(), run)
         overlap.cancel_others(job, run, around)
     with handlers.signals_stop_runs():
         try:

@@ -4,6 +4,7 @@ body records its start and its end (a marker each, with one token, and the tick 
 its run row), so that the test sees when each ran, whichever process ran it."""
 
 import os
+import signal
 import time
 import uuid
 
@@ -102,6 +103,24 @@ def cancel_stubborn() -> None:
             # mid-statement, so note it on a new one.
             connection.close()
             Marker.objects.create(job="cancel_stubborn", pid=os.getpid(), note=f"saw {token}")
+
+
+@locked_task(name="cancel_both_late", overlap="cancel_other")
+def cancel_both_late() -> None:
+    """Started by ``runlocked``: holds SIGTERM and SIGUSR1 off until both are pending (the new
+    run's stop request, then, after the grace, its lost lock), then lets them in at once.
+    Python runs the lower-numbered one first: the lost lock ends the body, and the stop
+    request's SIGTERM arrives only once the body has ended."""
+    both = {signal.SIGTERM, signal.SIGUSR1}
+    signal.pthread_sigmask(signal.SIG_BLOCK, both)
+    Marker.objects.create(job="cancel_both_late", pid=os.getpid(), note="start")
+    deadline = time.monotonic() + 60
+    while both - signal.sigpending():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still waiting for {both - signal.sigpending()}")
+        time.sleep(0.02)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, both)
+    time.sleep(5)  # the lost lock raises here
 
 
 @locked_task(name="buffer_body")

@@ -110,7 +110,9 @@ def cancel_both_late() -> None:
     """Started by ``runlocked``: holds SIGTERM and SIGUSR1 off until both are pending (the new
     run's stop request, then, after the grace, its lost lock), then lets them in at once.
     Python runs the lower-numbered one first: the lost lock ends the body, and the stop
-    request's SIGTERM arrives only once the body has ended."""
+    request's SIGTERM arrives only once the body has ended. The new run returns at once."""
+    if Marker.objects.filter(job="cancel_both_late").exists():
+        return
     both = {signal.SIGTERM, signal.SIGUSR1}
     signal.pthread_sigmask(signal.SIG_BLOCK, both)
     Marker.objects.create(job="cancel_both_late", pid=os.getpid(), note="start")

@@ -74,13 +74,15 @@ def test_two_replicas_run_up_to_max_concurrent_at_once_and_each_tick_once(
 ) -> None:
     added = manage(
         "cronjob", "add", "overlap_db", "--job", "overlap_body", "--args", '["overlap_db"]',
-        "--every", "2", "--overlap", "allow_all", "--max-concurrent", "3",
+        "--every", "1", "--overlap", "allow_all", "--max-concurrent", "3",
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     observer = raw_connect()
-    workers = [spawn("cronworker", "--grace", "10", "--max-concurrency", "10") for _ in range(2)]
-    wait_for(lambda: workers_present(observer) == 2)
     names = {"overlap_two": 2, "overlap_db": 3, "overlap_skip": 1}
+    workers = [
+        spawn("cronworker", *names, "--grace", "10", "--max-concurrency", "10") for _ in range(2)
+    ]
+    wait_for(lambda: workers_present(observer) == 2)
     wait_for(lambda: min(map(ended, names)) >= 5, timeout=120, interval=0.5)
     for worker in workers:
         worker.send_signal(signal.SIGTERM)

@@ -29,10 +29,10 @@ def body(name: str, seconds: float = 0.0, release: bool = False) -> None:
     Marker.objects.create(job=name, pid=os.getpid(), note=f"end {token}")
 
 
-@locked_task(name="buffer_one_every", every=2, overlap="buffer_one")
+@locked_task(name="buffer_one_every", every=1, overlap="buffer_one")
 def buffer_one_every() -> None:
     """Each run lasts longer than two intervals: a tick waits during each, later ones skip."""
-    body("buffer_one_every", 4.5)
+    body("buffer_one_every", 2.3)
 
 
 @locked_task(name="buffer_all_every", every=1, overlap="buffer_all")

@@ -13,8 +13,8 @@ from .models import Marker
 
 #: The ticks' interval, and how long a body runs: longer than two intervals, so that a job
 #: allowed two runs at once would have three if nothing bounded it.
-EVERY = 2
-BODY = 5.0
+EVERY = 1
+BODY = 2.5
 
 
 def body(name: str, seconds: float = BODY, release: bool = False) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -355,18 +356,37 @@ def database_from_url(url: str) -> dict[str, Any]:
     return {**connection.settings_dict, **parse_database_url(url)}
 
 
-@pytest.fixture
-def scratch_database_url() -> Iterator[str]:
-    """A new, empty database on the test server, dropped afterwards (for the demo tests)."""
+@contextlib.contextmanager
+def scratch_database(template: str = "") -> Iterator[str]:
+    """A new database on the test server, empty or a copy of ``template`` (a database no one
+    is connected to), dropped afterwards; its URL."""
     server_url = os.environ["DATABASE_URL"]  # exported by tests/settings.py
     name = f"scratch_{uuid.uuid4().hex[:12]}"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template:
+        create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
     with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        # A command that used the template has exited, but its backend may not have yet.
+        for _attempt in range(100):
+            try:
+                conn.execute(create)
+                break
+            except psycopg.errors.ObjectInUse:
+                time.sleep(0.05)
+        else:
+            conn.execute(create)
     yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
+
+
+@pytest.fixture
+def scratch_database_url() -> Iterator[str]:
+    """A new, empty database on the test server, dropped afterwards (for the demo tests)."""
+    with scratch_database() as url:
+        yield url
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -24,7 +25,7 @@ from django_advisory_cron.core.moments import UTC
 from django_advisory_cron.core.statuses import TICK_TAKING, RunStatus
 from django_advisory_cron.ops.charts import human_lateness
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
-from tests.conftest import manage_env
+from tests.conftest import manage_env, scratch_database
 from tests.monitor_servers import Recorder, recorder
 from tests.waiting import wait_for
 from tests.warm_start import run_manage, start_manage
@@ -77,21 +78,30 @@ def drop_tenant(url: str, schema: str) -> None:
     )
 
 
+@pytest.fixture(scope="module")
+def tenants_template() -> Iterator[str]:
+    """The tenants' project, made once in each test process that runs these tests: the
+    shared schema migrated, the public tenant, and the tenants acme and globex (their schemas
+    made and migrated by the tenant model's save); the name of its database."""
+    with scratch_database() as url:
+        manage(url, "migrate_schemas", "--shared", "-v", "0")
+        manage(
+            url,
+            "shell",
+            "-c",
+            "from tests.tenantsapp.models import Client; "
+            "Client.objects.create(schema_name='public', name='public')",
+        )
+        for schema in ("acme", "globex"):
+            add_tenant(url, schema)
+        yield urlsplit(url).path.lstrip("/")
+
+
 @pytest.fixture
-def project(scratch_database_url: str) -> str:
-    """The tenants' project on a database of its own: the shared schema migrated, the
-    public tenant, and the tenants acme and globex."""
-    manage(scratch_database_url, "migrate_schemas", "--shared", "-v", "0")
-    manage(
-        scratch_database_url,
-        "shell",
-        "-c",
-        "from tests.tenantsapp.models import Client; "
-        "Client.objects.create(schema_name='public', name='public')",
-    )
-    for schema in ("acme", "globex"):
-        add_tenant(scratch_database_url, schema)
-    return scratch_database_url
+def project(tenants_template: str) -> Iterator[str]:
+    """A copy of the tenants' project on a database of its own, for one test."""
+    with scratch_database(template=tenants_template) as url:
+        yield url
 
 
 def alive(workers: list[subprocess.Popen[str]]) -> bool:
@@ -118,20 +128,20 @@ def test_each_job_schema_tick_runs_once_in_its_schema_as_tenants_come_and_go(
     try:
         alive = lambda: all(worker.poll() is None for worker in workers)  # noqa: E731
         wait_for(
-            lambda: alive() and runs(observer, "acme") >= 3 and runs(observer, "globex") >= 3, 90
+            lambda: alive() and runs(observer, "acme") >= 2 and runs(observer, "globex") >= 2, 90
         )
         add_tenant(project, "initech")  # while the workers run: no restart
-        wait_for(lambda: runs(observer, "initech") >= 3, 60)
+        wait_for(lambda: runs(observer, "initech") >= 2, 60)
         drop_tenant(project, "globex")
         dropped_at = runs(observer, "globex")
-        later = runs(observer, "initech") + 3
+        later = runs(observer, "initech") + 2
         wait_for(lambda: runs(observer, "initech") >= later, 60)
         # At most the tick read before the drop committed may still have been claimed.
         assert runs(observer, "globex") <= dropped_at + 1
         # One tenant paused: its ticks are skipped, the others' run.
         manage(project, "cronjob", "pause", JOB, "--tenant", "acme")
         paused_at = runs(observer, "acme")
-        later = runs(observer, "initech") + 3
+        later = runs(observer, "initech") + 2
         wait_for(lambda: runs(observer, "initech") >= later, 60)
         assert runs(observer, "acme") <= paused_at + 1  # a tick claimed before the pause
         manage(project, "cronjob", "resume", JOB, "--tenant", "acme")
@@ -217,13 +227,15 @@ def test_a_per_tenant_jitter_starts_each_tenant_at_its_own_offset(project: str) 
         ).fetchall()
 
     try:
+        # Two ticks of each tenant, and (most often at once) two offsets among them.
         wait_for(
             lambda: (
                 alive(workers)
                 and all(
-                    sum(job == f"{name}@{schema}" for job, _t, _s in started()) >= 3
+                    sum(job == f"{name}@{schema}" for job, _t, _s in started()) >= 2
                     for schema in ("acme", "globex")
                 )
+                and len({offset(job, tick, 5, TENANT_STEP) for job, tick, _s in started()}) > 1
             ),
             120,
         )
@@ -631,10 +643,11 @@ def test_runlocked_starts_a_tenants_tick_when_the_worker_would(project: str) -> 
     moment whichever of them starts it (it waited for the offset to the microsecond)."""
     name, every, jitter = "tenant_spread", 6, 5
     observer = psycopg.connect(project, autocommit=True)
-    # A coming tick whose whole-second offset for a tenant leaves the command 3 s to start,
-    # and falls at least 0.7 s short of the offset to the microsecond.
+    # The first coming tick (at least 2.9 s ahead, with time to spare) whose whole-second
+    # offset for a tenant is at least 1 s, so the command, started 2.9 s before the tick, has
+    # about 4 s to start, and falls at least 0.5 s short of the offset to the microsecond.
     now = datetime.now(UTC)
-    first = datetime.fromtimestamp((int(now.timestamp()) // every + 2) * every, UTC)
+    first = datetime.fromtimestamp((int(now.timestamp() + 3.5) // every + 1) * every, UTC)
     tick, schema = next(
         (first + timedelta(seconds=every * number), schema)
         for number in range(200)
@@ -642,10 +655,10 @@ def test_runlocked_starts_a_tenants_tick_when_the_worker_would(project: str) -> 
         if offset(
             f"{name}@{schema}", first + timedelta(seconds=every * number), jitter, TENANT_STEP
         )
-        >= timedelta(seconds=3)
+        >= timedelta(seconds=1)
         and offset(f"{name}@{schema}", first + timedelta(seconds=every * number), jitter)
         - offset(f"{name}@{schema}", first + timedelta(seconds=every * number), jitter, TENANT_STEP)
-        >= timedelta(seconds=0.7)
+        >= timedelta(seconds=0.5)
     )
     job = f"{name}@{schema}"
     stepped, exact = offset(job, tick, jitter, TENANT_STEP), offset(job, tick, jitter)

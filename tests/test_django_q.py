@@ -163,7 +163,13 @@ def _wait_queue_empty(url: str, clusters: list[Cluster], timeout: float = 60) ->
         running = JobRun.objects.filter(status=RunStatus.RUNNING).count()
         if queued == 0 and running == 0:
             return
-        assert time.monotonic() < deadline, f"{queued} task(s) still queued, {running} running"
+        if time.monotonic() >= deadline:
+            history = list(JobRun.objects.values_list("job", "status", "pid", "tick", "error"))
+            logs = "\n----\n".join(cluster.log.read_text()[-4000:] for cluster in clusters)
+            raise AssertionError(
+                f"{queued} task(s) still queued, {running} running after {timeout} s\n"
+                f"runs: {history}\nthe clusters' logs:\n{logs}"
+            )
         time.sleep(0.3)
 
 

@@ -71,8 +71,7 @@ def ticks_of_part_two(out: str) -> int:
 
 
 # Part 2 waits for a real minute boundary when the minute is too far on (up to a minute, and
-# its five replicas make that likelier): CI's `-m minutes` step. The README's own command,
-# below, stays in the plain run.
+# its five replicas make that likelier): CI's `-m minutes` step.
 @pytest.mark.minutes
 def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> None:
     for _attempt in range(3):  # again while the demo says the host was too busy to overlap them
@@ -148,7 +147,8 @@ def test_demo_five_replicas_on_a_given_database(scratch_database_url: str) -> No
     assert_ticks_in_order(out)
 
 
-@pytest.mark.slow
+# The same part 2 with three replicas: CI's `-m minutes` step too.
+@pytest.mark.minutes
 def test_readme_command_starts_and_stops_its_own_postgres() -> None:
     result = run_demo(env=demo_env())
     out = result.stdout

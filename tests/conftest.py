@@ -107,8 +107,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked ``slow`` (those waiting for real ticks, up to two minutes) first, so
     that under xdist (one test handed out at a time: ``--maxschedchunk 1``) they start at once
     on every worker instead of ending the run alone. Otherwise the order stays (pytest-django's
-    included); every worker sorts alike."""
+    included); every worker sorts alike.
+
+    A module's browser tests run on one worker (``--dist loadgroup``), which starts its
+    Chromium and its live server once for them, not once on each worker they would be dealt
+    to."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(f"browser:{item.module.__name__}"))
 
 
 @pytest.hookimpl(trylast=True)

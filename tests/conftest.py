@@ -97,7 +97,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     """An xdist worker starts with SIGINT ignored (the controller takes Ctrl-C); the tests
     that send a real SIGINT, to this process or to the subprocesses it starts (which inherit
-    an ignored signal), need Python's default: KeyboardInterrupt."""
+    an ignored signal), need Python's default: KeyboardInterrupt. The browser tests are
+    grouped by module (``BrowserGroups``)."""
+    config.pluginmanager.register(BrowserGroups(), "advisory-cron-browser-groups")
     if os.environ.get("PYTEST_XDIST_WORKER") and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -105,17 +107,23 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked ``slow`` (those waiting for real ticks, up to two minutes) first, so
-    that under xdist (one test handed out at a time: ``--maxschedchunk 1``) they start at once
-    on every worker instead of ending the run alone. Otherwise the order stays (pytest-django's
-    included); every worker sorts alike.
-
-    A module's browser tests run on one worker (``--dist loadgroup``), which starts its
-    Chromium and its live server once for them, not once on each worker they would be dealt
-    to."""
+    that under xdist (a test or two handed out at a time: ``--dist loadgroup``) they start at
+    once on every worker instead of ending the run alone. Otherwise the order stays (pytest-django's
+    included); every worker sorts alike."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-    for item in items:
-        if "browser" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(f"browser:{item.module.__name__}"))
+
+
+class BrowserGroups:
+    """A module's browser tests run on one worker (``--dist loadgroup``), which starts its
+    Chromium and its live server once for them, not once on each worker they would be dealt
+    to. A plugin of its own, so that its hook runs first: pytest-xdist reads the groups in a
+    hook of the same name."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if "browser" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(f"browser-{item.path.stem}"))
 
 
 @pytest.hookimpl(trylast=True)

@@ -97,33 +97,52 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     """An xdist worker starts with SIGINT ignored (the controller takes Ctrl-C); the tests
     that send a real SIGINT, to this process or to the subprocesses it starts (which inherit
-    an ignored signal), need Python's default: KeyboardInterrupt. The browser tests are
-    grouped by module (``BrowserGroups``)."""
-    config.pluginmanager.register(BrowserGroups(), "advisory-cron-browser-groups")
+    an ignored signal), need Python's default: KeyboardInterrupt. The tests that share a
+    module-scoped fixture are grouped (``ModuleGroups``)."""
+    config.pluginmanager.register(ModuleGroups(), "advisory-cron-module-groups")
     if os.environ.get("PYTEST_XDIST_WORKER") and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: The share of the other tests among which the ``slow`` ones are spread (see below).
+SLOW_SPREAD = 0.6
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked ``slow`` (those waiting for real ticks, up to two minutes) first, so
-    that under xdist (a test or two handed out at a time: ``--dist loadgroup``) they start at
-    once on every worker instead of ending the run alone. Otherwise the order stays (pytest-django's
+    """The tests marked ``slow`` (those waiting for real ticks) are spread evenly over the
+    first 60 % of the run. Under xdist (``--dist loadgroup``: a test or two handed out at a
+    time, in this order) they then share the workers with tests that keep the CPUs busy:
+    all of them first kept every worker waiting on ticks, the CPUs half idle for a minute,
+    and at the end one would run alone. Otherwise the order stays (pytest-django's
     included); every worker sorts alike."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    rest = [item for item in items if item.get_closest_marker("slow") is None]
+    step = len(rest) * SLOW_SPREAD / max(len(slow), 1)
+    merged: list[pytest.Item] = []
+    for index, item in enumerate(slow):
+        merged.extend(rest[len(merged) - index : round(index * step)])
+        merged.append(item)
+    merged.extend(rest[len(merged) - len(slow) :])
+    items[:] = merged
 
 
-class BrowserGroups:
-    """A module's browser tests run on one worker (``--dist loadgroup``), which starts its
-    Chromium and its live server once for them, not once on each worker they would be dealt
-    to. A plugin of its own, so that its hook runs first: pytest-xdist reads the groups in a
-    hook of the same name."""
+class ModuleGroups:
+    """The tests that use a module-scoped fixture (a browser and its live server, a standby,
+    servers of their own) run on one worker, one after another (``--dist loadgroup``), so the
+    fixture is made once: dealt out one by one, they were spread over the workers, and each
+    worker made it again, often more than once (a worker that runs another module's test in
+    between tears it down). A plugin of its own, so that its hook runs first: pytest-xdist
+    reads the groups in a hook of the same name."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            if "browser" in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(f"browser-{item.path.stem}"))
+            if isinstance(item, pytest.Function) and any(
+                definitions[-1].scope == "module"
+                for definitions in item._fixtureinfo.name2fixturedefs.values()
+            ):
+                item.add_marker(pytest.mark.xdist_group(f"module-{item.path.stem}"))
 
 
 @pytest.hookimpl(trylast=True)

@@ -91,10 +91,14 @@ def test_failure_notices_pause_a_schedule_whose_sends_are_refused(
     worker.terminate()
     _out, err = worker.communicate(timeout=30)
     refused = list(JobRun.objects.filter(job="refused"))
-    assert all(run.status == RunStatus.FAILED for run in refused)
-    # Sends already under way when the pause was written may end; none starts after it: no
-    # tick later than the first one the worker held back was sent. (Not a time: paused_at is
-    # taken before the pause is written, and a busy machine commits it seconds later.)
+    statuses = [(run.tick, run.status) for run in refused]
+    # The sends that made the pause failed. A send already under way when the pause was written
+    # may still end either way: one still waiting for the broker when it came back goes.
+    assert sum(run.status == RunStatus.FAILED for run in refused) >= 2, statuses
+    assert all(run.status in (RunStatus.FAILED, RunStatus.SUCCEEDED) for run in refused), statuses
+    # None starts after the pause: no tick later than the first one the worker held back was
+    # sent. (Not a time: paused_at is taken before the pause is written, and a busy machine
+    # commits it seconds later.)
     assert state.paused_at is not None
     held = re.findall(r"job refused: tick (.+?) not handed over: paused by failure notices", err)
     assert held, err

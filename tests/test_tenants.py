@@ -78,9 +78,10 @@ def drop_tenant(url: str, schema: str) -> None:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tenants_template() -> Iterator[str]:
-    """The tenants' project, made once in each test process that runs these tests: the
+    """The tenants' project, made once in each test process that runs these tests (kept for
+    the session: these tests are dealt out among the others, not run in a row): the
     shared schema migrated, the public tenant, and the tenants acme and globex (their schemas
     made and migrated by the tenant model's save); the name of its database."""
     with scratch_database() as url:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,25 +107,46 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: The share of the other tests among which the ``slow`` ones are spread (see below).
 SLOW_SPREAD = 0.6
+#: The unit tier: its tests take milliseconds, so they count for nothing in that spread.
+UNIT_TIER = Path(__file__).parent / "unit"
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked ``slow`` (those waiting for real ticks) are spread evenly over the
-    first 60 % of the run. Under xdist (``--dist loadgroup``: a test or two handed out at a
-    time, in this order) they then share the workers with tests that keep the CPUs busy:
-    all of them first kept every worker waiting on ticks, the CPUs half idle for a minute,
-    and at the end one would run alone. Otherwise the order stays (pytest-django's
-    included); every worker sorts alike."""
-    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    first 60 % of the other tests outside the unit tier. Under xdist (``--dist loadgroup``: a
+    test or two handed out at a time, in this order) they then share the workers with tests
+    that keep the CPUs busy: all of them first kept every worker waiting on ticks, the CPUs
+    half idle for a minute, and one started late would end the run alone. Otherwise the order
+    stays (pytest-django's included); every worker sorts alike.
+
+    The slow tests are taken module by module in turn (each module's first, then each one's
+    second...): a module's fleets, dealt out side by side, started their processes in the same
+    seconds and then all waited together."""
+    slow = _modules_in_turn([item for item in items if item.get_closest_marker("slow")])
     rest = [item for item in items if item.get_closest_marker("slow") is None]
-    step = len(rest) * SLOW_SPREAD / max(len(slow), 1)
+    weights = [0 if item.path.is_relative_to(UNIT_TIER) else 1 for item in rest]
+    step = sum(weights) * SLOW_SPREAD / max(len(slow), 1)
     merged: list[pytest.Item] = []
-    for index, item in enumerate(slow):
-        merged.extend(rest[len(merged) - index : round(index * step)])
+    placed, passed = 0, 0
+    for item, weight in zip(rest, weights, strict=True):
+        while placed < len(slow) and passed >= placed * step:
+            merged.append(slow[placed])
+            placed += 1
         merged.append(item)
-    merged.extend(rest[len(merged) - len(slow) :])
+        passed += weight
+    merged.extend(slow[placed:])
     items[:] = merged
+
+
+def _modules_in_turn(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items``, each module's first, then each module's second, and so on."""
+    taken: Counter[Path] = Counter()
+    turns = []
+    for position, item in enumerate(items):
+        turns.append((taken[item.path], position))
+        taken[item.path] += 1
+    return [items[position] for _, position in sorted(turns)]
 
 
 class ModuleGroups:

@@ -36,11 +36,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from psycopg import sql
 
 from benchmarks.measure import CLAIMS, Observer, opening
 from benchmarks.workers import (
@@ -132,12 +135,68 @@ def run_workers(
     """Start ``workers`` cronworkers with ``jobs`` jobs each for ``seconds``; measure."""
     workers, jobs = size
     env = environment(url, jobs, every, max_skew=min(1.0, every / 4))
-    conn = observer.conn
-    conn.execute("TRUNCATE django_advisory_cron_jobrun")
+    observer.conn.execute("TRUNCATE django_advisory_cron_jobrun")
     processes = start_workers(env, workers)
     # Measure from the first tick at which every worker is up, and from the tick after each
     # worker's first claim.
-    wait_for_claims(conn, workers, jobs, up=60 + 3 * workers, after=2 * every)
+    wait_for_claims(observer.conn, workers, jobs, up=60 + 3 * workers, after=2 * every)
+    return measure_window(
+        server,
+        observer,
+        f"{workers} workers x {jobs} jobs",
+        size,
+        every,
+        seconds,
+        stop=lambda: stop_workers(processes),
+        busiest=busiest,
+    )
+
+
+def run_beat(
+    url: str,
+    server: PostgresServer | None,
+    observer: Observer,
+    size: tuple[int, int],
+    every: float,
+    seconds: float,
+) -> Figures:
+    """The same jobs sent by one Celery beat to ``workers`` Celery workers
+    (``beat_baseline.py``); measured alike."""
+    from benchmarks import beat_baseline  # Celery and Redis only where asked for
+    from benchmarks.beat_app import TABLE
+
+    workers, jobs = size
+    beat_baseline.prepare(observer.conn)
+    with beat_baseline.beat_fleet(url, workers, jobs, every) as stop:
+        beat_baseline.wait_for_runs(observer.conn, jobs, timeout=60 + 2 * every)
+        return measure_window(
+            server,
+            observer,
+            f"Celery beat, {workers} x {jobs}",
+            size,
+            every,
+            seconds,
+            stop=stop,
+            table=TABLE,
+        )
+
+
+def measure_window(
+    server: PostgresServer | None,
+    observer: Observer,
+    label: str,
+    size: tuple[int, int],
+    every: float,
+    seconds: float,
+    *,
+    stop: Callable[[], None],
+    busiest: int = 0,
+    table: str = "django_advisory_cron_jobrun",
+) -> Figures:
+    """Measure ``seconds`` of a running fleet of ``size`` (workers, jobs), then ``stop`` it and
+    read the runs of the ticks inside the window from ``table``."""
+    workers, jobs = size
+    conn = observer.conn
     window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     sampler = BackendSampler(observer)
     observer.reset()
@@ -152,18 +211,20 @@ def run_workers(
     backends = sampler.stop()
     top = observer.busiest(busiest)
     window_end = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-    stop_workers(processes)
-    window = ticks_in(conn, window_start, window_end, every, jobs)
+    stop()
+    window = ticks_in(conn, window_start, window_end, every, jobs, table=table)
     statuses = conn.execute(
-        "SELECT status, count(*) FROM django_advisory_cron_jobrun WHERE NOT status = ANY(%s) "
-        "AND tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY status",
+        sql.SQL(
+            "SELECT status, count(*) FROM {} WHERE NOT status = ANY(%s) "
+            "AND tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY status"
+        ).format(sql.Identifier(table)),
         (list(RAN), window_start, window_end, every),
     ).fetchall()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     window_ticks = seconds / every
     return Figures(
         **vars(window),
-        label=f"{workers} workers x {jobs} jobs",
+        label=label,
         workers=workers,
         jobs=jobs,
         statements=None if statements is None else statements / window_ticks / workers,
@@ -173,7 +234,7 @@ def run_workers(
         claims={
             kind: (calls / window_ticks, plan / window_ticks, execution / window_ticks)
             for kind, timed in claims.items()
-            if timed is not None
+            if timed is not None and timed[0]
             for calls, plan, execution in [timed]
         },
         cpu_per_tick=None if cpu is None else cpu / window_ticks,
@@ -256,6 +317,12 @@ def main() -> None:
     parser.add_argument(
         "--busiest", type=int, default=0, help="print the N statements sent most often"
     )
+    parser.add_argument(
+        "--beat",
+        action="store_true",
+        help="also run each size under Celery beat (one beat, Redis, as many Celery workers "
+        "as replicas; needs redis-server and celery) and print ours as a ratio of it",
+    )
     options = parser.parse_args()
     with migrated_database() as (url, server):
         observer = Observer(url)
@@ -268,6 +335,10 @@ def main() -> None:
             )
             for size in sizes
         ]
+        beat = [
+            run_beat(url, server, observer, size, options.every, options.seconds)
+            for size in (sizes if options.beat else [])
+        ]
         race = (
             race_runlocked(url, observer, options.racers, options.race_jobs)
             if options.racers
@@ -275,10 +346,12 @@ def main() -> None:
         )
         observer.close()
     print(observer.header())
-    report(figures, race, options)
+    report(figures, beat, race, options)
 
 
-def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) -> None:
+def report(
+    figures: list[Figures], beat: list[Figures], race: dict[str, Any] | None, options: Any
+) -> None:
     print(f"jobs every {options.every:g} s; {options.seconds:g} s window per configuration\n")
     header = (
         f"{'':24} {'ticks':>5} {'runs/tick/job':>13} {'missed':>6} {'p50 ms':>8} "
@@ -286,7 +359,7 @@ def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) ->
         f"{'backends':>8} {'claims ms/tick':>14} {'db CPU s/tick':>13}"
     )
     print(header)
-    for f in figures:
+    for f in [*figures, *beat]:
         cpu = "n/a" if f.cpu_per_tick is None else f"{f.cpu_per_tick:.3f}"
         statements = "n/a" if f.statements is None else f"{f.statements:.1f}"
         timed = claims_ms(f)
@@ -310,6 +383,19 @@ def report(figures: list[Figures], race: dict[str, Any] | None, options: Any) ->
     for f in figures:
         for calls, query in f.busiest:
             print(f"{f.label}: {calls:6.2f} per tick per replica: {query[:110]}")
+    if beat:
+        print(
+            "\nCelery beat's start is its body's; ours is the run row's, written at the claim "
+            "(beat_baseline.py). Ours as a multiple of Celery beat's, size by size:"
+        )
+        for ours, theirs in zip(figures, beat, strict=True):
+            print(
+                f"{ours.label}: p50 {ratio(theirs.p50, ours.p50)}, "
+                f"p99 {ratio(theirs.p99, ours.p99)}, "
+                f"db CPU/tick {ratio(theirs.cpu_per_tick, ours.cpu_per_tick)}, "
+                f"statements/tick {ratio(theirs.statements, ours.statements)}, "
+                f"backends {ratio(theirs.backends, ours.backends)}"
+            )
     if len(figures) == 3:
         print(f"\nN doubled: {growth(figures[0], figures[1])}")
         print(f"M doubled: {growth(figures[0], figures[2])}")

@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from psycopg import sql
+
 from benchmarks.measure import database
 from django_advisory_cron.testing import PostgresServer
 
@@ -115,17 +117,25 @@ class Ticks:
     runs_per_tick: float
 
 
-def ticks_in(conn: Any, start: datetime, end: datetime, every: float, entries: int) -> Ticks:
+def ticks_in(
+    conn: Any,
+    start: datetime,
+    end: datetime,
+    every: float,
+    entries: int,
+    table: str = "django_advisory_cron_jobrun",
+) -> Ticks:
     """The runs of the ticks wholly inside the window from ``start`` to ``end`` (after it
     began, and early enough to have finished), of ``entries`` entries (a job, or a job in a
-    schema) every ``every`` seconds."""
-    rows = conn.execute(
+    schema) every ``every`` seconds; read from this project's run table, or from ``table``
+    with the same four columns (the Celery beat baseline's)."""
+    query = sql.SQL(
         "SELECT job, tick, count(*) FILTER (WHERE status = ANY(%s)), "
         "array_agg(extract(epoch FROM started - tick) * 1000) FILTER (WHERE status = ANY(%s)), "
-        "count(*) FROM django_advisory_cron_jobrun "
-        "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick",
-        (list(RAN), list(RAN), start, end, every),
-    ).fetchall()
+        "count(*) FROM {} "
+        "WHERE tick > %s AND tick <= %s - make_interval(secs => %s) GROUP BY job, tick"
+    ).format(sql.Identifier(table))
+    rows = conn.execute(query, (list(RAN), list(RAN), start, end, every)).fetchall()
     ticks = len({tick for _job, tick, *_rest in rows}) or 1
     runs = [int(ran) for _job, _tick, ran, *_rest in rows]
     expected = ticks * entries

@@ -2,7 +2,7 @@
 ``runlocked`` processes racing a few jobs.
 
 Run on demand: ``python benchmarks/bench_scale.py [--workers 3] [--jobs 50] [--every 5]
-[--seconds 17] [--racers 50] [--race-jobs 20]``; ``--workers 20 --jobs 500`` is the 10,000
+[--seconds 17] [--racers 50] [--race-jobs 20] [--beat]``; ``--workers 20 --jobs 500`` is the 10,000
 lock attempts per tick case. Uses DATABASE_URL or starts a durable throwaway PostgreSQL
 (``benchmarks/measure.py``; then the
 database's CPU time is read from ``/proc``). Each worker configuration runs for ``--seconds``
@@ -13,7 +13,9 @@ Per configuration:
 
 - runs per tick per job: every ``(job, tick)`` whose tick fell inside the window must have
   exactly one run (``min``/``max``); ``missed`` counts ticks with none.
-- tick-start latency: the run row's ``started`` minus its tick (database clock), p50/p99.
+- tick-start latency: the run row's ``started`` minus its tick (database clock), p50/p99;
+  and to the body's start (``body``), which each empty body records itself (the worker's
+  clock, the same machine's as the server's).
 - statements per tick per replica: the top-level statements the server ran in the database
   over the window (``pg_stat_statements``, this benchmark's own readings left out), per tick
   (the window's length in intervals), per worker.
@@ -26,18 +28,26 @@ Per configuration:
   ``total_plan_time + total_exec_time``), per tick, all replicas together; printed below the
   table for each of the two, with their calls per tick.
 - database CPU per tick: CPU seconds of the server's processes per tick.
+
+With ``--beat``, each size runs under Celery beat too, in the same run and measured alike
+(``beat_baseline.py``: one beat, Redis, as many Celery workers as replicas, each run's body
+writing its row), and ours is printed as a multiple of it.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +62,7 @@ from benchmarks.workers import (
     Ticks,
     environment,
     migrated_database,
+    percentile,
     ratio,
     start_workers,
     stop_workers,
@@ -121,6 +132,9 @@ class Figures(Ticks):
     #: all replicas together (empty where the server does not time statements).
     claims: dict[str, tuple[float, float, float]]
     cpu_per_tick: float | None
+    #: Milliseconds from a tick to its body's start, p50 and p99 (None where not recorded).
+    body_p50: float | None = None
+    body_p99: float | None = None
 
 
 def run_workers(
@@ -136,20 +150,38 @@ def run_workers(
     workers, jobs = size
     env = environment(url, jobs, every, max_skew=min(1.0, every / 4))
     observer.conn.execute("TRUNCATE django_advisory_cron_jobrun")
-    processes = start_workers(env, workers)
-    # Measure from the first tick at which every worker is up, and from the tick after each
-    # worker's first claim.
-    wait_for_claims(observer.conn, workers, jobs, up=60 + 3 * workers, after=2 * every)
-    return measure_window(
-        server,
-        observer,
-        f"{workers} workers x {jobs} jobs",
-        size,
-        every,
-        seconds,
-        stop=lambda: stop_workers(processes),
-        busiest=busiest,
-    )
+    with tempfile.TemporaryDirectory(prefix="advisory-cron-starts-") as starts:
+        env["BENCH_WORKER_STARTS"] = starts  # each body writes its start there
+        processes = start_workers(env, workers)
+        # Measure from the first tick at which every worker is up, and from the tick after each
+        # worker's first claim.
+        wait_for_claims(observer.conn, workers, jobs, up=60 + 3 * workers, after=2 * every)
+        return measure_window(
+            server,
+            observer,
+            f"{workers} workers x {jobs} jobs",
+            size,
+            every,
+            seconds,
+            stop=lambda: stop_workers(processes),
+            busiest=busiest,
+            starts=Path(starts),
+        )
+
+
+def body_latencies(starts: Path, start: datetime, end: datetime, every: float) -> list[float]:
+    """Milliseconds from each tick to its body's start, for the ticks wholly inside the window
+    (as ``ticks_in`` takes them), from the bodies' own records: a start belongs to the last
+    tick before it, so this holds while bodies start within the interval."""
+    first, last = start.timestamp(), end.timestamp() - every
+    latencies = []
+    for record in starts.iterdir():
+        for line in record.read_text().splitlines():
+            started = float(line.split()[1])
+            tick = math.floor(started / every) * every
+            if first < tick <= last:
+                latencies.append((started - tick) * 1000)
+    return latencies
 
 
 def run_beat(
@@ -192,9 +224,11 @@ def measure_window(
     stop: Callable[[], None],
     busiest: int = 0,
     table: str = "django_advisory_cron_jobrun",
+    starts: Path | None = None,
 ) -> Figures:
     """Measure ``seconds`` of a running fleet of ``size`` (workers, jobs), then ``stop`` it and
-    read the runs of the ticks inside the window from ``table``."""
+    read the runs of the ticks inside the window from ``table``, and the bodies' starts from
+    ``starts`` (where the run's own start is not its body's)."""
     workers, jobs = size
     conn = observer.conn
     window_start = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
@@ -222,8 +256,14 @@ def measure_window(
     ).fetchall()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     window_ticks = seconds / every
+    body: tuple[float | None, float | None] = (window.p50, window.p99)
+    if starts is not None:
+        delays = body_latencies(starts, window_start, window_end, every)
+        body = (statistics.median(delays), percentile(delays, 0.99)) if delays else (None, None)
     return Figures(
         **vars(window),
+        body_p50=body[0],
+        body_p99=body[1],
         label=label,
         workers=workers,
         jobs=jobs,
@@ -355,8 +395,9 @@ def report(
     print(f"jobs every {options.every:g} s; {options.seconds:g} s window per configuration\n")
     header = (
         f"{'':24} {'ticks':>5} {'runs/tick/job':>13} {'missed':>6} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'stmts/tick/replica':>18} {'rows/tick':>9} {'runs/tick':>9} "
-        f"{'backends':>8} {'claims ms/tick':>14} {'db CPU s/tick':>13}"
+        f"{'p99 ms':>8} {'body p50':>8} {'body p99':>8} {'stmts/tick/replica':>18} "
+        f"{'rows/tick':>9} {'runs/tick':>9} {'backends':>8} {'claims ms/tick':>14} "
+        f"{'db CPU s/tick':>13}"
     )
     print(header)
     for f in [*figures, *beat]:
@@ -364,10 +405,12 @@ def report(
         statements = "n/a" if f.statements is None else f"{f.statements:.1f}"
         timed = claims_ms(f)
         claims = "n/a" if timed is None else f"{timed:.1f}"
+        body = ["n/a" if value is None else f"{value:.1f}" for value in (f.body_p50, f.body_p99)]
         print(
             f"{f.label:24} {f.ticks:>5} {f'{f.runs_min}..{f.runs_max}':>13} {f.missed:>6} "
-            f"{f.p50:>8.1f} {f.p99:>8.1f} {statements:>18} {f.rows_per_tick:>9.1f} "
-            f"{f.runs_per_tick:>9.1f} {f.backends:>8} {claims:>14} {cpu:>13}"
+            f"{f.p50:>8.1f} {f.p99:>8.1f} {body[0]:>8} {body[1]:>8} {statements:>18} "
+            f"{f.rows_per_tick:>9.1f} {f.runs_per_tick:>9.1f} {f.backends:>8} {claims:>14} "
+            f"{cpu:>13}"
         )
     for f in figures:
         if f.other_rows:
@@ -385,13 +428,14 @@ def report(
             print(f"{f.label}: {calls:6.2f} per tick per replica: {query[:110]}")
     if beat:
         print(
-            "\nCelery beat's start is its body's; ours is the run row's, written at the claim "
-            "(beat_baseline.py). Ours as a multiple of Celery beat's, size by size:"
+            "\np50/p99: from the tick to the run's row (Celery beat's is written by its body); "
+            "body p50/p99: to the body's start (beat_baseline.py). Ours as a multiple of "
+            "Celery beat's, size by size:"
         )
         for ours, theirs in zip(figures, beat, strict=True):
             print(
-                f"{ours.label}: p50 {ratio(theirs.p50, ours.p50)}, "
-                f"p99 {ratio(theirs.p99, ours.p99)}, "
+                f"{ours.label}: body p50 {ratio(theirs.body_p50, ours.body_p50)}, "
+                f"body p99 {ratio(theirs.body_p99, ours.body_p99)}, "
                 f"db CPU/tick {ratio(theirs.cpu_per_tick, ours.cpu_per_tick)}, "
                 f"statements/tick {ratio(theirs.statements, ours.statements)}, "
                 f"backends {ratio(theirs.backends, ours.backends)}"

@@ -50,6 +50,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -197,9 +198,7 @@ def failover(mode: str, lag: float) -> Outcome:
             standby.promote()
             promoted = time.monotonic()
             kept = recorded(standby.url())  # before anyone runs a lost tick again
-            back = [
-                wait_for(lambda log=log: log.times("database reachable again"))[0] for log in logs
-            ]
+            back = [wait_for(partial(log.times, "database reachable again"))[0] for log in logs]
             before = sum(len(log.started()) for log in logs)
             recent = {
                 tick

@@ -62,7 +62,7 @@ def main() -> None:
     from django.db import connection
     from django.test import RequestFactory
 
-    from django_advisory_cron.admin import TimelineAdmin
+    from django_advisory_cron.admin.timeline import TimelineAdmin
     from django_advisory_cron.db.execute import database_now
     from django_advisory_cron.models import Timeline
 
@@ -87,7 +87,8 @@ def main() -> None:
             request: Any = factory.get(timeline_url)
             request.user = user
             request._messages = []
-            page_admin.changelist_view(request).render()
+            response: Any = page_admin.changelist_view(request)
+            response.render()  # a TemplateResponse, rendered as the handler would
 
         results: dict[int, dict[str, float]] = {}
         filled = 0

@@ -79,7 +79,10 @@ def main() -> None:
 
         def timeline() -> None:
             response = client.get(timeline_url)
-            assert response.status_code == 200 and b"bench.job199" in response.content
+            assert (
+                response.status_code == 200
+                and f"bench.job{args.jobs - 1}".encode() in response.content
+            )
 
         def view_alone() -> None:
             """The page's own work: the view, its user already known (no session, no user

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,45 +57,36 @@ def beat_fleet(url: str, workers: int, jobs: int, every: float) -> Iterator[Call
             "PYTHONUNBUFFERED": "1",
         }
         env.pop("DJANGO_SETTINGS_MODULE", None)
-        celery = [sys.executable, "-m", "celery", "-A", "benchmarks.beat_app"]
-        quiet = ["--loglevel", "WARNING"]
-        processes = [
-            subprocess.Popen(
+
+        def celery(*command: str) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
                 [
-                    *celery,
-                    "worker",
-                    *("--pool", "threads", "--concurrency", str(THREADS)),
-                    *("--without-heartbeat", "--without-gossip", "--without-mingle"),
-                    *("--hostname", f"bench{number}@%h", *quiet),
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "benchmarks.beat_app",
+                    *command,
+                    "--loglevel",
+                    "WARNING",
                 ],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+
+        processes = [
+            celery(
+                "worker",
+                *("--pool", "threads", "--concurrency", str(THREADS)),
+                *("--without-heartbeat", "--without-gossip", "--without-mingle"),
+                *("--hostname", f"bench{number}@%h"),
+            )
             for number in range(workers)
         ]
-        schedule = Path(directory) / "beat-schedule"
-        processes.append(
-            subprocess.Popen(
-                [*celery, "beat", "--schedule", str(schedule), *quiet],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
+        processes.append(celery("beat", "--schedule", str(Path(directory) / "beat-schedule")))
         try:
             yield lambda: stop_workers(processes)
         finally:
             stop_workers(processes)
-
-
-def wait_for_runs(conn: Any, rows: int, timeout: float) -> None:
-    """Wait until ``rows`` runs are recorded (every job's first tick), ``timeout`` s at most."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
-        if row and row[0] >= rows:
-            return
-        time.sleep(0.1)

@@ -68,6 +68,7 @@ from benchmarks.workers import (
     stop_workers,
     ticks_in,
     wait_for_claims,
+    wait_for_rows,
 )
 from django_advisory_cron.testing import PostgresServer
 
@@ -200,7 +201,7 @@ def run_beat(
     workers, jobs = size
     beat_baseline.prepare(observer.conn)
     with beat_baseline.beat_fleet(url, workers, jobs, every) as stop:
-        beat_baseline.wait_for_runs(observer.conn, jobs, timeout=60 + 2 * every)
+        wait_for_rows(observer.conn, jobs, timeout=60 + 2 * every, table=TABLE)  # a first tick
         return measure_window(
             server,
             observer,

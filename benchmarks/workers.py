@@ -91,10 +91,19 @@ def wait_for_claims(conn: Any, workers: int, rows: int, *, up: float, after: flo
         if row and row[0] >= workers:
             break
         time.sleep(0.1)
-    while time.monotonic() < deadline + after:
-        row = conn.execute("SELECT count(*) FROM django_advisory_cron_jobrun").fetchone()
+    wait_for_rows(conn, rows, deadline + after - time.monotonic())
+
+
+def wait_for_rows(
+    conn: Any, rows: int, timeout: float, table: str = "django_advisory_cron_jobrun"
+) -> None:
+    """Wait until ``table`` holds ``rows`` rows, ``timeout`` seconds at the most."""
+    count = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(count).fetchone()
         if row and row[0] >= rows:
-            break
+            return
         time.sleep(0.1)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from ..conf import app_settings
 from ..core.keys import LockKey
@@ -87,6 +87,114 @@ def oldest(alias: str, job: str, before: datetime | None = None) -> datetime | N
 def started(alias: str, job: str, tick: datetime) -> None:
     """The run of ``tick`` was claimed: its waiting row, if any, goes."""
     fetch_one(alias, others.unwait_tick(job=job, tick=tick))
+
+
+class Policy:
+    """``skip`` and ``allow_all``: the claim alone decides (a tick that finds its job busy is
+    skipped; ``allow_all``'s runs at once are its job's run slots, which the claim takes). The
+    other policies change what a run does before its claim, once it has claimed, or around the
+    whole run; the runner and the worker ask the job's policy, never its name."""
+
+    #: Its runs are claimed alone, each on a connection of its own, never in a worker's batch
+    #: on a connection shared with other runs' locks.
+    claims_alone = False
+    #: A tick that comes while a run of its job is going in the same worker still goes to its
+    #: claim, which acts on the run going (replaces it, asks it to stop, or keeps the tick
+    #: waiting), instead of being skipped in the worker.
+    meets_its_runs = False
+
+    def start(
+        self,
+        job: Overlapping,
+        alias: str,
+        once: Callable[[datetime | None], history.Run],
+        now: datetime | None,
+        keep_going: Callable[[], bool] | None,
+        *,
+        manual: bool,
+    ) -> history.Run:
+        """The run of the tick nearest ``now`` (``once`` runs one), and what else the policy
+        starts around it."""
+        return once(now)
+
+    def before_claim(self, job: Overlapping, run: history.Run, around: datetime) -> None:
+        """What a run does about its job's runs going before it claims its tick."""
+
+    def claimed(self, job: Overlapping, run: history.Run) -> None:
+        """What a run does once its claim took its tick, before its body starts."""
+
+
+class Buffer(Policy):
+    """``buffer_one`` and ``buffer_all``: a tick that finds its job busy waits for the run
+    going to end; the process whose run ends starts the ticks waiting."""
+
+    claims_alone = True
+    meets_its_runs = True
+
+    def start(
+        self,
+        job: Overlapping,
+        alias: str,
+        once: Callable[[datetime | None], history.Run],
+        now: datetime | None,
+        keep_going: Callable[[], bool] | None,
+        *,
+        manual: bool,
+    ) -> history.Run:
+        if manual or job.schedule is None:  # a "run now", or no tick: nothing to keep waiting
+            return once(now)
+        return buffered(job, alias, once, now, keep_going)
+
+    def claimed(self, job: Overlapping, run: history.Run) -> None:
+        if run.tick is None or run.using is None:
+            return
+        try:  # a waiting tick's run: its waiting row goes (else the next look deletes it)
+            started(run.using, job.name, run.tick)
+        except DatabaseError as error:
+            logger.warning("job %s: its waiting row not deleted: %s", job.name, first_line(error))
+
+
+class Terminate(Policy):
+    """``terminate_other``: a new tick's run ends the job's runs going, wherever they run (its
+    lock's backend is terminated, so it must hold no other run's lock)."""
+
+    claims_alone = True
+    meets_its_runs = True
+
+    def before_claim(self, job: Overlapping, run: history.Run, around: datetime) -> None:
+        if not run.manual:
+            replace_others(job, run, around)
+
+
+class Cancel(Policy):
+    """``cancel_other``: a new tick's run asks the job's runs going to stop, and terminates
+    those still going after ``CANCEL_GRACE`` seconds; each run watches for such a request."""
+
+    claims_alone = True
+    meets_its_runs = True
+
+    def before_claim(self, job: Overlapping, run: history.Run, around: datetime) -> None:
+        if run.manual:
+            return
+        run.watch_stop = True
+        run.held_by.loss.on_stop = stop_in_main_thread(threading.current_thread(), run)
+        cancel_others(job, run, around)
+
+
+#: Each policy's behaviour, by its name (``core.overlap.OVERLAPS``).
+POLICIES: dict[str, Policy] = {
+    "skip": Policy(),
+    "allow_all": Policy(),
+    "buffer_one": Buffer(),
+    "buffer_all": Buffer(),
+    "terminate_other": Terminate(),
+    "cancel_other": Cancel(),
+}
+
+
+def policy_of(job: Overlapping) -> Policy:
+    """What ``job``'s overlap policy does around its runs."""
+    return POLICIES[job.overlap]
 
 
 def buffered(

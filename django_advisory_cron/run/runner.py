@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError
 
 from .. import signals
 from ..conf import app_settings
 from ..core.keys import LockKey
 from ..core.moments import tick_said
-from ..core.overlap import BUFFERS
 from ..core.schedule_rules import max_runs_ended
 from ..core.scopes import Scope
 from ..core.statuses import RunStatus
@@ -124,9 +123,7 @@ def execute(
     def once(at: datetime | None) -> RunResult:
         return _execute(job, alias, args, kwargs, at, scope, wait, manual=manual, task_id=task_id)
 
-    if job.overlap not in BUFFERS or manual or job.schedule is None:
-        return once(now)
-    return overlap.buffered(job, alias, once, now, keep_going)
+    return overlap.policy_of(job).start(job, alias, once, now, keep_going, manual=manual)
 
 
 def _execute(
@@ -166,12 +163,7 @@ def _execute(
         savepoint=True,
         whole_statements=True,
     )
-    if job.overlap == "terminate_other" and not manual:
-        overlap.replace_others(job, run, around)
-    if job.overlap == "cancel_other" and not manual:
-        run.watch_stop = True
-        lock.loss.on_stop = overlap.stop_in_main_thread(threading.current_thread(), run)
-        overlap.cancel_others(job, run, around)
+    overlap.policy_of(job).before_claim(job, run, around)
     with handlers.signals_stop_runs():
         try:
             # Each attempt sends the run's claim through the lock's holder and reads its row;
@@ -372,11 +364,7 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
             signals.job_skipped.send(sender=job, run=run)
             return False
     run.status = RunStatus.RUNNING
-    if job.overlap in BUFFERS and run.tick is not None and run.using is not None:
-        try:  # a waiting tick's run: its waiting row goes (else the next look deletes it)
-            overlap.started(run.using, job.name, run.tick)
-        except DatabaseError as error:
-            logger.warning("job %s: its waiting row not deleted: %s", job.name, first_line(error))
+    overlap.policy_of(job).claimed(job, run)
     return True
 
 

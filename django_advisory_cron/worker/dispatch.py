@@ -32,7 +32,6 @@ from django.db import DatabaseError, connections
 
 from .. import signals
 from ..core.moments import tick_said
-from ..core.overlap import BUFFERS
 from ..core.statuses import FAILING, SKIPS, RunStatus
 from ..db import pooler, sql
 from ..db.aliases import lock_database
@@ -43,6 +42,7 @@ from ..jobs import fanout
 from ..jobs.job import Job
 from ..lock.shared import ClaimConnection
 from ..run.history import HOST
+from ..run.overlap import policy_of
 from ..run.runner import ClaimedRun, RunResult, claim_waiting, execute
 from .children import STOP_GRACE, Children, Isolation, in_process
 from .narration import DETAILS, ERRORS, RUNS, Narrator
@@ -201,14 +201,7 @@ class Dispatcher:
         its scope is ``auto`` (the row's lease protects it there; a job that asks for
         transaction scope keeps its writes and its run row in one transaction). Other runs
         take their own."""
-        if (
-            self.in_process(job)
-            or job.deliver is not None
-            or job.overlap in ("terminate_other", "cancel_other")
-        ):
-            # A replaced run's lock backend is terminated: it must hold no other run's lock.
-            return False
-        if job.overlap in BUFFERS:  # its tick may wait, and its run start the waiting ones
+        if self.in_process(job) or job.deliver is not None or policy_of(job).claims_alone:
             return False
         using = lock_database(job.using, self.using)
         leased = self.claims_on(using).find_pooled
@@ -249,13 +242,8 @@ class Dispatcher:
             return
         with self.lock:
             previous = self.going(job.name)
-            room = len(previous) < job.slots or job.overlap in (
-                "terminate_other",
-                "cancel_other",
-                *BUFFERS,
-            )
-            # allow_all: up to max_concurrent at once; terminate_other: replaces it; buffers:
-            # its claim finds it busy and the tick waits (see run.overlap)
+            # allow_all: up to max_concurrent at once; others by their policy (see run.overlap)
+            room = len(previous) < job.slots or policy_of(job).meets_its_runs
             if room:
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())

@@ -26,6 +26,7 @@ from django_advisory_cron.core.overlap import (
 )
 from django_advisory_cron.db import sql
 from django_advisory_cron.jobs.definitions import Definition, to_job
+from django_advisory_cron.run.overlap import POLICIES
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")
 
@@ -176,3 +177,13 @@ def test_the_help_of_the_admin_field_lists_every_policy_and_the_bound() -> None:
     for text in (str(option.form_help), option.help_text()):
         assert all(policy in text for policy in OVERLAPS), text
         assert f"{MAX_BUFFERED}" in text, text
+
+
+def test_every_policy_built_has_its_behaviour_and_only_skip_s_kind_is_batched() -> None:
+    """The runner and the worker ask a job's policy, never its name: each name built has one,
+    and only the policies the claim alone decides (skip, allow_all) let a worker batch their
+    claims on its shared connection or skip a tick that meets a run going there."""
+    assert set(POLICIES) == set(OVERLAPS)
+    alone = {name for name, policy in POLICIES.items() if policy.claims_alone}
+    meets = {name for name, policy in POLICIES.items() if policy.meets_its_runs}
+    assert alone == meets == {"buffer_one", "buffer_all", "terminate_other", "cancel_other"}

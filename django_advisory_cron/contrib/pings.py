@@ -149,7 +149,7 @@ class Pinger:
         deadline = time.monotonic() + (app_settings.PING_TIMEOUT if timeout is None else timeout)
         while self.queue.unfinished_tasks:
             if time.monotonic() >= deadline:
-                if not self.failing:
+                if self._first_failure():
                     logger.warning(
                         "%s: %d request(s) not sent before the process exits (the monitor "
                         "did not answer within PING_TIMEOUT)",
@@ -187,10 +187,18 @@ class Pinger:
                 self.failing = False
                 return
 
+    def _first_failure(self) -> bool:
+        """Mark the monitor failing; True for the failure that marked it, the one logged.
+        One test-and-set: the sending thread's failure and the exit's give-up come in the same
+        instant when the exit waits exactly as long as the send does (``PING_TIMEOUT``), and
+        both used to be logged."""
+        with self.lock:
+            first, self.failing = not self.failing, True
+        return first
+
     def _failed(self, ping: Ping, error: Exception, attempts: int) -> None:
-        if self.failing:
+        if not self._first_failure():
             return
-        self.failing = True
         if isinstance(error, urllib.error.HTTPError):
             error = OSError(f"HTTP {error.code}")
         logger.warning(

@@ -466,3 +466,34 @@ def test_runs_claimed_beyond_max_concurrency_are_recorded_when_the_worker_stops(
         assert not Marker.objects.filter(job=row.job).exists()  # its body never ran
     observer = raw_connect()
     assert all(holders(observer, job_key(name)) == [] for name in names)
+
+
+def test_finishes_that_meet_on_the_claim_connection_commit_as_one(
+    jobs: list[Job[..., Any]], raw_connect: Any
+) -> None:
+    """Runs claimed together that end while their connection is busy finish together: one
+    statement, one transaction writes every row (one ``xmin``), and every lock is released."""
+    observer = raw_connect()
+    tick = tick_of(jobs[0])
+    claims = ClaimConnection("default")
+    try:
+        runs, _ = claim_together([(job, tick) for job in jobs], claims)
+        threads = start(runs)
+        wait_for(
+            lambda: JobRun.objects.filter(job__in=NAMES, status=RunStatus.RUNNING).count() == 4
+        )
+        with claims.turn():  # the connection is busy: each run's finish waits in line
+            gate.set()
+            wait_for(lambda: len(claims._finishing) == 4)
+        for thread in threads:
+            thread.join(10)
+        assert [run.result.status for run in runs] == [RunStatus.SUCCEEDED] * 4
+        assert all(holders(observer, job.key) == [] for job in jobs)
+    finally:
+        claims.close()
+    written = observer.execute(
+        "SELECT count(DISTINCT xmin::text), count(*) FROM django_advisory_cron_jobrun "
+        "WHERE job = ANY(%s) AND tick = %s AND status = 'succeeded'",
+        (NAMES, tick),
+    ).fetchone()
+    assert written == (1, 4)

@@ -186,6 +186,7 @@ NOT_STORED = "the run's error text and output were stored escaped ("
     ("args", "code", "status", "ending", "kept"),
     [
         (["logs_euro"], exitcodes.OK, "succeeded", ")", "costs 5 \\u20ac"),
+        (["logs_nul"], exitcodes.OK, "succeeded", ")", "abc\\ufffddef"),
         (["raises_euro"], exitcodes.JOB_FAILED, "failed", "ValueError: costs 5 \\u20ac", ""),
         (
             ["--scope", "transaction", "logs_euro"],
@@ -215,3 +216,30 @@ def test_text_the_database_refuses_is_no_lost_lock(
     assert stored == status
     assert output.isascii() and kept in output, output
     assert error.startswith(NOT_STORED) and error.endswith(ending), error
+
+
+@pytest.mark.usefixtures("unstorable_jobs")
+def test_a_finish_refused_beside_others_is_recorded_alone_and_theirs_as_they_are(
+    spawn: Any, raw_connect: Any, latin1_database_url: str
+) -> None:
+    """A cronworker's runs of one tick end together and their finishes go as one statement
+    (db.finishes); when the database refuses it for a text some of them carry (the euro sign,
+    and the storable form of a NUL), nothing of it ran, so each finish is sent alone: the
+    plain run is recorded as it is, the refused ones escaped, and no lock is reported lost."""
+    refused = {"logs_nul": "abc\\ufffddef", "logs_euro_each_second": "costs 5 \\u20ac"}
+    jobs = [*refused, "logs_plain_each_second"]
+    worker = spawn("cronworker", *jobs, url=latin1_database_url)
+    observer = raw_connect(latin1_database_url)
+    finished = "SELECT DISTINCT job FROM django_advisory_cron_jobrun WHERE finished IS NOT NULL"
+    wait_for(lambda: {row[0] for row in observer.execute(finished)} == set(jobs))
+    worker.terminate()
+    _out, err = worker.communicate(timeout=30)
+    rows = observer.execute(
+        "SELECT job, status, error, output FROM django_advisory_cron_jobrun ORDER BY id"
+    ).fetchall()
+    assert {status for _job, status, _e, _o in rows} == {"succeeded"}, err
+    for job, _status, error, output in rows:
+        if job in refused:
+            assert error.startswith(NOT_STORED) and refused[job] in output, (job, error, output)
+        else:
+            assert error == "" and output.endswith("plain\n"), (job, error, output)

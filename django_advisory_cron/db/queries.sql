@@ -385,6 +385,39 @@ SELECT CASE WHEN %(transaction)s THEN true
             ELSE pg_advisory_unlock(hashtext(%(lock_name)s)) END,
        CASE WHEN NOT (%(transaction)s OR %(shared)s) THEN pg_advisory_unlock_all() END
 
+-- name: finish_runs
+-- finish_run for several runs held on one worker's claim connection whose finishes met there
+-- (see db.finishes): one statement and one commit for them all. Each row is finished as
+-- finish_run finishes one. The main query reads the rows written before it unlocks anything,
+-- so a statement refused for one of them (a value it carries, a write refused) unlocks
+-- nothing, and each finish is then sent alone. One row per run, in order: the unlock's answer
+-- (true in lease scope, %(transaction)s, where no lock outlives the claim).
+WITH f AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(statuses)s::text[], %(errors)s::text[],
+                         %(attempts)s::int[], %(outputs)s::text[], %(lock_ns)s::int[],
+                         %(lock_ids)s::int[], %(lock_names)s::text[])
+        WITH ORDINALITY AS f(id, status, error, attempts, output, lock_ns, lock_id, lock_name, n)
+), w AS (
+    UPDATE "django_advisory_cron_jobrun" r SET
+        status = CASE WHEN r.status IN ('running', 'lock_lost') THEN f.status ELSE r.status END,
+        finished = CASE WHEN r.status IN ('running', 'lock_lost') OR r.finished IS NULL
+                        THEN clock_timestamp() ELSE r.finished END,
+        lease_until = NULL,
+        error = CASE WHEN r.error = '' THEN f.error
+                     WHEN f.error = '' THEN r.error
+                     ELSE r.error || E'\n' || f.error END,
+        attempts = f.attempts, output = f.output
+      FROM f WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = f.id
+    RETURNING r.id, CASE WHEN %(synchronous_commit)s::text IS NOT NULL
+                         THEN set_config('synchronous_commit', %(synchronous_commit)s, true) END
+)
+SELECT CASE WHEN %(transaction)s THEN true
+            WHEN f.lock_name IS NULL THEN pg_advisory_unlock(f.lock_ns, f.lock_id)
+            ELSE pg_advisory_unlock(hashtext(f.lock_name)) END
+  FROM f CROSS JOIN (SELECT count(*) FROM w) AS written(rows)
+ WHERE written.rows >= 0
+ ORDER BY f.n
+
 -- name: skip_tick
 -- Record a skip for a tick that already ran, then unlock as finish_run does.
 WITH w AS (INSERT INTO "django_advisory_cron_jobrun" (job, tick, host, pid, started, finished,

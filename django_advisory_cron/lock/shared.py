@@ -43,12 +43,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import app_settings
 from ..core.keys import LockKey
-from ..db import pooler, sql
+from ..db import finishes, pooler, sql
 from ..db.connections import (
     LockConnection,
     checkout,
     close_connection,
     open_lock_connection,
+    refused_value,
     still_open,
 )
 from ..db.execute import Row, rows_within
@@ -139,6 +140,17 @@ class Sighting:
     schedules: str
 
 
+@dataclass(eq=False)
+class _Finish:
+    """A run's finish waiting for the claim connection, and what came of it."""
+
+    lock: SharedLock
+    statement: Statement
+    done: bool = False
+    row: Row | None = None
+    error: BaseException | None = None
+
+
 class ClaimConnection:
     """One worker's connection for claiming runs, and the locks it holds.
 
@@ -167,6 +179,9 @@ class ClaimConnection:
         self.nudge: Callable[[], None] | None = None
         self._connection: LockConnection | None = None
         self._turn = threading.RLock()
+        #: Runs' finishes waiting for the turn (see ``release``), and what guards the list.
+        self._finishing: list[_Finish] = []
+        self._queue_lock = threading.Lock()
         self._held: dict[int, SharedLock] = {}
         #: Per run held: ``time.monotonic()`` when its lease was last set (claimed, renewed).
         self._leased: dict[int, float] = {}
@@ -324,16 +339,78 @@ class ClaimConnection:
 
     def release(self, lock: SharedLock, statement: Statement) -> Row | None:
         """Send ``lock``'s releasing statement and stop renewing its lease, in one turn (a
-        beat between the two would find the lock gone and report it lost)."""
+        beat between the two would find the lock gone and report it lost).
+
+        A run's finish waits in a queue for the turn: whichever finish gets it first sends
+        every finish queued by then as one statement, one commit
+        ([finishes][django_advisory_cron.db.finishes]); the others find theirs sent."""
+        if not finishes.joins(statement):
+            with self._turn:
+                row = self._send_release(lock, statement)
+            self._nudge()
+            return row
+        mine = _Finish(lock, statement)
+        with self._queue_lock:
+            self._finishing.append(mine)
         with self._turn:
-            try:
-                if lock.claimed_on is None or lock.claimed_on is not self._connection:
-                    raise DatabaseUnavailable(f"the connection that held {lock} was lost")
-                rows = self._fetch_all(statement)
-            finally:
-                self._drop(lock)
+            if not mine.done:
+                with self._queue_lock:
+                    batch, self._finishing = self._finishing, []
+                # Not done: no finish holding the turn before this one took it from the queue.
+                self._finish(batch)
         self._nudge()
+        if mine.error is not None:
+            raise mine.error
+        return mine.row
+
+    def _send_release(self, lock: SharedLock, statement: Statement) -> Row | None:
+        """(With the turn.) One run's releasing statement, on the connection its claim used."""
+        try:
+            if not self._holds(lock):
+                raise DatabaseUnavailable(f"the connection that held {lock} was lost")
+            rows = self._fetch_all(statement)
+        finally:
+            self._drop(lock)
         return rows[0] if rows else None
+
+    def _holds(self, lock: SharedLock) -> bool:
+        return lock.claimed_on is not None and lock.claimed_on is self._connection
+
+    def _finish(self, batch: list[_Finish]) -> None:
+        """(With the turn.) Send the finishes queued: in one statement when more than one can
+        go on this connection, each alone otherwise. A statement refused for a value one of
+        them carries, or as a write, ran nothing (no row written, no lock released): each is
+        then sent alone, so that only the refused one hears of it."""
+        try:
+            together = [each for each in batch if self._holds(each.lock)]
+            statement = (
+                finishes.finish_runs([each.statement for each in together])
+                if len(together) > 1
+                else None
+            )
+            if statement is not None:
+                try:
+                    rows = self._fetch_all(statement)
+                except Exception as error:
+                    if not (refused_value(error) or isinstance(error, DatabaseReadOnly)):
+                        raise
+                else:
+                    for each, row in zip(together, rows, strict=True):
+                        each.row, each.done = row, True
+                        self._drop(each.lock)
+            for each in batch:
+                if not each.done:
+                    try:
+                        each.row = self._send_release(each.lock, each.statement)
+                    except Exception as error:
+                        each.error = error
+                    each.done = True
+        except BaseException as error:
+            for each in batch:  # the connection failed, or a signal: none of them was sent
+                if not each.done:
+                    each.error, each.done = error, True
+                    self._drop(each.lock)
+            raise
 
     def forget(self, lock: SharedLock) -> None:
         """Stop renewing the lease of a run whose lock is gone or was never taken."""

@@ -29,6 +29,7 @@ from ..core.moments import tick_said
 from ..core.schedule_rules import max_runs_ended
 from ..core.scopes import Scope
 from ..core.statuses import RunStatus
+from ..core.text import storable
 from ..db.aliases import lock_database
 from ..db.connections import refused_value
 from ..exceptions import (
@@ -489,8 +490,10 @@ def _after_refused_finish(
 
 
 def _ascii(text: str) -> str:
-    """``text`` with every character outside ASCII written as its backslash escape."""
-    return text.encode("ascii", "backslashreplace").decode()
+    """``text`` as a run row can hold it (see ``storable``), then with every character
+    outside ASCII written as its backslash escape: a NUL is ASCII, but its storable form,
+    U+FFFD, is not, and a database whose encoding is not UTF-8 refuses it too."""
+    return storable(text).encode("ascii", "backslashreplace").decode()
 
 
 def _after_failed_release(

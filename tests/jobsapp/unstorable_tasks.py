@@ -42,3 +42,15 @@ def logs_euro() -> None:
 @locked_task(name="raises_euro")
 def raises_euro() -> None:
     raise ValueError("costs 5 \u20ac")
+
+
+@locked_task(name="logs_euro_each_second", capture=True, every=1)
+def logs_euro_each_second() -> None:
+    """``logs_euro`` on a schedule: a cronworker's run whose finish a LATIN1 database refuses."""
+    logger.warning("costs 5 \u20ac")
+
+
+@locked_task(name="logs_plain_each_second", capture=True, every=1)
+def logs_plain_each_second() -> None:
+    """Logs text every database holds: its finish is never refused."""
+    logger.warning("plain")

@@ -185,15 +185,18 @@ class SleepsThrough(Worker):
         self.other_tick: datetime | None = None
 
     def _sleep(self, seconds: float) -> None:
+        # This worker's runs end first: a run of it still going would hold the job's lock,
+        # and "another replica" would skip its tick instead of running it.
+        for future in list(self._running.values()):
+            future.result()
         if self.other_tick is not None:
-            for future in list(self._running.values()):
-                future.result()
             self.stop()
             return
         schedule = self.job.schedule
         assert schedule is not None
         self.other_tick = schedule.next_tick(schedule.next_tick(database_now("default")))
-        self.job.run(now=self.other_tick)  # "another replica", on the tick's own time
+        # "Another replica", on the tick's own time.
+        assert self.job.run(now=self.other_tick).ran
         time.sleep(self.nap)
 
 

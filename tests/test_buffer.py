@@ -22,8 +22,8 @@ from django.urls import reverse
 from django_advisory_cron import exitcodes
 from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.core.overlap import MAX_BUFFERED, OVERLAPS
+from django_advisory_cron.jobs import overlap
 from django_advisory_cron.models import TICK_TAKING, JobRun, RunStatus, Schedule
-from django_advisory_cron.run import overlap
 from tests.admin_users import logged_in
 from tests.jobsapp.models import Marker
 from tests.test_overlap import bodies

@@ -2,7 +2,7 @@
 Temporal's names, the bound on ``allow_all``'s concurrent runs and on the ticks a buffering
 policy keeps waiting. Pure: the claim acts on them (a job allowed N runs at once has N lock
 keys, its slots, in ``core/keys``; a buffered tick waits as a row of
-its own, see [overlap][django_advisory_cron.run.overlap])."""
+its own, see [overlap][django_advisory_cron.jobs.overlap])."""
 
 from __future__ import annotations
 

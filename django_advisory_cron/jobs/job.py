@@ -53,6 +53,7 @@ from .options import code_seconds, code_seconds_problem
 
 if TYPE_CHECKING:
     from ..run.runner import RunResult
+    from .overlap import Policy
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -250,6 +251,14 @@ class Job(Generic[P, R]):
     def slots(self) -> int:
         """How many runs of it may go at once."""
         return slots(self.overlap, self.max_concurrent)
+
+    @property
+    def policy(self) -> Policy:
+        """What its overlap policy does around its runs (see
+        [overlap][django_advisory_cron.jobs.overlap])."""
+        from .overlap import POLICIES  # imported here: it needs the runs, which need the models
+
+        return POLICIES[self.overlap]
 
     @property
     def origin(self) -> str:

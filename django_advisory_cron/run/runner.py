@@ -43,7 +43,7 @@ from ..lock import polling
 from ..lock.advisory import AdvisoryLock
 from ..lock.heartbeat import lost_text
 from ..lock.shared import ClaimConnection, SharedLock
-from . import attempts, handlers, history, output, overlap
+from . import attempts, handlers, history, output
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -52,6 +52,26 @@ LOST_IN_TRANSACTION = (
     "the connection holding the transaction-scoped lock was lost; the job's database work was "
     "rolled back"
 )
+
+
+class OverlapPolicy(Protocol):
+    """What a job's overlap policy does around its runs (see
+    [overlap][django_advisory_cron.jobs.overlap]): the runner asks it, and knows no policy."""
+
+    def start(
+        self,
+        job: RunnableJob,
+        alias: str,
+        once: Callable[[datetime | None], history.Run],
+        now: datetime | None,
+        keep_going: Callable[[], bool] | None,
+        *,
+        manual: bool,
+    ) -> history.Run: ...
+
+    def before_claim(self, job: RunnableJob, run: history.Run, around: datetime) -> None: ...
+
+    def claimed(self, job: RunnableJob, run: history.Run) -> None: ...
 
 
 class RunnableJob(attempts.Body, Protocol):
@@ -75,6 +95,9 @@ class RunnableJob(attempts.Body, Protocol):
 
     @property
     def overlap(self) -> str: ...
+
+    @property
+    def policy(self) -> OverlapPolicy: ...
 
     @property
     def at_most_once(self) -> bool: ...
@@ -114,7 +137,7 @@ def execute(
     the tick as waiting (the result's status says ``waiting``, or a skip when the bound is
     reached, and ``waited`` says why); one whose run ends here starts the ticks waiting then,
     oldest first, one after another, while ``keep_going()`` says so (see
-    [overlap][django_advisory_cron.run.overlap]). The result is the first run's.
+    [overlap][django_advisory_cron.jobs.overlap]). The result is the first run's.
 
     Raises only when nothing could be recorded: an invalid schedule, a lock database that is
     not PostgreSQL or cannot be reached, a scope that cannot be used here.
@@ -124,7 +147,7 @@ def execute(
     def once(at: datetime | None) -> RunResult:
         return _execute(job, alias, args, kwargs, at, scope, wait, manual=manual, task_id=task_id)
 
-    return overlap.policy_of(job).start(job, alias, once, now, keep_going, manual=manual)
+    return job.policy.start(job, alias, once, now, keep_going, manual=manual)
 
 
 def _execute(
@@ -164,7 +187,7 @@ def _execute(
         savepoint=True,
         whole_statements=True,
     )
-    overlap.policy_of(job).before_claim(job, run, around)
+    job.policy.before_claim(job, run, around)
     with handlers.signals_stop_runs():
         try:
             # Each attempt sends the run's claim through the lock's holder and reads its row;
@@ -365,7 +388,7 @@ def _taken(job: RunnableJob, lock: AdvisoryLock, run: RunResult) -> bool:
             signals.job_skipped.send(sender=job, run=run)
             return False
     run.status = RunStatus.RUNNING
-    overlap.policy_of(job).claimed(job, run)
+    job.policy.claimed(job, run)
     return True
 
 

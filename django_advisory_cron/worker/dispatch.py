@@ -42,7 +42,6 @@ from ..jobs import fanout
 from ..jobs.job import Job
 from ..lock.shared import ClaimConnection
 from ..run.history import HOST
-from ..run.overlap import policy_of
 from ..run.runner import ClaimedRun, RunResult, claim_waiting, execute
 from .children import STOP_GRACE, Children, Isolation, in_process
 from .narration import DETAILS, ERRORS, RUNS, Narrator
@@ -201,7 +200,7 @@ class Dispatcher:
         its scope is ``auto`` (the row's lease protects it there; a job that asks for
         transaction scope keeps its writes and its run row in one transaction). Other runs
         take their own."""
-        if self.in_process(job) or job.deliver is not None or policy_of(job).claims_alone:
+        if self.in_process(job) or job.deliver is not None or job.policy.claims_alone:
             return False
         using = lock_database(job.using, self.using)
         leased = self.claims_on(using).find_pooled
@@ -242,8 +241,8 @@ class Dispatcher:
             return
         with self.lock:
             previous = self.going(job.name)
-            # allow_all: up to max_concurrent at once; others by their policy (see run.overlap)
-            room = len(previous) < job.slots or policy_of(job).meets_its_runs
+            # allow_all: up to max_concurrent at once; others by their policy (see jobs.overlap)
+            room = len(previous) < job.slots or job.policy.meets_its_runs
             if room:
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())

@@ -26,7 +26,7 @@ from django_advisory_cron.core.overlap import (
 )
 from django_advisory_cron.db import sql
 from django_advisory_cron.jobs.definitions import Definition, to_job
-from django_advisory_cron.run.overlap import POLICIES
+from django_advisory_cron.jobs.overlap import POLICIES
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")
 

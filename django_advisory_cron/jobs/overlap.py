@@ -36,8 +36,8 @@ from ..core.statuses import RunStatus
 from ..db import others
 from ..db.execute import fetch_all, fetch_fresh, fetch_one
 from ..exceptions import first_line
-from . import handlers, history
-from .history import HOST
+from ..run import handlers, history
+from ..run.history import HOST
 
 logger = logging.getLogger("django_advisory_cron")
 
@@ -190,11 +190,6 @@ POLICIES: dict[str, Policy] = {
     "terminate_other": Terminate(),
     "cancel_other": Cancel(),
 }
-
-
-def policy_of(job: Overlapping) -> Policy:
-    """What ``job``'s overlap policy does around its runs."""
-    return POLICIES[job.overlap]
 
 
 def buffered(

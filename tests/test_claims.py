@@ -497,3 +497,40 @@ def test_finishes_that_meet_on_the_claim_connection_commit_as_one(
         (NAMES, tick),
     ).fetchone()
     assert written == (1, 4)
+
+
+def test_finishes_waiting_together_when_the_connection_dies_are_each_a_lost_lock(
+    jobs: list[Job[..., Any]], raw_connect: Any
+) -> None:
+    """The claim connection is cut while four runs' finishes wait for it together: the
+    statement that would finish them fails, and each run is what one whose finish failed
+    alone is, a lost lock, recorded through a fresh connection and told; none stays running."""
+    told: list[str] = []
+
+    def receiver(sender: Job[..., Any], **kwargs: Any) -> None:
+        told.append(sender.name)
+
+    signals.lock_lost.connect(receiver, weak=False, dispatch_uid="claims-batch-lost")
+    observer = raw_connect()
+    tick = tick_of(jobs[0])
+    claims = ClaimConnection("default")
+    try:
+        runs, _ = claim_together([(job, tick) for job in jobs], claims)
+        threads = start(runs)
+        wait_for(
+            lambda: JobRun.objects.filter(job__in=NAMES, status=RunStatus.RUNNING).count() == 4
+        )
+        with claims.turn():
+            gate.set()
+            wait_for(lambda: len(claims._finishing) == 4)
+            observer.execute("SELECT pg_terminate_backend(%s)", (backend_pid(claims),))
+        for thread in threads:
+            thread.join(10)
+        assert [run.result.status for run in runs] == [RunStatus.LOCK_LOST] * 4
+        wait_for(lambda: sorted(told) == NAMES)
+        assert all(holders(observer, job.key) == [] for job in jobs)
+    finally:
+        signals.lock_lost.disconnect(dispatch_uid="claims-batch-lost")
+        claims.close()
+    rows = JobRun.objects.filter(job__in=NAMES, tick=tick)
+    assert sorted(rows.values_list("status", flat=True)) == [RunStatus.LOCK_LOST] * 4

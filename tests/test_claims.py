@@ -10,6 +10,8 @@ import re
 import signal
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -468,6 +470,22 @@ def test_runs_claimed_beyond_max_concurrency_are_recorded_when_the_worker_stops(
     assert all(holders(observer, job_key(name)) == [] for name in names)
 
 
+@contextmanager
+def finishes_waiting(
+    jobs: list[Job[..., Any]], tick: datetime, claims: ClaimConnection
+) -> Iterator[tuple[list[ClaimedRun], list[threading.Thread]]]:
+    """Claim ``tick`` of every job together on ``claims`` and start the runs; then, holding
+    the connection's turn, let them end: inside the block every run's finish waits for the
+    connection, together; they go once it ends."""
+    runs, _ = claim_together([(job, tick) for job in jobs], claims)
+    threads = start(runs)
+    wait_for(lambda: JobRun.objects.filter(job__in=NAMES, status=RunStatus.RUNNING).count() == 4)
+    with claims.turn():
+        gate.set()
+        wait_for(lambda: len(claims._finishing) == len(runs))
+        yield runs, threads
+
+
 def test_finishes_that_meet_on_the_claim_connection_commit_as_one(
     jobs: list[Job[..., Any]], raw_connect: Any
 ) -> None:
@@ -477,14 +495,8 @@ def test_finishes_that_meet_on_the_claim_connection_commit_as_one(
     tick = tick_of(jobs[0])
     claims = ClaimConnection("default")
     try:
-        runs, _ = claim_together([(job, tick) for job in jobs], claims)
-        threads = start(runs)
-        wait_for(
-            lambda: JobRun.objects.filter(job__in=NAMES, status=RunStatus.RUNNING).count() == 4
-        )
-        with claims.turn():  # the connection is busy: each run's finish waits in line
-            gate.set()
-            wait_for(lambda: len(claims._finishing) == 4)
+        with finishes_waiting(jobs, tick, claims) as (runs, threads):
+            pass
         for thread in threads:
             thread.join(10)
         assert [run.result.status for run in runs] == [RunStatus.SUCCEEDED] * 4
@@ -515,14 +527,7 @@ def test_finishes_waiting_together_when_the_connection_dies_are_each_a_lost_lock
     tick = tick_of(jobs[0])
     claims = ClaimConnection("default")
     try:
-        runs, _ = claim_together([(job, tick) for job in jobs], claims)
-        threads = start(runs)
-        wait_for(
-            lambda: JobRun.objects.filter(job__in=NAMES, status=RunStatus.RUNNING).count() == 4
-        )
-        with claims.turn():
-            gate.set()
-            wait_for(lambda: len(claims._finishing) == 4)
+        with finishes_waiting(jobs, tick, claims) as (runs, threads):
             observer.execute("SELECT pg_terminate_backend(%s)", (backend_pid(claims),))
         for thread in threads:
             thread.join(10)

@@ -18,10 +18,11 @@ from django_advisory_cron.conf import app_settings
 from django_advisory_cron.core.keys import LockKey
 from django_advisory_cron.jobs.job import registry
 from django_advisory_cron.lock.shared import ClaimConnection
-from django_advisory_cron.models import JobRun, RunStatus
+from django_advisory_cron.models import JobRun, RunStatus, Schedule
 from django_advisory_cron.run.runner import claim_together
 from django_advisory_cron.worker.clock import DatabaseClock
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
+from django_advisory_cron.worker.requests import RunRequests
 from tests.statements import statements_sent
 from tests.waiting import CLAIM, wait_for
 
@@ -161,3 +162,25 @@ def test_a_waiting_job_gives_up_after_its_wait_with_one_skip_per_tick(
         .exclude(status=RunStatus.SKIPPED_LOCKED)
         .exists()
     )
+
+
+def test_a_schedule_added_as_the_worker_starts_to_listen_is_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A schedule added after a starting worker read the schedules, and before its LISTEN, is
+    notified to nobody listening there: the worker still finds it (its look after the
+    LISTEN sees the schedules' version move) and runs it at its next tick, not minutes later.
+    Three workers started as a schedule was added once waited 30 s for it in vain."""
+    locked_task(name="statements_late")(nothing)
+    listen = RunRequests.listen
+
+    def listen_after_a_change(self: RunRequests, presence: ClaimConnection) -> None:
+        Schedule.objects.create(name="statements_added", job="statements_late", every=1)
+        listen(self, presence)
+
+    monkeypatch.setattr(RunRequests, "listen", listen_after_a_change)
+    worker = start_worker(grace=5)
+    try:
+        wait_for(lambda: succeeded("statements_added") >= 1, timeout=10)
+    finally:
+        worker.close(timeout=15)

@@ -245,6 +245,11 @@ class Worker:
                             with presence.turn() as wrapper:
                                 self._following.load(wrapper, clock.now())
                         self._requests.listen(presence)
+                        if self._requests.listening:
+                            # A schedule changed between the read above and the LISTEN was
+                            # notified to nobody listening here: one look at the schedules'
+                            # version, which the next pass compares with the one read.
+                            presence.look()
                         listened_on = connection
                         if first:
                             self._announce(upcoming, now)

@@ -167,10 +167,10 @@ def test_a_waiting_job_gives_up_after_its_wait_with_one_skip_per_tick(
 def test_a_schedule_added_as_the_worker_starts_to_listen_is_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A schedule added after a starting worker read the schedules, and before its LISTEN, is
-    notified to nobody listening there: the worker still finds it (its look after the
-    LISTEN sees the schedules' version move) and runs it at its next tick, not minutes later.
-    Three workers started as a schedule was added once waited 30 s for it in vain."""
+    """A schedule added while a worker starts, as it begins to LISTEN, is run at its next
+    tick, not minutes later. The worker used to read the schedules before its LISTEN: a change
+    in between was read by nobody and heard by nobody, and three workers started as a schedule
+    was added once waited 30 s for it in vain. It listens first now, then reads."""
     locked_task(name="statements_late")(nothing)
     listen = RunRequests.listen
 

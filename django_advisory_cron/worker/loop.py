@@ -227,32 +227,29 @@ class Worker:
                     with presence.turn() as connection:
                         reconnected = connection is not listened_on
                     if reconnected:
-                        # A (re)connected presence: listen again; the first pass plans.
+                        # A (re)connected presence: listen again, then read the schedules, so
+                        # that a change made in between is heard (one made before is read);
+                        # the first pass plans.
                         clock = DatabaseClock(presence)
                         first = self._timetable.upcoming is None
                         if first:
                             # First, so a database without the app's tables is the first
                             # thing this worker says.
                             now = clock.read()
+                        self._requests.listen(presence)
+                        if first:
                             with presence.turn() as wrapper:
                                 self._following.load(wrapper, None)
                             upcoming = self._first_ticks(now)
                             logger.info(
                                 "cronworker %s: %s", self.identity, _first_ticks_said(upcoming, now)
                             )
+                            self._announce(upcoming, now)
                         else:
                             # Changes made while it was away went unannounced.
                             with presence.turn() as wrapper:
                                 self._following.load(wrapper, clock.now())
-                        self._requests.listen(presence)
-                        if self._requests.listening:
-                            # A schedule changed between the read above and the LISTEN was
-                            # notified to nobody listening here: one look at the schedules'
-                            # version, which the next pass compares with the one read.
-                            presence.look()
                         listened_on = connection
-                        if first:
-                            self._announce(upcoming, now)
                     wait = self._wake(clock)
                     attendance.losses = 0  # a whole pass: the connection works again
                     self._sleep(wait)

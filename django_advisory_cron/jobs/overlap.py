@@ -95,13 +95,12 @@ class Policy:
     other policies change what a run does before its claim, once it has claimed, or around the
     whole run; the runner and the worker ask the job's policy, never its name."""
 
-    #: Its runs are claimed alone, each on a connection of its own, never in a worker's batch
-    #: on a connection shared with other runs' locks.
-    claims_alone = False
-    #: A tick that comes while a run of its job is going in the same worker still goes to its
-    #: claim, which acts on the run going (replaces it, asks it to stop, or keeps the tick
-    #: waiting), instead of being skipped in the worker.
-    meets_its_runs = False
+    #: It acts on its job's runs going (replaces them, asks them to stop, or keeps the tick
+    #: waiting for them). So a tick that comes while a run of the job goes in the same worker
+    #: still goes to its claim instead of being skipped in the worker, and its runs are claimed
+    #: alone, each on a connection of its own, never in a worker's batch on a connection shared
+    #: with other runs' locks (a replaced run's lock backend is terminated).
+    acts_on_runs_going = False
 
     def start(
         self,
@@ -128,8 +127,7 @@ class Buffer(Policy):
     """``buffer_one`` and ``buffer_all``: a tick that finds its job busy waits for the run
     going to end; the process whose run ends starts the ticks waiting."""
 
-    claims_alone = True
-    meets_its_runs = True
+    acts_on_runs_going = True
 
     def start(
         self,
@@ -158,8 +156,7 @@ class Terminate(Policy):
     """``terminate_other``: a new tick's run ends the job's runs going, wherever they run (its
     lock's backend is terminated, so it must hold no other run's lock)."""
 
-    claims_alone = True
-    meets_its_runs = True
+    acts_on_runs_going = True
 
     def before_claim(self, job: Overlapping, run: history.Run, around: datetime) -> None:
         if not run.manual:
@@ -170,8 +167,7 @@ class Cancel(Policy):
     """``cancel_other``: a new tick's run asks the job's runs going to stop, and terminates
     those still going after ``CANCEL_GRACE`` seconds; each run watches for such a request."""
 
-    claims_alone = True
-    meets_its_runs = True
+    acts_on_runs_going = True
 
     def before_claim(self, job: Overlapping, run: history.Run, around: datetime) -> None:
         if run.manual:

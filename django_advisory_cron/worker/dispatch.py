@@ -200,7 +200,7 @@ class Dispatcher:
         its scope is ``auto`` (the row's lease protects it there; a job that asks for
         transaction scope keeps its writes and its run row in one transaction). Other runs
         take their own."""
-        if self.in_process(job) or job.deliver is not None or job.policy.claims_alone:
+        if self.in_process(job) or job.deliver is not None or job.policy.acts_on_runs_going:
             return False
         using = lock_database(job.using, self.using)
         leased = self.claims_on(using).find_pooled
@@ -242,7 +242,7 @@ class Dispatcher:
         with self.lock:
             previous = self.going(job.name)
             # allow_all: up to max_concurrent at once; others by their policy (see jobs.overlap)
-            room = len(previous) < job.slots or job.policy.meets_its_runs
+            room = len(previous) < job.slots or job.policy.acts_on_runs_going
             if room:
                 try:
                     future = self._pool.submit(self._run_ticks, job, ticks, time.monotonic())

@@ -184,6 +184,5 @@ def test_every_policy_built_has_its_behaviour_and_only_skip_s_kind_is_batched() 
     and only the policies the claim alone decides (skip, allow_all) let a worker batch their
     claims on its shared connection or skip a tick that meets a run going there."""
     assert set(POLICIES) == set(OVERLAPS)
-    alone = {name for name, policy in POLICIES.items() if policy.claims_alone}
-    meets = {name for name, policy in POLICIES.items() if policy.meets_its_runs}
-    assert alone == meets == {"buffer_one", "buffer_all", "terminate_other", "cancel_other"}
+    acting = {name for name, policy in POLICIES.items() if policy.acts_on_runs_going}
+    assert acting == {"buffer_one", "buffer_all", "terminate_other", "cancel_other"}

@@ -25,7 +25,10 @@ from psycopg import sql as pgsql
 
 from django_advisory_cron import exitcodes, locked_task
 from django_advisory_cron.contrib import notices
+from django_advisory_cron.core.keys import job_key
 from django_advisory_cron.core.text import storable
+from django_advisory_cron.db import finishes, sql
+from django_advisory_cron.db.execute import fetch_all
 from django_advisory_cron.jobs.job import Job
 from django_advisory_cron.models import JobRun, RunStatus
 from django_advisory_cron.ops import control, monitoring
@@ -36,6 +39,8 @@ pytestmark = pytest.mark.usefixtures("transactional_db")
 #: What a stored NUL or unpaired surrogate reads back as.
 MARK = "\ufffd"
 UNSTORABLE = ["\x00", *map(chr, range(0xD800, 0xE000))]
+#: Any text, those characters often among it.
+TEXT = st.text(st.one_of(st.characters(exclude_categories=()), st.sampled_from(UNSTORABLE)))
 
 
 @pytest.fixture
@@ -121,7 +126,7 @@ def echo(db_url: str, fresh_registry: None, quiet_runner: None) -> Job[Any, Any]
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(text=st.text(st.one_of(st.characters(exclude_categories=()), st.sampled_from(UNSTORABLE))))
+@given(text=TEXT)
 def test_any_text_is_stored_and_read_back_in_its_storable_form(
     echo: Job[Any, Any], text: str
 ) -> None:
@@ -134,6 +139,41 @@ def test_any_text_is_stored_and_read_back_in_its_storable_form(
     assert not set(UNSTORABLE) & set(kept) and len(kept) == len(text) and storable(kept) == kept
     assert run.output.endswith(f"unstorable: {kept}\n")
     assert run.error.endswith(f"ValueError: echo: {kept}".strip())
+
+
+@hypothesis.settings(max_examples=40, deadline=None, database=None)
+@given(texts=st.lists(st.tuples(TEXT, TEXT), min_size=2, max_size=4))
+def test_finishes_sent_together_store_any_text_in_its_storable_form(
+    texts: list[tuple[str, str]],
+) -> None:
+    """The finishes of runs that end together go as one statement of text arrays
+    (db.finishes): whatever their errors and outputs hold, each row reads back its own, in its
+    storable form, as its own finish would have written it."""
+    runs = [
+        JobRun.objects.create(
+            job=f"unstorable.together{n}", host="h", pid=1, status="running", started=timezone.now()
+        )
+        for n in range(len(texts))
+    ]
+    statement = finishes.finish_runs(
+        [
+            sql.finish_run(
+                job_key(run.job),
+                "session",
+                run_id=run.id,
+                status="failed",
+                error=error,
+                output=output,
+                shared=True,
+            )
+            for run, (error, output) in zip(runs, texts, strict=True)
+        ]
+    )
+    assert statement is not None
+    assert len(fetch_all("default", statement)) == len(runs)
+    for run, (error, output) in zip(runs, texts, strict=True):
+        run.refresh_from_db()
+        assert (run.status, run.error, run.output) == ("failed", storable(error), storable(output))
 
 
 def test_a_healthy_job_that_logs_a_binary_byte_is_not_paused(

@@ -123,7 +123,10 @@ def test_the_async_lock_waits_without_blocking_the_loop(raw_connect: Any) -> Non
 
     waited, ticks, taken = asyncio.run(main())
     assert not waited and taken
-    assert ticks >= 20, ticks  # the loop ran on for the second the lock was waited for
+    # The loop ran on for the second the lock was waited for: 50 ticks of 20 ms on a quiet
+    # machine, fewer when the CPUs are busy (14 with eight test processes on two cores); a
+    # wait that blocked the loop would let it tick at most once.
+    assert ticks >= 5, ticks
 
 
 def test_the_async_lock_needs_session_scope() -> None:

@@ -28,8 +28,16 @@ PACKAGE = Path(sys.modules["django_advisory_cron"].__file__ or "").parent
 TICK = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 
 
-#: The statements a migration runs (0016 installs the claim function, 0027 again), not the code.
-MIGRATIONS = {"create_claim", "drop_claim", "drop_claim_without_slots", "drop_claim_with_slots"}
+#: The statements a migration runs (0016 installs the claim function, 0027 again, 0031 turns
+#: its JIT off), not the code.
+MIGRATIONS = {
+    "create_claim",
+    "drop_claim",
+    "drop_claim_without_slots",
+    "drop_claim_with_slots",
+    "claim_without_jit",
+    "claim_with_jit",
+}
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,11 @@
 ``runlocked`` processes racing a few jobs.
 
 Run on demand: ``python benchmarks/bench_scale.py [--workers 3] [--jobs 50] [--every 5]
-[--seconds 17] [--racers 50] [--race-jobs 20] [--beat]``; ``--workers 20 --jobs 500`` is the 10,000
-lock attempts per tick case. Uses DATABASE_URL or starts a durable throwaway PostgreSQL
-(``benchmarks/measure.py``; then the
+[--seconds 17] [--racers 50] [--race-jobs 20] [--history ROWS] [--beat]``; ``--workers 20
+--jobs 500`` is the 10,000 lock attempts per tick case. With ``--history``, the run table
+holds that many rows of the jobs' past ticks before each configuration (as on a site that
+has run them for months): what the claims cost does not follow the history's size. Uses
+DATABASE_URL or starts a durable throwaway PostgreSQL (``benchmarks/measure.py``; then the
 database's CPU time is read from ``/proc``). Each worker configuration runs for ``--seconds``
 and is repeated with N doubled and with M doubled, so the growth per doubling is printed
 next to the base figures of the same run.
@@ -138,6 +140,26 @@ class Figures(Ticks):
     body_p99: float | None = None
 
 
+def fill_history(conn: Any, jobs: int, every: float, rows: int) -> None:
+    """A past of ``rows`` run rows for the benchmark's ``jobs`` jobs, as a site that has run
+    them for a while has: their ticks before now, every ``every`` seconds, one row each, most
+    of them successes (1 in 100 failed, 1 in 1,000 interrupted), then the table analysed, as
+    autovacuum would have done."""
+    if rows <= 0:
+        return
+    conn.execute(
+        "INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, "
+        "status, error, manual, backfill, task_id, attempts, output) "
+        "SELECT 'bench_' || (g %% %(jobs)s), t, 'history', 1, t, t + interval '5 ms', "
+        "CASE WHEN g %% 1000 = 0 THEN 'interrupted' WHEN g %% 100 = 0 THEN 'failed' "
+        "ELSE 'succeeded' END, '', false, false, '', 1, '' "
+        "FROM generate_series(1, %(rows)s) AS g, LATERAL (SELECT date_trunc('second', now()) "
+        "- make_interval(secs => %(every)s * (1 + g / %(jobs)s)) AS t) AS at",
+        {"jobs": jobs, "rows": rows, "every": every},
+    )
+    conn.execute("VACUUM ANALYZE django_advisory_cron_jobrun")
+
+
 def run_workers(
     url: str,
     server: PostgresServer | None,
@@ -146,11 +168,14 @@ def run_workers(
     every: float,
     seconds: float,
     busiest: int = 0,
+    history: int = 0,
 ) -> Figures:
-    """Start ``workers`` cronworkers with ``jobs`` jobs each for ``seconds``; measure."""
+    """Start ``workers`` cronworkers with ``jobs`` jobs each for ``seconds`` (over a past of
+    ``history`` run rows); measure."""
     workers, jobs = size
     env = environment(url, jobs, every, max_skew=min(1.0, every / 4))
     observer.conn.execute("TRUNCATE django_advisory_cron_jobrun")
+    fill_history(observer.conn, jobs, every, history)
     with tempfile.TemporaryDirectory(prefix="advisory-cron-starts-") as starts:
         env["BENCH_WORKER_STARTS"] = starts  # each body writes its start there
         processes = start_workers(env, workers)
@@ -359,6 +384,13 @@ def main() -> None:
         "--busiest", type=int, default=0, help="print the N statements sent most often"
     )
     parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="run rows in the table before each configuration (past ticks of its jobs, most "
+        "of them successes): what a claim costs on a site with a long history",
+    )
+    parser.add_argument(
         "--beat",
         action="store_true",
         help="also run each size under Celery beat (one beat, Redis, as many Celery workers "
@@ -372,7 +404,14 @@ def main() -> None:
             sizes += [(options.workers * 2, options.jobs), (options.workers, options.jobs * 2)]
         figures = [
             run_workers(
-                url, server, observer, size, options.every, options.seconds, options.busiest
+                url,
+                server,
+                observer,
+                size,
+                options.every,
+                options.seconds,
+                options.busiest,
+                options.history,
             )
             for size in sizes
         ]

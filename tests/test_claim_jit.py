@@ -1,11 +1,11 @@
 """A claim is never JIT-compiled.
 
 The claim function keeps a generic plan of its statement (it is planned once per connection).
-A generic plan is costed without the call's values, from the run table's statistics: once the
-history holds about a million rows, its estimate passes ``jit_above_cost`` (100,000 by
-default), and a server with JIT (Debian's and most distributions' packages) compiled the
-statement on every call, about 100 ms of the server's CPU for every run and every skip of every
-job (measured: a run of a no-op job took 110 to 170 ms instead of 2.5 ms at a million rows).
+A generic plan is costed without the call's values, from the run table's statistics, so its
+estimate grows with the history and can pass ``jit_above_cost`` (100,000 by default; 4 jobs
+with a million rows did), and a server with JIT (Debian's and most distributions' packages)
+then compiled the statement on every call: about 100 ms of the server's CPU for every run and
+skip (a run of a no-op job took 110 to 170 ms instead of 2.5 ms).
 
 The test makes any statement worth compiling (``jit_above_cost = 0`` for the test database)
 and reads the plans ``auto_explain`` logs while a job runs and skips through its public entry

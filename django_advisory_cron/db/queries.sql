@@ -121,10 +121,10 @@ SELECT c.*, clock_timestamp(),
 -- itself, the server plans a statement with array arguments again for its values on every
 -- call, which costs several times running it); a set_config(..., true) inside still lasts
 -- for the transaction. It also turns JIT off for the function: a generic plan is costed from
--- the run table's statistics, not the call's few jobs, and with a history of about a million
--- rows its estimate passes jit_above_cost, so a server built with JIT compiled the statement
--- on every call (about 100 ms of CPU for each run and skip, for a statement that runs in
--- under a millisecond). Each argument _x is the claim's %(x)s; a name that is both a column
+-- the run table's statistics, not the call's few jobs, so its estimate grows with the history
+-- and can pass jit_above_cost (4 jobs with a million rows did), and a server built with JIT
+-- then compiled the statement on every call: about 100 ms of CPU for each run and skip, for
+-- a statement that runs in a millisecond. Each argument _x is the claim's %(x)s; a name that is both a column
 -- and a returned column (tick, live, paused) means the column (use_column). A target list is
 -- evaluated left to right; a data-modifying CTE runs to its end whether read or not.
 -- _transaction picks the lock function; _lease NULL writes no lease; _synchronous_commit

@@ -29,7 +29,7 @@ TICK = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 
 
 #: The statements a migration runs (0016 installs the claim function, 0027 again, 0031 turns
-#: its JIT off), not the code.
+#: its JIT off, 0032 adds the index it probes), not the code.
 MIGRATIONS = {
     "create_claim",
     "drop_claim",
@@ -37,6 +37,8 @@ MIGRATIONS = {
     "drop_claim_with_slots",
     "claim_without_jit",
     "claim_with_jit",
+    "create_interrupted_tick_index",
+    "drop_interrupted_tick_index",
 }
 
 

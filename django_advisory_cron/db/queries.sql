@@ -111,8 +111,9 @@ SELECT c.*, clock_timestamp(),
        %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
 
 -- name: create_claim
--- The claim algorithm, installed by migration 0016 and again, with the run slots, by 0027 (a
--- later change of it is a migration that runs this again). Why a function: PL/pgSQL keeps
+-- The claim algorithm, installed by migration 0016, again with the run slots by 0027, and
+-- again by 0032, whose index its at-most-once check probes (a later change of it is a
+-- migration that runs this again). Why a function: PL/pgSQL keeps
 -- its statement's plan for the life of the backend, so a claim is planned once per
 -- connection, not on every call, whether the call is prepared or not: a transaction-scope
 -- claim on the project's connection, a worker's claim connection that binds on the client, a
@@ -133,7 +134,10 @@ SELECT c.*, clock_timestamp(),
 -- reference within _skew (a join, so that a batch costs its claims and their matches, not
 -- their product). The skip rows are written with _record, and for a manual claim; a lock
 -- held elsewhere is recorded with who holds it, as the Held locks page (the heldlock view)
--- shows it, and an earlier run still alive with its id, host and pid. "x": the run slots of
+-- shows it, and an earlier run still alive with its id, host and pid. An at-most-once claim
+-- looks for its tick's running row (in the (job, tick) index of the rows that take a tick) and
+-- its interrupted one (in their own (job, tick) index, migration 0032): two probes, whatever
+-- the history holds. "x": the run slots of
 -- the claims of jobs that may run several times at once (overlap allow_all), each claim's
 -- keys in order (its job's own first): such a claim goes ahead while fewer of its job's runs
 -- are live than it has slots, and takes the first slot free (not held by this backend, which
@@ -218,9 +222,11 @@ WITH i AS (
                                              lease_until, manual, task_id)
     SELECT t.job, t.tick, _host, _pid, clock_timestamp(), 'running', '',
            clock_timestamp() + make_interval(secs => _lease), t.manual, t.task_id
-      FROM t WHERE t.got AND NOT (t.once AND EXISTS (
+      FROM t WHERE t.got AND NOT (t.once AND (EXISTS (
         SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
-           AND r.status IN ('interrupted', 'running')))
+           AND r.status = 'running') OR EXISTS (
+        SELECT FROM "django_advisory_cron_jobrun" r WHERE r.job = t.job AND r.tick = t.tick
+           AND r.status = 'interrupted')))
     ON CONFLICT (job, tick)
        WHERE status IN ('running', 'succeeded', 'failed', 'lock_lost', 'timed_out') DO NOTHING
     RETURNING id, job, CASE WHEN _synchronous_commit IS NOT NULL
@@ -303,6 +309,17 @@ ALTER FUNCTION django_advisory_cron_claim(text[], int[], int[], text[], timestam
     boolean[], text[], boolean[], bigint[], timestamptz[], timestamptz[], float8, text, int,
     boolean, float8, boolean, boolean, boolean, text, bigint[], int[], int[], text[])
     RESET jit
+
+-- name: create_interrupted_tick_index
+-- Migration 0032: the interrupted rows by (job, tick), which an at-most-once claim looks for
+-- (see create_claim); without it, the claim read every interrupted row of every job. Built
+-- concurrently, so a large history goes on taking runs while it builds.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS advisory_cron_interrupted_tick
+    ON "django_advisory_cron_jobrun" (job, tick) WHERE status = 'interrupted'
+
+-- name: drop_interrupted_tick_index
+-- Migration 0032 undone.
+DROP INDEX CONCURRENTLY IF EXISTS advisory_cron_interrupted_tick
 
 
 -- name: unclaimed_ticks

@@ -111,38 +111,36 @@ SELECT c.*, clock_timestamp(),
        %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
 
 -- name: create_claim
--- The claim algorithm, installed by migration 0016, again with the run slots by 0027, and
--- again by 0032, whose index its at-most-once check probes (a later change of it is a
--- migration that runs this again). Why a function: PL/pgSQL keeps
--- its statement's plan for the life of the backend, so a claim is planned once per
--- connection, not on every call, whether the call is prepared or not: a transaction-scope
--- claim on the project's connection, a worker's claim connection that binds on the client, a
--- connection behind a transaction pooler. The SET
--- clause makes the plan kept the generic one for the function's own statement only (left to
--- itself, the server plans a statement with array arguments again for its values on every
--- call, which costs several times running it); a set_config(..., true) inside still lasts
--- for the transaction. It also turns JIT off for the function: a generic plan is costed from
--- the run table's statistics, not the call's few jobs, so its estimate grows with the history
--- and can pass jit_above_cost (4 jobs with a million rows did), and a server built with JIT
--- then compiled the statement on every call: about 100 ms of CPU for each run and skip, for
--- a statement that runs in a millisecond. Each argument _x is the claim's %(x)s; a name that is both a column
--- and a returned column (tick, live, paused) means the column (use_column). A target list is
--- evaluated left to right; a data-modifying CTE runs to its end whether read or not.
--- _transaction picks the lock function; _lease NULL writes no lease; _synchronous_commit
--- NULL waits as the session does. "live": rows whose body may still be running, whatever
--- their status (a lease not expired). "m": each claim's tick, the match nearest its
--- reference within _skew (a join, so that a batch costs its claims and their matches, not
--- their product). The skip rows are written with _record, and for a manual claim; a lock
--- held elsewhere is recorded with who holds it, as the Held locks page (the heldlock view)
--- shows it, and an earlier run still alive with its id, host and pid. An at-most-once claim
--- looks for its tick's running row (in the (job, tick) index of the rows that take a tick) and
--- its interrupted one (in their own (job, tick) index, migration 0032): two probes, whatever
--- the history holds. "x": the run slots of
--- the claims of jobs that may run several times at once (overlap allow_all), each claim's
--- keys in order (its job's own first): such a claim goes ahead while fewer of its job's runs
--- are live than it has slots, and takes the first slot free (not held by this backend, which
--- would take it again, then tried: the CASE keeps that order, and the scan stops at the first
--- taken); "slot" says which (NULL for a claim without slots).
+-- The claim algorithm, installed by migration 0016, again with the run slots by 0027, and again
+-- by 0032, whose index its at-most-once check probes (a later change of it is a migration that
+-- runs this again). Why a function: PL/pgSQL keeps its statement's plan for the life of the
+-- backend, so a claim is planned once per connection, not on every call, whether the call is
+-- prepared or not: a transaction-scope claim on the project's connection, a worker's claim
+-- connection that binds on the client, a connection behind a transaction pooler. The SET clause
+-- makes the plan kept the generic one for the function's own statement only (left to itself,
+-- the server plans a statement with array arguments again for its values on every call, which
+-- costs several times running it); a set_config(..., true) inside still lasts for the
+-- transaction. It also turns JIT off for the function: a generic plan is costed from the run
+-- table's statistics, not the call's few jobs, so its estimate grows with the history and can
+-- pass jit_above_cost (4 jobs with a million rows did), and a server built with JIT then
+-- compiled the statement on every call: about 100 ms of CPU for each run and skip, for a
+-- statement that runs in a millisecond. Each argument _x is the claim's %(x)s; a name that is
+-- both a column and a returned column (tick, live, paused) means the column (use_column). A
+-- target list is evaluated left to right; a data-modifying CTE runs to its end whether read or
+-- not. _transaction picks the lock function; _lease NULL writes no lease; _synchronous_commit
+-- NULL waits as the session does. "live": rows whose body may still be running, whatever their
+-- status (a lease not expired). "m": each claim's tick, the match nearest its reference within
+-- _skew (a join, so that a batch costs its claims and their matches, not their product). The
+-- skip rows are written with _record, and for a manual claim; a lock held elsewhere is recorded
+-- with who holds it, as the Held locks page (the heldlock view) shows it, and an earlier run
+-- still alive with its id, host and pid. An at-most-once claim looks for its tick's running row
+-- (in the (job, tick) index of the rows that take a tick) and its interrupted one (in their own
+-- (job, tick) index, migration 0032): two probes, whatever the history holds. "x": the run
+-- slots of the claims of jobs that may run several times at once (overlap allow_all), each
+-- claim's keys in order (its job's own first): such a claim goes ahead while fewer of its job's
+-- runs are live than it has slots, and takes the first slot free (not held by this backend,
+-- which would take it again, then tried: the CASE keeps that order, and the scan stops at the
+-- first taken); "slot" says which (NULL for a claim without slots).
 CREATE OR REPLACE FUNCTION django_advisory_cron_claim(
     _jobs text[], _classids int[], _objids int[], _hashed text[], _refs timestamptz[],
     _manual boolean[], _task_ids text[], _once boolean[], _match_n bigint[],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 
 from croniter import croniter
 
@@ -106,5 +107,20 @@ def croniters_days_in_cron(expression: str) -> str | None:
     written = " ".join(fields)
     if one_value_ranges(written) != written:
         return None  # croniter reads 0-0 as the whole field, which cron cannot write
-    same = croniter(written).expanded == croniter(expression).expanded
+    same = _spans(croniter(written).expanded) == _spans(croniter(expression).expanded)
     return written if same and not days_unlike_croniter(written) else None
+
+
+#: Each field's values, for croniter's expansion (minute, hour, day of month, month, weekday,
+#: second).
+_FIELD_VALUES = (range(60), range(24), range(1, 32), range(1, 13), range(7), range(60))
+
+
+def _spans(expanded: Sequence[Sequence[object]]) -> list[Sequence[object]]:
+    """croniter's expansion of each field, a field that lists every value read as ``*``, as
+    croniter itself writes it for some spellings and not others (``1,*/1`` is every day of the
+    month, listed beside a weekday range, ``*`` beside ``*``)."""
+    return [
+        ["*"] if field == list(values) else field
+        for field, values in zip(expanded, _FIELD_VALUES, strict=False)
+    ]

@@ -197,6 +197,7 @@ def croniter_ticks(expression: str, start: datetime, end: datetime) -> list[date
 @example(expression="0 0 */2 * 1")
 @example(expression="0 0 1 * */2")
 @example(expression="0 0 1,*/2 * 0-6")
+@example(expression="0 0 1,*/1 * 0-6")  # croniter lists every day of the month here: found
 def test_croniters_days_written_for_cron_run_on_croniters_days(expression: str) -> None:
     """What a django-q2 Cron row is imported as (``cronjob import --from django-q2``)."""
     if not days_unlike_croniter(expression) or one_value_ranges(expression) != expression:

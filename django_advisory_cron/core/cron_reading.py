@@ -86,7 +86,15 @@ def days_unlike_croniter(expression: str) -> bool:
     if len(expression.split()) < 5:
         return False
     croniter_or = not any(_every_day(expression))
-    return day_reading(expression) != (expression, croniter_or)
+    written, day_or = day_reading(expression)
+    if day_or != croniter_or:
+        return True
+    # The same rule, on fields that may be spelled apart but name the same days (a day of
+    # month listing every day beside a weekday range that names every day, "1,*/1" and "0-6",
+    # is every day both ways).
+    return written != expression and _spans(croniter(written).expanded) != _spans(
+        croniter(expression).expanded
+    )
 
 
 def croniters_days_in_cron(expression: str) -> str | None:

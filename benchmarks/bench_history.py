@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.django_setup import setup
+from benchmarks.measure import fill_history
 
 #: The statuses of the history's rows, in turn, before one in ``--interrupted`` is made
 #: interrupted.
@@ -91,7 +92,15 @@ def measure(url: str, options: argparse.Namespace) -> tuple[dict[str, float], di
     }
     empty = timed(calls, options.runs)
     with psycopg.connect(url, autocommit=True) as conn:
-        fill(conn, options.rows, options.jobs, options.interrupted)
+        fill_history(
+            conn,
+            prefix="history_",
+            jobs=options.jobs,
+            rows=options.rows,
+            every=3600,
+            statuses=STATUSES,
+            interrupted=options.interrupted,
+        )
     return empty, timed(calls, options.runs)
 
 
@@ -108,27 +117,6 @@ def timed(calls: dict[str, Callable[[], object]], runs: int) -> dict[str, float]
             samples.append(time.perf_counter() - started)
         medians[label] = statistics.median(samples) * 1000
     return medians
-
-
-def fill(conn: Any, rows: int, jobs: int, interrupted: int) -> None:
-    """``rows`` past rows over ``jobs`` jobs, hourly ticks back from 2026, then analysed."""
-    conn.execute(
-        "INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, "
-        "status, error, manual, backfill, task_id, attempts, output) "
-        "SELECT 'history_' || (g %% %(jobs)s), t, 'history', 1, t, t + interval '1 second', "
-        "CASE WHEN g %% %(interrupted)s = 0 THEN 'interrupted' "
-        "ELSE (%(statuses)s::text[])[1 + g %% %(count)s] END, '', false, false, '', 1, '' "
-        "FROM generate_series(1, %(rows)s) AS g, LATERAL (SELECT timestamptz '2026-01-01' "
-        "- make_interval(hours => g / %(jobs)s) AS t) AS at",
-        {
-            "jobs": jobs,
-            "rows": rows,
-            "interrupted": interrupted,
-            "statuses": STATUSES,
-            "count": len(STATUSES),
-        },
-    )
-    conn.execute("VACUUM ANALYZE django_advisory_cron_jobrun")
 
 
 if __name__ == "__main__":

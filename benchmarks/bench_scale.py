@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from psycopg import sql
 
-from benchmarks.measure import CLAIMS, Observer, opening
+from benchmarks.measure import CLAIMS, Observer, fill_history, opening
 from benchmarks.workers import (
     MANAGE,
     RAN,
@@ -140,26 +140,6 @@ class Figures(Ticks):
     body_p99: float | None = None
 
 
-def fill_history(conn: Any, jobs: int, every: float, rows: int) -> None:
-    """A past of ``rows`` run rows for the benchmark's ``jobs`` jobs, as a site that has run
-    them for a while has: their ticks before now, every ``every`` seconds, one row each, most
-    of them successes (1 in 100 failed, 1 in 1,000 interrupted), then the table analysed, as
-    autovacuum would have done."""
-    if rows <= 0:
-        return
-    conn.execute(
-        "INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, "
-        "status, error, manual, backfill, task_id, attempts, output) "
-        "SELECT 'bench_' || (g %% %(jobs)s), t, 'history', 1, t, t + interval '5 ms', "
-        "CASE WHEN g %% 1000 = 0 THEN 'interrupted' WHEN g %% 100 = 0 THEN 'failed' "
-        "ELSE 'succeeded' END, '', false, false, '', 1, '' "
-        "FROM generate_series(1, %(rows)s) AS g, LATERAL (SELECT date_trunc('second', now()) "
-        "- make_interval(secs => %(every)s * (1 + g / %(jobs)s)) AS t) AS at",
-        {"jobs": jobs, "rows": rows, "every": every},
-    )
-    conn.execute("VACUUM ANALYZE django_advisory_cron_jobrun")
-
-
 def run_workers(
     url: str,
     server: PostgresServer | None,
@@ -175,7 +155,16 @@ def run_workers(
     workers, jobs = size
     env = environment(url, jobs, every, max_skew=min(1.0, every / 4))
     observer.conn.execute("TRUNCATE django_advisory_cron_jobrun")
-    fill_history(observer.conn, jobs, every, history)
+    # The jobs' past: 1 in 100 failed, 1 in 1,000 interrupted, the rest succeeded.
+    fill_history(
+        observer.conn,
+        prefix="bench_",
+        jobs=jobs,
+        rows=history,
+        every=every,
+        statuses=["failed"] + ["succeeded"] * 99,
+        interrupted=1000,
+    )
     with tempfile.TemporaryDirectory(prefix="advisory-cron-starts-") as starts:
         env["BENCH_WORKER_STARTS"] = starts  # each body writes its start there
         processes = start_workers(env, workers)

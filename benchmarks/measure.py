@@ -22,7 +22,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,6 +100,44 @@ def database() -> Iterator[tuple[str, PostgresServer | None]]:
     finally:
         if server is not None:
             server.stop()
+
+
+def fill_history(
+    conn: Any,
+    *,
+    prefix: str,
+    jobs: int,
+    rows: int,
+    every: float,
+    statuses: Sequence[str],
+    interrupted: int,
+) -> None:
+    """A past of ``rows`` run rows for the jobs ``<prefix>0`` to ``<prefix><jobs - 1>``, as a
+    site that has run them for a while has: one row per job and tick, the ticks ``every``
+    seconds apart back from now, their statuses ``statuses`` in turn, one row in
+    ``interrupted`` interrupted instead; then the table analysed, as autovacuum would have
+    done."""
+    if rows <= 0:
+        return
+    conn.execute(
+        "INSERT INTO django_advisory_cron_jobrun (job, tick, host, pid, started, finished, "
+        "status, error, manual, backfill, task_id, attempts, output) "
+        "SELECT %(prefix)s || (g %% %(jobs)s), t, 'history', 1, t, t + interval '1 second', "
+        "CASE WHEN g %% %(interrupted)s = 0 THEN 'interrupted' "
+        "ELSE (%(statuses)s::text[])[1 + g %% %(count)s] END, '', false, false, '', 1, '' "
+        "FROM generate_series(1, %(rows)s) AS g, LATERAL (SELECT date_trunc('second', now()) "
+        "- make_interval(secs => %(every)s * (1 + g / %(jobs)s)) AS t) AS at",
+        {
+            "prefix": prefix,
+            "jobs": jobs,
+            "rows": rows,
+            "every": every,
+            "statuses": list(statuses),
+            "count": len(statuses),
+            "interrupted": interrupted,
+        },
+    )
+    conn.execute("VACUUM ANALYZE django_advisory_cron_jobrun")
 
 
 #: The statements (``db/queries.sql``) whose server time is the claims' time: the claim, in

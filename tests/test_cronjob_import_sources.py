@@ -169,17 +169,22 @@ def test_a_crontab_of_both_days_imports_when_cron_matches_both_too(import_db: st
     )
 
 
-def test_a_django_q2_cron_row_with_a_range_of_one_value_says_how_it_differs(
+def test_django_q2_cron_rows_whose_fields_croniter_spells_apart_from_cron(
     import_db: str,
 ) -> None:
     """django-q2 (croniter) reads ``5-5`` as the whole field, every hour; cron, and the
-    engine, as 5."""
+    engine, as 5. croniter lists every day of the month for ``1,*/1`` beside a weekday range
+    (and writes ``*`` for it beside ``*``): that row runs every day for django-q2 and for
+    cron, and is imported as it is (it was refused as one whose days no cron expression could
+    say)."""
     _shell(
         import_db,
         """
 from django_q.models import Schedule
 Schedule.objects.create(name="at five", func="tests.jobsapp.import_tasks.send_report",
     schedule_type="C", cron="0 5-5 * * *")
+Schedule.objects.create(name="every day", func="tests.jobsapp.import_tasks.send_report",
+    schedule_type="C", cron="0 0 1,*/1 * 0-6")
 """,
     )
     said = _dry_run(import_db, "django-q2")
@@ -188,21 +193,6 @@ Schedule.objects.create(name="at five", func="tests.jobsapp.import_tasks.send_re
         "0 5-5 * * *; django-q2 (croniter) reads a range of one value in '0 5-5 * * *' as the "
         "whole field (every value); here it is that value, as cron reads it: '0 5 * * *'"
     )
-
-
-def test_a_django_q2_cron_row_that_runs_every_day_imports(import_db: str) -> None:
-    """croniter lists every day of the month for ``1,*/1`` beside a weekday range (and writes
-    ``*`` for it beside ``*``): the row runs every day for django-q2 and for cron, and is
-    imported as it is (it was refused as one whose days no cron expression could say)."""
-    _shell(
-        import_db,
-        """
-from django_q.models import Schedule
-Schedule.objects.create(name="every day", func="tests.jobsapp.import_tasks.send_report",
-    schedule_type="C", cron="0 0 1,*/1 * 0-6")
-""",
-    )
-    said = _dry_run(import_db, "django-q2")
     assert said["django-q2 Schedule 'every day'"] == (
         "django-q2 Schedule 'every day' -> every-day: would import, calling job send_report(), "
         "0 0 1,*/1 * 0-6"

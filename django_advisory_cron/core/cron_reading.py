@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
 
 from croniter import croniter
 
@@ -92,9 +91,7 @@ def days_unlike_croniter(expression: str) -> bool:
     # The same rule, on fields that may be spelled apart but name the same days (a day of
     # month listing every day beside a weekday range that names every day, "1,*/1" and "0-6",
     # is every day both ways).
-    return written != expression and _spans(croniter(written).expanded) != _spans(
-        croniter(expression).expanded
-    )
+    return written != expression and _spans(written) != _spans(expression)
 
 
 def croniters_days_in_cron(expression: str) -> str | None:
@@ -115,20 +112,24 @@ def croniters_days_in_cron(expression: str) -> str | None:
     written = " ".join(fields)
     if one_value_ranges(written) != written:
         return None  # croniter reads 0-0 as the whole field, which cron cannot write
-    same = _spans(croniter(written).expanded) == _spans(croniter(expression).expanded)
+    same = _spans(written) == _spans(expression)
     return written if same and not days_unlike_croniter(written) else None
 
 
 #: Each field's values, for croniter's expansion (minute, hour, day of month, month, weekday,
 #: second).
-_FIELD_VALUES = (range(60), range(24), range(1, 32), range(1, 13), range(7), range(60))
+_FIELD_VALUES: tuple[list[object], ...] = tuple(
+    list(values)
+    for values in (range(60), range(24), range(1, 32), range(1, 13), range(7), range(60))
+)
 
 
-def _spans(expanded: Sequence[Sequence[object]]) -> list[Sequence[object]]:
-    """croniter's expansion of each field, a field that lists every value read as ``*``, as
-    croniter itself writes it for some spellings and not others (``1,*/1`` is every day of the
-    month, listed beside a weekday range, ``*`` beside ``*``)."""
-    return [
-        ["*"] if field == list(values) else field
-        for field, values in zip(expanded, _FIELD_VALUES, strict=False)
-    ]
+@functools.lru_cache(maxsize=1024)
+def _spans(expression: str) -> tuple[tuple[object, ...], ...]:
+    """croniter's expansion of each field of ``expression``, a field that lists every value
+    read as ``*``, as croniter itself writes it for some spellings and not others (``1,*/1``
+    is every day of the month, listed beside a weekday range, ``*`` beside ``*``)."""
+    return tuple(
+        ("*",) if list(field) == values else tuple(field)
+        for field, values in zip(croniter(expression).expanded, _FIELD_VALUES, strict=False)
+    )

@@ -30,6 +30,10 @@ Per configuration:
   ``total_plan_time + total_exec_time``), per tick, all replicas together; printed below the
   table for each of the two, with their calls per tick.
 - database CPU per tick: CPU seconds of the server's processes per tick.
+- machine CPU per tick: CPU seconds every process of this machine used per tick (``/proc/stat``:
+  the workers, the server, everything else), and what that is on its cores: a tick's work
+  needs at least that long of wall time here, however it is spread (printed below the table),
+  so a latency goal below it is this machine's limit, not the scheduler's.
 
 With ``--beat``, each size runs under Celery beat too, in the same run and measured alike
 (``beat_baseline.py``: one beat, Redis, as many Celery workers as replicas, each run's body
@@ -73,6 +77,18 @@ from benchmarks.workers import (
     wait_for_rows,
 )
 from django_advisory_cron.testing import PostgresServer
+
+
+def machine_cpu() -> float | None:
+    """CPU seconds every process of this machine has used so far, all cores together (the busy
+    columns of ``/proc/stat``'s first line); None without ``/proc``."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal: all but idle and iowait are busy.
+    busy = sum(int(value) for index, value in enumerate(fields[1:9]) if index not in (3, 4))
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def server_cpu(server: PostgresServer | None) -> float | None:
@@ -135,6 +151,8 @@ class Figures(Ticks):
     #: all replicas together (empty where the server does not time statements).
     claims: dict[str, tuple[float, float, float]]
     cpu_per_tick: float | None
+    #: CPU seconds per tick of every process of the machine (``machine_cpu``).
+    machine_cpu_per_tick: float | None
     #: Milliseconds from a tick to its body's start, p50 and p99 (None where not recorded).
     body_p50: float | None = None
     body_p99: float | None = None
@@ -250,9 +268,10 @@ def measure_window(
     sampler = BackendSampler(observer)
     observer.reset()
     sampler.start()
-    cpu_before = server_cpu(server)
+    cpu_before, machine_before = server_cpu(server), machine_cpu()
     time.sleep(seconds)
     statements, cpu_after = observer.reading()[1], server_cpu(server)
+    machine_after = machine_cpu()
     claims = {
         kind: observer.statement_time(sorted({opening(name) for name in names}))
         for kind, names in CLAIMS.items()
@@ -270,6 +289,9 @@ def measure_window(
         (list(RAN), window_start, window_end, every),
     ).fetchall()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    machine = (
+        None if machine_before is None or machine_after is None else machine_after - machine_before
+    )
     window_ticks = seconds / every
     body: tuple[float | None, float | None] = (window.p50, window.p99)
     if starts is not None:
@@ -293,6 +315,7 @@ def measure_window(
             for calls, plan, execution in [timed]
         },
         cpu_per_tick=None if cpu is None else cpu / window_ticks,
+        machine_cpu_per_tick=None if machine is None else machine / window_ticks,
     )
 
 
@@ -445,6 +468,14 @@ def report(
         if f.other_rows:
             others = ", ".join(f"{status} {count:.1f}" for status, count in f.other_rows.items())
             print(f"{f.label}: rows per tick that are not runs: {others}")
+    cores = os.cpu_count() or 1
+    for f in [*figures, *beat]:
+        if f.machine_cpu_per_tick is not None:
+            print(
+                f"{f.label}: the machine's CPU per tick {f.machine_cpu_per_tick:.3f} s on "
+                f"{cores} cores: each tick's work takes at least "
+                f"{f.machine_cpu_per_tick / cores * 1000:.0f} ms of wall time here"
+            )
     for f in figures:
         kinds = "; ".join(
             f"{kind} {calls:.1f} calls, {plan:.1f} ms planning + {execution:.1f} ms executing"

@@ -32,6 +32,7 @@ from django.db import DatabaseError, connections
 
 from .. import signals
 from ..core.moments import tick_said
+from ..core.scopes import ResolvedScope, Scope
 from ..core.statuses import FAILING, SKIPS, RunStatus
 from ..db import pooler, sql
 from ..db.aliases import lock_database
@@ -157,6 +158,8 @@ class Dispatcher:
         self.claims = claims
         #: Per database alias: the connection that claims its ticks (see ``claims_on``).
         self._claims: dict[str, ClaimConnection] = {claims.alias: claims}
+        #: The scope of a lock on an alias, as resolved during this wake (see ``new_wake``).
+        self._scopes: dict[tuple[Scope, str], ResolvedScope] = {}
         self._stop = stop
         self._uid = f"{identity}:{id(self)}"  # several workers may share one process
         self._pool: ThreadPoolExecutor
@@ -203,8 +206,19 @@ class Dispatcher:
         if self.in_process(job) or job.deliver is not None or job.policy.acts_on_runs_going:
             return False
         using = lock_database(job.using, self.using)
-        leased = self.claims_on(using).find_pooled
-        return pooler.resolve_scope(job.scope, using, leased=leased) != "transaction"
+        key = (job.scope, using)
+        scope = self._scopes.get(key)
+        if scope is None:
+            leased = self.claims_on(using).find_pooled
+            scope = self._scopes[key] = pooler.resolve_scope(job.scope, using, leased=leased)
+        return scope != "transaction"
+
+    def new_wake(self) -> None:
+        """A new wake of the worker: scopes are resolved afresh. Within one wake they are
+        resolved once per scope and database, not once per job due (whether a database is
+        pooled reads the settings and the process's probe: hundreds of jobs due together read
+        the same answer)."""
+        self._scopes = {}
 
     @property
     def latest(self) -> dict[str, Future[Any]]:

@@ -297,6 +297,7 @@ class Worker:
     def _wake(self, clock: DatabaseClock) -> float:
         """Start the runs that are due (and those asked for); return the seconds until the
         next tick."""
+        self._dispatcher.new_wake()
         self._requests.take(self._presence)
         upcoming = self._timetable.upcoming
         assert upcoming is not None

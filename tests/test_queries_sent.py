@@ -29,7 +29,7 @@ TICK = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 
 
 #: The statements a migration runs (0016 installs the claim function, 0027 again, 0031 turns
-#: its JIT off, 0032 adds the index it probes), not the code.
+#: its JIT off, 0032 adds the index it probes, 0033 the census function), not the code.
 MIGRATIONS = {
     "create_claim",
     "drop_claim",
@@ -39,6 +39,8 @@ MIGRATIONS = {
     "claim_with_jit",
     "create_interrupted_tick_index",
     "drop_interrupted_tick_index",
+    "create_census",
+    "drop_census",
 }
 
 

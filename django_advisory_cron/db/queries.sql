@@ -91,24 +91,24 @@ SELECT c.* FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[]
        %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
 
 -- name: claim_runs_census
--- claim_runs, and a worker's census, read after the claim (its clock is never ahead): the
--- server's clock, the live workers (their application_name starts with %(prefix)s), whether
--- a "run now" request is pending, the version of the database's schedules. Here, not in the
+-- claim_runs, and a worker's census (create_census), read after the claim (its clock is never
+-- ahead): the census is a scalar subquery, which the server runs once, when the subquery's
+-- first row is made, after the claim function has run whole (OFFSET 0 keeps the subquery
+-- whole, so the census is not copied into each column that reads it). Here, not in the claim
 -- function, so that a claim without it does not start its plan.
-SELECT c.*, clock_timestamp(),
-       (SELECT array_agg(application_name) FROM pg_stat_activity
-         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
-       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
-       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
-          FROM "django_advisory_cron_schedule")
-  FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[],
-       %(objids)s::int[], %(hashed)s::text[], %(refs)s::timestamptz[], %(manual)s::boolean[],
-       %(task_ids)s::text[], %(once)s::boolean[], %(match_n)s::bigint[],
-       %(match_at)s::timestamptz[], %(match_tick)s::timestamptz[], %(skew)s::float8,
-       %(host)s::text, %(pid)s::int, %(transaction)s::boolean, %(lease)s::float8,
-       %(final)s::boolean, %(settle)s::boolean, %(record)s::boolean,
-       %(synchronous_commit)s::text, %(slot_n)s::bigint[], %(slot_classids)s::int[],
-       %(slot_objids)s::int[], %(slot_hashed)s::text[]) AS c
+SELECT t.released, t.got, t.run_id, t.tick, t.reference, t.interrupted, t.live, t.paused,
+       t.slot, (t.census).clock, (t.census).workers, (t.census).requested, (t.census).version
+  FROM (SELECT c.*, (SELECT django_advisory_cron_census(%(prefix)s)) AS census
+          FROM django_advisory_cron_claim(%(jobs)s::text[], %(classids)s::int[],
+               %(objids)s::int[], %(hashed)s::text[], %(refs)s::timestamptz[],
+               %(manual)s::boolean[], %(task_ids)s::text[], %(once)s::boolean[],
+               %(match_n)s::bigint[], %(match_at)s::timestamptz[],
+               %(match_tick)s::timestamptz[], %(skew)s::float8, %(host)s::text, %(pid)s::int,
+               %(transaction)s::boolean, %(lease)s::float8, %(final)s::boolean,
+               %(settle)s::boolean, %(record)s::boolean, %(synchronous_commit)s::text,
+               %(slot_n)s::bigint[], %(slot_classids)s::int[], %(slot_objids)s::int[],
+               %(slot_hashed)s::text[]) AS c
+        OFFSET 0) AS t
 
 -- name: create_claim
 -- The claim algorithm, installed by migration 0016, again with the run slots by 0027, and again
@@ -275,6 +275,37 @@ SELECT CASE WHEN NOT o.settled THEN false
   FROM o ORDER BY o.n;
 END
 $claim$
+
+-- name: create_census
+-- A worker's census, installed by migration 0033: the server's clock, the live workers (their
+-- application_name starts with _prefix), whether a "run now" request is pending, the version
+-- of the database's schedules. A function for the same reason as the claim's: a worker's
+-- connection binds its parameters on the client, so a statement sent as it is was planned at
+-- every claim, and planning these reads of pg_stat_activity and two tables cost about
+-- 0.27 ms a claim; PL/pgSQL plans them once per connection. Its row is a type of its own, so
+-- that the claim's statement can read its fields.
+CREATE TYPE django_advisory_cron_census AS (
+    clock timestamptz, workers text[], requested boolean, version text);
+CREATE FUNCTION django_advisory_cron_census(_prefix text) RETURNS django_advisory_cron_census
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET jit = off AS $census$
+DECLARE
+    found django_advisory_cron_census;
+BEGIN
+SELECT clock_timestamp(),
+       (SELECT array_agg(a.application_name) FROM pg_stat_activity a
+         WHERE a.datname = current_database() AND starts_with(a.application_name, _prefix)),
+       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
+       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
+          FROM "django_advisory_cron_schedule")
+  INTO found;
+RETURN found;
+END
+$census$
+
+-- name: drop_census
+-- Migration 0033 undone.
+DROP FUNCTION IF EXISTS django_advisory_cron_census(text);
+DROP TYPE IF EXISTS django_advisory_cron_census
 
 -- name: drop_claim
 -- Migration 0016 undone (0027 undone first has dropped it already).

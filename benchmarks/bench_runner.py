@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.django_setup import setup  # noqa: E402
-from benchmarks.measure import Floors, Observer, interleaved  # noqa: E402
+from benchmarks.measure import Floors, Observer, interleaved, opening  # noqa: E402
 
 
 @dataclass
@@ -50,10 +50,10 @@ class Row:
 
 WRITE, LOCK, ROUND_TRIP = "(c) write floor", "(a) bare try-lock + unlock", "SELECT 1 round trip"
 SESSION_RUN = "@locked_task run, session scope"
-#: How the claim statements (queries.sql's claim_runs and its census variant) begin: a call
-#: of the claim function, whose execution includes planning its statement when the
-#: connection has no plan of it yet.
-CLAIM = "SELECT c.*"
+#: How a run's claim statement (queries.sql's claim_runs) begins: a call of the claim
+#: function, whose execution includes planning its statement when the connection has no plan
+#: of it yet.
+CLAIM = opening("claim_runs")
 SHORT = {WRITE: "(c)", LOCK: "(a)", ROUND_TRIP: "S1", SESSION_RUN: "run"}
 
 

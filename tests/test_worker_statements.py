@@ -37,7 +37,7 @@ def nothing() -> None:
 
 def kind(statement: str) -> str:
     text = " ".join(statement.split())
-    if text.startswith(CLAIM) and "django_advisory_cron_claim(" in text:
+    if CLAIM in text:
         return "claim"
     if text.startswith("WITH w AS (UPDATE"):
         return "finish"

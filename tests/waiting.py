@@ -10,10 +10,10 @@ import pytest
 
 from django_advisory_cron.worker.fleet import PRESENCE_NAME
 
-#: How the claim statement begins (db/queries.sql, ``claim_runs`` and its census variant):
+#: What every claim statement holds (db/queries.sql, ``claim_runs`` and its census variant):
 #: what ``pg_stat_activity`` shows of it, a call of the function whose statement tries the
 #: locks.
-CLAIM = "SELECT c.*"
+CLAIM = "django_advisory_cron_claim("
 
 
 def wait_for(predicate: Callable[..., Any], timeout: float = 30, interval: float = 0.02) -> Any:

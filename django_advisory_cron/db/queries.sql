@@ -366,15 +366,8 @@ SELECT u.n FROM unnest(%(jobs)s::text[], %(ticks)s::timestamptz[]) WITH ORDINALI
  ORDER BY u.n
 
 -- name: sighting
--- What a worker's claim reads besides its runs, alone: the server's clock, the live workers
--- (their application_name starts with %(prefix)s), whether a "run now" request is pending,
--- the version of the database's schedules (any write or delete changes it).
-SELECT clock_timestamp(),
-       (SELECT array_agg(application_name) FROM pg_stat_activity
-         WHERE datname = current_database() AND starts_with(application_name, %(prefix)s)),
-       EXISTS (SELECT FROM "django_advisory_cron_jobstate" WHERE run_requested IS NOT NULL),
-       (SELECT count(*) || ' ' || COALESCE(max(changed)::text, '')
-          FROM "django_advisory_cron_schedule")
+-- What a worker's claim reads besides its runs, alone: its census (create_census).
+SELECT * FROM django_advisory_cron_census(%(prefix)s)
 
 -- name: renew_leases
 -- The heartbeat: renew the lease of each run whose lock this backend still holds. With

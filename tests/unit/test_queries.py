@@ -42,7 +42,8 @@ def test_every_table_named_is_a_models_table() -> None:
     named = {
         table for text in QUERIES.values() for table in re.findall(r"\bdjango_\w+\b(?!\.)", text)
     }
-    channels = {sql.RUN_CHANNEL, sql.SCHEDULES_CHANNEL, "django_advisory_cron_claim"}
+    functions = {"django_advisory_cron_claim", "django_advisory_cron_census"}
+    channels = {sql.RUN_CHANNEL, sql.SCHEDULES_CHANNEL, *functions}
     assert named - channels <= set(TABLES), named - channels - set(TABLES)
     assert set(TABLES) <= named
 
@@ -100,8 +101,10 @@ def spaced(text: str) -> str:
 
 
 #: The claim's algorithm: the function migration 0016 installs (its arguments ``_x`` are the
-#: claim's ``%(x)s``), and the two statements that call it, with and without a census.
+#: claim's ``%(x)s``), and the two statements that call it, with and without a census (the
+#: function migration 0033 installs, which ``sighting`` reads alone).
 CLAIM = "create_claim"
+CENSUS = "create_census"
 CALLS = ["claim_runs", "claim_runs_census"]
 
 
@@ -124,11 +127,10 @@ SHARED = {
         "& 4294967295 END )",
         {"lock_held", "renew_leases"},
     ),
-    "the live workers": ("SELECT array_agg", "%( prefix )s ) )", {"claim_runs_census", "sighting"}),
     "the schedules' version": (
         "SELECT count( * ) || ' '",
         '"django_advisory_cron_schedule" )',
-        {"claim_runs_census", "sighting", "schedule_rows"},
+        {CENSUS, "schedule_rows"},
     ),
 }
 
@@ -146,12 +148,26 @@ def test_a_part_several_statements_have_is_spelled_the_same_in_each(part: str) -
 
 def test_the_claim_calls_pass_the_functions_arguments_and_differ_only_by_the_census() -> None:
     """Each call passes every argument of the function, in its order, as the parameter of the
-    same name; the census is the sighting's columns after the claim's own."""
+    same name; the census call returns the claim's columns, then the census's fields (as
+    ``sighting`` returns them alone), reading the census once."""
     arguments = re.search(r"_claim\((.*?)\)\nRETURNS", QUERIES[CLAIM], re.S)
     assert arguments
     base, census = (QUERIES[name] for name in CALLS)
     for call in (base, census):
         passed = re.findall(r"%\((\w+)\)s", call.split(" FROM django_advisory_cron_claim(")[1])
         assert ["_" + name for name in passed] == re.findall(r"(_\w+) ", arguments[1])
-    sighting = QUERIES["sighting"].removeprefix("SELECT ")
-    assert spaced(census) == spaced(base.replace("c.*", f"c.*, {sighting}", 1))
+    returned = re.search(r"RETURNS TABLE \((.*?)\)\n", QUERIES[CLAIM], re.S)
+    fields = re.search(r"AS \((.*?)\);", QUERIES[CENSUS], re.S)
+    assert returned and fields
+    claimed = [each.split()[0] for each in returned[1].split(",")]
+    counted = [each.split()[0] for each in fields[1].split(",")]
+    selected = re.search(r"SELECT (.*?)\n  FROM", census, re.S)
+    assert selected
+    assert [
+        re.sub(r"^\(?t\.(census\)\.)?", "", each.strip()) for each in selected[1].split(",")
+    ] == [
+        *claimed,
+        *counted,
+    ]
+    assert census.count("django_advisory_cron_census(%(prefix)s)") == 1
+    assert QUERIES["sighting"] == "SELECT * FROM django_advisory_cron_census(%(prefix)s)"
